@@ -1,0 +1,185 @@
+// Package catalog is the small per-BackupJob index kept in the store next to
+// the artifacts (<namespace>/<name>/catalog.json).
+//
+// Only successful, completely written artifacts have entries: the agent adds
+// an entry after the store confirmed the artifact, and removes an entry
+// before it deletes the artifact. The catalog is replaced whole and
+// atomically (rename on a PVC, a single PUT on S3), so a reader sees either
+// the old or the new index, never a mix, and an interrupted backup leaves the
+// previous index as it was. A fresh cluster needs nothing but the store's
+// coordinates and the BackupJob key to list and restore.
+//
+// The functions here are pure: reading and writing the store is the caller's.
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"cairn.dev/agent/internal/naming"
+)
+
+// Kind and Version identify the format.
+const (
+	Kind    = "CairnBackupCatalog"
+	Version = 1
+)
+
+// Entry describes one successful backup.
+type Entry struct {
+	// Name is the artifact file name, relative to the job's directory.
+	Name string `json:"name"`
+	// Size in bytes and Checksum ("sha256:<hex>") of the stored bytes.
+	Size     int64     `json:"size"`
+	Checksum string    `json:"checksum"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	// DurationSeconds is End-Start.
+	DurationSeconds float64 `json:"durationSeconds"`
+	// Engine is postgres or mysql.
+	Engine string `json:"engine"`
+	// Format names the dump format ("pg_dump-custom", "mysqldump-sql") and
+	// Compression the stream compression ("zstd").
+	Format      string `json:"format"`
+	Compression string `json:"compression"`
+	// AgentVersion is the version of the agent that wrote the artifact.
+	AgentVersion string `json:"agentVersion,omitempty"`
+}
+
+// Catalog is the index of one BackupJob's artifacts, oldest first.
+type Catalog struct {
+	Kind      string    `json:"kind"`
+	Version   int       `json:"version"`
+	BackupJob string    `json:"backupJob"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	Entries   []Entry   `json:"entries"`
+}
+
+// New returns an empty catalog for job.
+func New(job naming.Job) *Catalog {
+	return &Catalog{Kind: Kind, Version: Version, BackupJob: job.String(), Entries: []Entry{}}
+}
+
+// Decode parses a stored catalog and checks that it belongs to job.
+func Decode(data []byte, job naming.Job) (*Catalog, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var c Catalog
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("catalog of %s is not valid JSON: %w", job, err)
+	}
+	if c.Kind != Kind {
+		return nil, fmt.Errorf("catalog of %s: kind %q, want %q", job, c.Kind, Kind)
+	}
+	if c.Version != Version {
+		return nil, fmt.Errorf("catalog of %s: version %d is not supported (this agent reads version %d)", job, c.Version, Version)
+	}
+	if c.BackupJob != job.String() {
+		return nil, fmt.Errorf("catalog belongs to backup job %q, not %s", c.BackupJob, job)
+	}
+	for _, e := range c.Entries {
+		if err := validEntry(job, e); err != nil {
+			return nil, fmt.Errorf("catalog of %s: %w", job, err)
+		}
+	}
+	if c.Entries == nil {
+		c.Entries = []Entry{}
+	}
+	sortEntries(c.Entries)
+	return &c, nil
+}
+
+// Encode returns the catalog as indented JSON.
+func (c *Catalog) Encode() []byte {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		// Only plain data: cannot fail.
+		panic(err)
+	}
+	return append(b, '\n')
+}
+
+// With returns a copy of c with e added, or replacing the entry of the same
+// name, stamped at now. c itself is not modified.
+func (c *Catalog) With(e Entry, now time.Time) (*Catalog, error) {
+	job, err := naming.ParseJob(c.BackupJob)
+	if err != nil {
+		return nil, err
+	}
+	if err := validEntry(job, e); err != nil {
+		return nil, err
+	}
+	out := c.clone()
+	out.Entries = slices.DeleteFunc(out.Entries, func(x Entry) bool { return x.Name == e.Name })
+	out.Entries = append(out.Entries, e)
+	sortEntries(out.Entries)
+	out.UpdatedAt = now.UTC()
+	return out, nil
+}
+
+// Without returns a copy of c without the named entries, stamped at now.
+func (c *Catalog) Without(names []string, now time.Time) *Catalog {
+	out := c.clone()
+	out.Entries = slices.DeleteFunc(out.Entries, func(x Entry) bool { return slices.Contains(names, x.Name) })
+	out.UpdatedAt = now.UTC()
+	return out
+}
+
+// Newest returns the newest entry.
+func (c *Catalog) Newest() (Entry, bool) {
+	if len(c.Entries) == 0 {
+		return Entry{}, false
+	}
+	return c.Entries[len(c.Entries)-1], true
+}
+
+// Find returns the entry whose name is ref, or whose name is ref's last path
+// element (so a full store path as reported by the agent also works).
+func (c *Catalog) Find(ref string) (Entry, bool) {
+	if i := strings.LastIndex(ref, "/"); i >= 0 {
+		ref = ref[i+1:]
+	}
+	for _, e := range c.Entries {
+		if e.Name == ref {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+func (c *Catalog) clone() *Catalog {
+	out := *c
+	out.Entries = slices.Clone(c.Entries)
+	if out.Entries == nil {
+		out.Entries = []Entry{}
+	}
+	return &out
+}
+
+func validEntry(job naming.Job, e Entry) error {
+	start, engine, err := naming.ParseArtifactName(job, e.Name)
+	if err != nil {
+		return err
+	}
+	if e.Engine != engine {
+		return fmt.Errorf("entry %s: engine %q does not match its name", e.Name, e.Engine)
+	}
+	if !start.Equal(e.Start.UTC().Truncate(time.Millisecond)) {
+		return fmt.Errorf("entry %s: start %s does not match its name", e.Name, e.Start.UTC().Format(time.RFC3339Nano))
+	}
+	if !strings.HasPrefix(e.Checksum, "sha256:") || len(e.Checksum) != len("sha256:")+64 {
+		return fmt.Errorf("entry %s: checksum %q is not sha256:<64 hex>", e.Name, e.Checksum)
+	}
+	if e.Size < 0 {
+		return fmt.Errorf("entry %s: negative size", e.Name)
+	}
+	return nil
+}
+
+// Names are fixed-width and share the job prefix, so name order is time order.
+func sortEntries(es []Entry) {
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+}

@@ -1,0 +1,220 @@
+// Package cli implements the agent's commands: backup, restore, prune, list
+// and delete.
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/config"
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/store"
+	"cairn.dev/agent/result"
+)
+
+// Options are the process's surroundings, replaceable in tests.
+type Options struct {
+	Version string
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Env     config.Env
+	Now     func() time.Time
+}
+
+const usage = `Usage: agent <command> [flags]
+
+Commands:
+  backup    dump the database, compressed and checksummed, into the store and add it to the catalog
+  restore   verify an artifact's checksum, then restore it into the database (CAIRN_ARTIFACT; default newest)
+  list      print the catalog of a BackupJob, one JSON line per artifact (--output=table for people)
+  prune     delete artifacts older than CAIRN_RETENTION_DAYS, always keeping the newest
+  delete    delete every artifact and the catalog of a BackupJob (deletionPolicy: Delete)
+  version   print the version (also: agent --version)
+
+Configuration comes from CAIRN_* environment variables; each has a flag that
+overrides it (agent <command> --help lists them). Credentials come only from
+the environment or mounted files, never from arguments.
+`
+
+// Main runs the agent with args (without the program name) and returns the
+// process exit code: 0 on success, 1 on failure, 2 on a usage error.
+func Main(ctx context.Context, args []string, o Options) int {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if len(args) == 0 {
+		fmt.Fprint(o.Stderr, usage)
+		return 2
+	}
+	cmd := args[0]
+	switch cmd {
+	case "--version", "-version", "version":
+		fmt.Fprintln(o.Stdout, o.Version)
+		return 0
+	case "-h", "--help", "help":
+		fmt.Fprint(o.Stdout, usage)
+		return 0
+	case "backup", "restore", "list", "prune", "delete":
+	default:
+		fmt.Fprintf(o.Stderr, "agent: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+
+	cfg, err := config.Load(cmd, args[1:], o.Env, o.Stdout)
+	if errors.Is(err, config.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		// The configuration could not be read: report where the
+		// environment says, or at the default path.
+		fallback := &config.Config{TerminationLog: config.DefaultTerminationLog}
+		if v, _ := o.Env.Lookup("CAIRN_TERMINATION_LOG"); v != "" {
+			fallback.TerminationLog, fallback.TerminationLogSet = v, true
+		}
+		return fail(o, fallback, cmd, err, nil)
+	}
+	log := newLogger(o.Stderr, cfg)
+	a := &app{cfg: cfg, log: log, now: func() time.Time { return o.Now().UTC() }, version: o.Version, stdout: o.Stdout}
+
+	var line []byte
+	switch cmd {
+	case "backup":
+		line, err = a.backup(ctx)
+	case "restore":
+		line, err = a.restore(ctx)
+	case "list":
+		line, err = a.list(ctx)
+	case "prune":
+		line, err = a.prune(ctx)
+	case "delete":
+		line, err = a.delete(ctx)
+	}
+	log.Debug("resources", "peakRSSKiB", peakRSSKiB())
+	if err != nil {
+		return fail(o, cfg, cmd, err, log)
+	}
+	if cmd != "list" {
+		o.Stdout.Write(line)
+	}
+	writeTerminationLog(cfg, line, log)
+	log.Info("done", "command", cmd, "peakRSSKiB", peakRSSKiB())
+	return 0
+}
+
+func fail(o Options, cfg *config.Config, cmd string, err error, log *slog.Logger) int {
+	reason := cmd + " failed: " + err.Error()
+	for _, s := range cfg.Secrets() {
+		reason = engine.Redact(reason, s)
+	}
+	reason = strings.Join(strings.Fields(reason), " ")
+	fmt.Fprintf(o.Stderr, "agent: %s\n", reason)
+	writeTerminationLog(cfg, result.FailureLine(reason), log)
+	var ue *config.UsageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// writeTerminationLog writes the result line to the termination message
+// file. At the default path it writes only if the file exists (it does in a
+// Pod; outside one the agent does not create files under /dev).
+func writeTerminationLog(cfg *config.Config, line []byte, log *slog.Logger) {
+	if len(line) > result.MaxMessageBytes {
+		line = result.FailureLine("result line exceeds the termination message limit")
+	}
+	if !cfg.TerminationLogSet {
+		if _, err := os.Stat(cfg.TerminationLog); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+	}
+	if err := os.WriteFile(cfg.TerminationLog, line, 0o644); err != nil && log != nil {
+		log.Warn("cannot write the termination message", "path", cfg.TerminationLog, "error", err)
+	}
+}
+
+func newLogger(w io.Writer, cfg *config.Config) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(h).With("backupJob", cfg.BackupJob.String())
+}
+
+type app struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	now     func() time.Time
+	version string
+	stdout  io.Writer
+}
+
+func (a *app) openStore() (store.Store, error) {
+	switch a.cfg.Store {
+	case "pvc":
+		return store.NewPVC(a.cfg.PVCPath)
+	case "s3":
+		return store.NewS3(a.cfg.S3)
+	}
+	return nil, fmt.Errorf("unknown store %q", a.cfg.Store)
+}
+
+// loadCatalog reads the job's catalog; exists is false when there is none.
+func (a *app) loadCatalog(ctx context.Context, st store.Store) (c *catalog.Catalog, exists bool, err error) {
+	job := a.cfg.BackupJob
+	rc, err := st.Get(ctx, job.CatalogKey())
+	if errors.Is(err, store.ErrNotFound) {
+		return catalog.New(job), false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read catalog: %w", err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+	if err != nil {
+		return nil, false, fmt.Errorf("read catalog %s: %w", st.Path(job.CatalogKey()), err)
+	}
+	c, err = catalog.Decode(data, job)
+	if err != nil {
+		return nil, true, fmt.Errorf("%s (%s): refusing to go on rather than overwrite it", err, st.Path(job.CatalogKey()))
+	}
+	return c, true, nil
+}
+
+// saveCatalog replaces the job's catalog atomically.
+func (a *app) saveCatalog(ctx context.Context, st store.Store, c *catalog.Catalog) error {
+	if _, err := st.Put(ctx, a.cfg.BackupJob.CatalogKey(), bytes.NewReader(c.Encode())); err != nil {
+		return fmt.Errorf("write catalog: %w", err)
+	}
+	return nil
+}
+
+func entryResult(st store.Store, key string, e catalog.Entry) result.Result {
+	return result.Result{
+		Artifact:        st.Path(key),
+		Size:            e.Size,
+		Checksum:        e.Checksum,
+		Start:           e.Start,
+		End:             e.End,
+		DurationSeconds: e.DurationSeconds,
+		Engine:          e.Engine,
+	}
+}
+
+func seconds(d time.Duration) float64 {
+	return float64(d.Milliseconds()) / 1000
+}

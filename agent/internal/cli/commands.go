@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/naming"
+	"cairn.dev/agent/internal/pipeline"
+	"cairn.dev/agent/internal/store"
+	"cairn.dev/agent/result"
+)
+
+func (a *app) backup(ctx context.Context) ([]byte, error) {
+	cfg := a.cfg
+	if cfg.Engine == "" {
+		return nil, errors.New("engine is not set: CAIRN_ENGINE or --engine must be postgres or mysql")
+	}
+	eng, err := engine.New(cfg.Engine, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.openStore()
+	if err != nil {
+		return nil, err
+	}
+	// Fail early, before dumping anything, if the store is unreachable or
+	// the catalog unreadable.
+	if err := st.Check(ctx); err != nil {
+		return nil, err
+	}
+	cat, _, err := a.loadCatalog(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+
+	job := cfg.BackupJob
+	start := a.now().Truncate(time.Millisecond)
+	name, err := naming.ArtifactName(job, eng.Name(), start)
+	if err != nil {
+		return nil, err
+	}
+	if _, dup := cat.Find(name); dup {
+		return nil, fmt.Errorf("artifact %s is already in the catalog", name)
+	}
+	key := job.Key(name)
+	a.log.Info("backup started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
+		"database", cfg.DB.Database, "user", cfg.DB.User, "store", st.String(), "artifact", st.Path(key))
+
+	w, err := pipeline.Backup(ctx, eng, st, key)
+	if err != nil {
+		return nil, err
+	}
+	end := a.now()
+	entry := catalog.Entry{
+		Name:            name,
+		Size:            w.Size,
+		Checksum:        w.Checksum,
+		Start:           start,
+		End:             end,
+		DurationSeconds: seconds(end.Sub(start)),
+		Engine:          eng.Name(),
+		Format:          eng.Format(),
+		Compression:     "zstd",
+		AgentVersion:    a.version,
+	}
+	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum)
+
+	// Only now, with the artifact complete, does the catalog learn of it.
+	// Re-read it: a prune may have changed it meanwhile.
+	cat, _, err = a.loadCatalog(ctx, st)
+	if err == nil {
+		cat, err = cat.With(entry, end)
+	}
+	if err == nil {
+		err = a.saveCatalog(ctx, st, cat)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("artifact %s was written but is not in the catalog: %w", st.Path(key), err)
+	}
+	a.log.Info("catalog updated", "entries", len(cat.Entries))
+
+	if cfg.RetentionDays > 0 && cfg.Prune {
+		if _, err := a.pruneStore(ctx, st); err != nil {
+			a.log.Warn("prune after backup failed; the backup itself succeeded", "error", err)
+		}
+	}
+	return result.Marshal(entryResult(st, key, entry))
+}
+
+func (a *app) restore(ctx context.Context) ([]byte, error) {
+	cfg := a.cfg
+	st, err := a.openStore()
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Check(ctx); err != nil {
+		return nil, err
+	}
+	cat, exists, err := a.loadCatalog(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	job := cfg.BackupJob
+	if !exists || len(cat.Entries) == 0 {
+		return nil, fmt.Errorf("no backups of %s in %s: nothing to restore", job, st)
+	}
+	var entry catalog.Entry
+	if cfg.Artifact == "" {
+		entry, _ = cat.Newest()
+	} else {
+		var ok bool
+		if entry, ok = cat.Find(cfg.Artifact); !ok {
+			return nil, fmt.Errorf("artifact %q is not in the catalog of %s in %s (agent list shows what is)", cfg.Artifact, job, st)
+		}
+	}
+	engineName := cfg.Engine
+	if engineName == "" {
+		engineName = entry.Engine
+	} else if engineName != entry.Engine {
+		return nil, fmt.Errorf("artifact %s is a %s backup, but the engine is set to %s", entry.Name, entry.Engine, engineName)
+	}
+	eng, err := engine.New(engineName, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	key := job.Key(entry.Name)
+	start := a.now()
+	a.log.Info("verifying artifact", "artifact", st.Path(key), "size", entry.Size, "checksum", entry.Checksum, "store", st.String())
+	if err := pipeline.Verify(ctx, st, key, entry.Size, entry.Checksum); err != nil {
+		if errors.Is(err, pipeline.ErrCorrupted) {
+			return nil, fmt.Errorf("refusing to restore: %w; the target database was not touched", err)
+		}
+		return nil, fmt.Errorf("cannot verify %s, the target database was not touched: %w", st.Path(key), err)
+	}
+	a.log.Info("restore started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
+		"database", cfg.DB.Database, "user", cfg.DB.User)
+	if err := eng.Prepare(ctx); err != nil {
+		return nil, err
+	}
+	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, eng); err != nil {
+		return nil, err
+	}
+	end := a.now()
+	r := entryResult(st, key, entry)
+	r.Start, r.End, r.DurationSeconds = start, end, seconds(end.Sub(start))
+	a.log.Info("restore finished", "artifact", r.Artifact, "durationSeconds", r.DurationSeconds)
+	return result.Marshal(r)
+}
+
+func (a *app) list(ctx context.Context) ([]byte, error) {
+	st, err := a.openStore()
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Check(ctx); err != nil {
+		return nil, err
+	}
+	cat, _, err := a.loadCatalog(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	job := a.cfg.BackupJob
+	if a.cfg.Output == "table" {
+		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ARTIFACT\tSIZE\tCHECKSUM\tSTART\tDURATION\tENGINE")
+		for _, e := range cat.Entries {
+			fmt.Fprintf(tw, "%s\t%d\t%s…\t%s\t%.1fs\t%s\n", st.Path(job.Key(e.Name)), e.Size,
+				e.Checksum[:len("sha256:")+12], e.Start.Format(time.RFC3339), e.DurationSeconds, e.Engine)
+		}
+		tw.Flush()
+	} else {
+		for _, e := range cat.Entries {
+			line, err := result.Marshal(entryResult(st, job.Key(e.Name), e))
+			if err != nil {
+				return nil, err
+			}
+			a.stdout.Write(line)
+		}
+	}
+	return result.Marshal(a.summary("list", st, cat, 0))
+}
+
+func (a *app) summary(cmd string, st store.Store, cat *catalog.Catalog, deleted int) result.Summary {
+	s := result.Summary{Command: cmd, BackupJob: a.cfg.BackupJob.String(), Count: len(cat.Entries), Deleted: deleted}
+	if e, ok := cat.Newest(); ok {
+		s.Newest = st.Path(a.cfg.BackupJob.Key(e.Name))
+	}
+	return s
+}
+
+func (a *app) prune(ctx context.Context) ([]byte, error) {
+	if a.cfg.RetentionDays < 1 {
+		return nil, errors.New("retention days are not set: CAIRN_RETENTION_DAYS or --retention-days must be at least 1")
+	}
+	st, err := a.openStore()
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Check(ctx); err != nil {
+		return nil, err
+	}
+	s, err := a.pruneStore(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	return result.Marshal(s)
+}
+
+// pruneStore removes expired artifacts (never the newest) and leftovers of
+// interrupted backups. Catalog first, data second: the catalog never points
+// at a deleted artifact.
+func (a *app) pruneStore(ctx context.Context, st store.Store) (result.Summary, error) {
+	job := a.cfg.BackupJob
+	now := a.now()
+	cat, exists, err := a.loadCatalog(ctx, st)
+	if err != nil {
+		return result.Summary{}, err
+	}
+	expired, err := catalog.Expired(cat.Entries, now, a.cfg.RetentionDays)
+	if err != nil {
+		return result.Summary{}, err
+	}
+	deleted := 0
+	if len(expired) > 0 {
+		names := make([]string, len(expired))
+		for i, e := range expired {
+			names[i] = e.Name
+		}
+		cat = cat.Without(names, now)
+		if err := a.saveCatalog(ctx, st, cat); err != nil {
+			return result.Summary{}, err
+		}
+		var failed []string
+		for _, e := range expired {
+			if err := st.Delete(ctx, job.Key(e.Name)); err != nil {
+				failed = append(failed, err.Error())
+				continue
+			}
+			deleted++
+			a.log.Info("pruned", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
+		}
+		if len(failed) > 0 {
+			// Unlisted now; a later prune sweeps them as leftovers.
+			return a.summary("prune", st, cat, deleted), fmt.Errorf("removed from the catalog but not deleted: %s", strings.Join(failed, "; "))
+		}
+	}
+	// Leftovers are only swept next to a catalog that exists: without one
+	// (lost or never written) every artifact would look unlisted.
+	if exists {
+		objs, err := st.List(ctx, job.Dir())
+		if err != nil {
+			return result.Summary{}, err
+		}
+		cobjs := make([]catalog.Object, len(objs))
+		for i, o := range objs {
+			cobjs[i] = catalog.Object{Key: o.Key, ModTime: o.ModTime}
+		}
+		for _, o := range catalog.Leftovers(cobjs, job.CatalogKey(), cat, job.Key, now) {
+			if err := st.Delete(ctx, o.Key); err != nil {
+				return result.Summary{}, err
+			}
+			deleted++
+			a.log.Info("removed leftover", "object", st.Path(o.Key), "modified", o.ModTime)
+		}
+	}
+	n, err := st.AbortIncomplete(ctx, job.Dir(), now.Add(-catalog.LeftoverGrace))
+	if err != nil {
+		return result.Summary{}, err
+	}
+	deleted += n
+	a.log.Info("prune finished", "retentionDays", a.cfg.RetentionDays, "deleted", deleted, "kept", len(cat.Entries))
+	return a.summary("prune", st, cat, deleted), nil
+}
+
+// delete removes the catalog, then every object of the job. It can be
+// repeated until it succeeds.
+func (a *app) delete(ctx context.Context) ([]byte, error) {
+	job := a.cfg.BackupJob
+	st, err := a.openStore()
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Check(ctx); err != nil {
+		return nil, err
+	}
+	if err := st.Delete(ctx, job.CatalogKey()); err != nil {
+		return nil, err
+	}
+	objs, err := st.List(ctx, job.Dir())
+	if err != nil {
+		return nil, err
+	}
+	deleted := 0
+	for _, o := range objs {
+		if err := st.Delete(ctx, o.Key); err != nil {
+			return nil, fmt.Errorf("deleted %d of %d objects: %w", deleted, len(objs), err)
+		}
+		deleted++
+	}
+	n, err := st.AbortIncomplete(ctx, job.Dir(), a.now().Add(time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	deleted += n
+	if p, ok := st.(*store.PVC); ok {
+		if err := p.RemoveDir(job.Dir()); err != nil {
+			return nil, err
+		}
+	}
+	a.log.Info("deleted", "objects", deleted, "store", st.String())
+	return result.Marshal(a.summary("delete", st, catalog.New(job), deleted))
+}

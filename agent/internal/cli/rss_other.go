@@ -1,0 +1,5 @@
+//go:build !linux
+
+package cli
+
+func peakRSSKiB() int64 { return -1 }

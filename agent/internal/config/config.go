@@ -1,0 +1,228 @@
+// Package config reads the agent's configuration from the environment and
+// command-line flags; a flag overrides its environment variable.
+//
+// Credentials come only from the environment or from mounted files
+// (CAIRN_DB_PASSWORD / CAIRN_DB_PASSWORD_FILE, AWS_ACCESS_KEY_ID /
+// AWS_SECRET_ACCESS_KEY and their _FILE variants). No flag takes a secret:
+// arguments are visible to every process on the node and in the Pod spec.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/naming"
+	"cairn.dev/agent/internal/store"
+)
+
+// DefaultTerminationLog is Kubernetes' default terminationMessagePath.
+const DefaultTerminationLog = "/dev/termination-log"
+
+// Config is the agent's configuration for one command.
+type Config struct {
+	Command string
+
+	Engine string
+	DB     engine.Conn
+
+	Store   string // "pvc" or "s3"
+	PVCPath string
+	S3      store.S3Config
+
+	BackupJob     naming.Job
+	RetentionDays int
+	Artifact      string
+
+	// TerminationLog is where the result line goes; TerminationLogSet
+	// tells whether it was configured (or is the default).
+	TerminationLog    string
+	TerminationLogSet bool
+
+	Output    string // list: "json" or "table"
+	Prune     bool   // backup: apply retention after a successful backup
+	LogLevel  string
+	LogFormat string
+}
+
+// Env reads the environment and mounted files.
+type Env struct {
+	Lookup   func(key string) (string, bool)
+	ReadFile func(name string) ([]byte, error)
+}
+
+func (e Env) get(k string) string {
+	v, _ := e.Lookup(k)
+	return v
+}
+
+// Secrets returns the configured secrets, for redaction of output.
+func (c *Config) Secrets() []string {
+	return []string{c.DB.Password, c.S3.SecretKey, c.S3.SessionToken}
+}
+
+var secretArg = regexp.MustCompile(`(?i)^--?(db-)?(password|passwd|pwd|pass|secret|secret-key|access-key|aws-secret-access-key|aws-access-key-id|s3-secret-key|s3-access-key)(=.*)?$`)
+
+// ErrHelp is returned when -h or --help was asked for; usage was printed.
+var ErrHelp = flag.ErrHelp
+
+// UsageError is a bad command line or configuration value.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Load parses the flags of command (args exclude the command) over the
+// environment. Usage goes to usage when help is asked for.
+func Load(command string, args []string, env Env, usage io.Writer) (*Config, error) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if secretArg.MatchString(a) {
+			name, _, _ := strings.Cut(a, "=")
+			return nil, &UsageError{fmt.Sprintf("%s: credentials are never taken from arguments; use CAIRN_DB_PASSWORD or CAIRN_DB_PASSWORD_FILE for the database, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or their _FILE variants) for S3", name)}
+		}
+	}
+
+	c := &Config{Command: command}
+	var errs []string
+	envInt := func(k string, def int) int {
+		v := env.get(k)
+		if v == "" {
+			return def
+		}
+		i, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s=%q is not an integer", k, v))
+			return def
+		}
+		return i
+	}
+	envBool := func(k string, def bool) bool {
+		v := env.get(k)
+		if v == "" {
+			return def
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s=%q is not a boolean", k, v))
+			return def
+		}
+		return b
+	}
+	envStr := func(k, def string) string {
+		if v := env.get(k); v != "" {
+			return v
+		}
+		return def
+	}
+
+	fs := flag.NewFlagSet("agent "+command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.Engine, "engine", env.get("CAIRN_ENGINE"), "database engine: postgres or mysql (env CAIRN_ENGINE)")
+	fs.StringVar(&c.DB.Host, "db-host", env.get("CAIRN_DB_HOST"), "database host (env CAIRN_DB_HOST)")
+	fs.IntVar(&c.DB.Port, "db-port", envInt("CAIRN_DB_PORT", 0), "database port; default 5432 or 3306 (env CAIRN_DB_PORT)")
+	fs.StringVar(&c.DB.Database, "db-name", env.get("CAIRN_DB_NAME"), "database name (env CAIRN_DB_NAME)")
+	fs.StringVar(&c.DB.User, "db-user", env.get("CAIRN_DB_USER"), "database user (env CAIRN_DB_USER)")
+	passwordFile := fs.String("db-password-file", env.get("CAIRN_DB_PASSWORD_FILE"), "file holding the database password (env CAIRN_DB_PASSWORD_FILE; or env CAIRN_DB_PASSWORD)")
+	fs.StringVar(&c.Store, "store", env.get("CAIRN_STORE"), "artifact store: pvc or s3 (env CAIRN_STORE)")
+	fs.StringVar(&c.PVCPath, "pvc-path", env.get("CAIRN_PVC_PATH"), "mount path of the backup volume (env CAIRN_PVC_PATH)")
+	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", env.get("CAIRN_S3_ENDPOINT"), "S3 endpoint, host:port or URL (env CAIRN_S3_ENDPOINT)")
+	fs.StringVar(&c.S3.Bucket, "s3-bucket", env.get("CAIRN_S3_BUCKET"), "S3 bucket (env CAIRN_S3_BUCKET)")
+	fs.StringVar(&c.S3.Prefix, "s3-prefix", env.get("CAIRN_S3_PREFIX"), "key prefix inside the bucket (env CAIRN_S3_PREFIX)")
+	fs.BoolVar(&c.S3.Insecure, "s3-insecure", envBool("CAIRN_S3_INSECURE", false), "plain http to a host:port endpoint (env CAIRN_S3_INSECURE)")
+	fs.StringVar(&c.S3.Region, "s3-region", env.get("CAIRN_S3_REGION"), "S3 region (env CAIRN_S3_REGION)")
+	partMiB := fs.Int("s3-part-size-mib", envInt("CAIRN_S3_PART_SIZE_MIB", store.DefaultPartSize>>20), "multipart part size in MiB, 5..512: the upload's memory; 10,000 parts max (env CAIRN_S3_PART_SIZE_MIB)")
+	job := fs.String("backupjob", env.get("CAIRN_BACKUPJOB"), "BackupJob namespace/name: the catalog key (env CAIRN_BACKUPJOB)")
+	fs.IntVar(&c.RetentionDays, "retention-days", envInt("CAIRN_RETENTION_DAYS", 0), "prune artifacts older than this many days, keeping the newest (env CAIRN_RETENTION_DAYS)")
+	fs.StringVar(&c.Artifact, "artifact", env.get("CAIRN_ARTIFACT"), "restore: artifact name or path; empty = newest in the catalog (env CAIRN_ARTIFACT)")
+	termLog := fs.String("termination-log", env.get("CAIRN_TERMINATION_LOG"), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
+	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
+	fs.BoolVar(&c.Prune, "prune", envBool("CAIRN_PRUNE_AFTER_BACKUP", true), "backup: prune by retention after a successful backup when retention days are set (env CAIRN_PRUNE_AFTER_BACKUP)")
+	fs.StringVar(&c.LogLevel, "log-level", envStr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", envStr("CAIRN_LOG_FORMAT", "text"), "text or json, on stderr (env CAIRN_LOG_FORMAT)")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(usage)
+			fmt.Fprintf(usage, "Usage: agent %s [flags]\n\nFlags (each overrides its environment variable):\n", command)
+			fs.PrintDefaults()
+			return nil, ErrHelp
+		}
+		return nil, &UsageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, &UsageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if len(errs) > 0 {
+		return nil, &UsageError{strings.Join(errs, "; ")}
+	}
+
+	// Credentials.
+	var err error
+	if c.DB.Password, err = secret(env, "CAIRN_DB_PASSWORD", *passwordFile, "CAIRN_DB_PASSWORD_FILE"); err != nil {
+		return nil, err
+	}
+	if c.S3.AccessKey, err = secret(env, "AWS_ACCESS_KEY_ID", env.get("AWS_ACCESS_KEY_ID_FILE"), "AWS_ACCESS_KEY_ID_FILE"); err != nil {
+		return nil, err
+	}
+	if c.S3.SecretKey, err = secret(env, "AWS_SECRET_ACCESS_KEY", env.get("AWS_SECRET_ACCESS_KEY_FILE"), "AWS_SECRET_ACCESS_KEY_FILE"); err != nil {
+		return nil, err
+	}
+	c.S3.SessionToken = env.get("AWS_SESSION_TOKEN")
+
+	if *partMiB < 5 || *partMiB > 512 {
+		return nil, &UsageError{fmt.Sprintf("s3 part size %d MiB: want 5..512", *partMiB)}
+	}
+	c.S3.PartSize = uint64(*partMiB) << 20
+
+	if c.Engine != "" && c.Engine != "postgres" && c.Engine != "mysql" {
+		return nil, &UsageError{fmt.Sprintf("engine %q: want postgres or mysql", c.Engine)}
+	}
+	if c.Store != "pvc" && c.Store != "s3" {
+		if c.Store == "" {
+			return nil, &UsageError{"store is not set: CAIRN_STORE or --store must be pvc or s3"}
+		}
+		return nil, &UsageError{fmt.Sprintf("store %q: want pvc or s3", c.Store)}
+	}
+	if *job == "" {
+		return nil, &UsageError{"backup job is not set: CAIRN_BACKUPJOB or --backupjob must be namespace/name"}
+	}
+	if c.BackupJob, err = naming.ParseJob(*job); err != nil {
+		return nil, &UsageError{err.Error()}
+	}
+	if c.RetentionDays < 0 {
+		return nil, &UsageError{fmt.Sprintf("retention days %d: must not be negative", c.RetentionDays)}
+	}
+	if c.Output != "json" && c.Output != "table" {
+		return nil, &UsageError{fmt.Sprintf("output %q: want json or table", c.Output)}
+	}
+	c.TerminationLog, c.TerminationLogSet = *termLog, *termLog != ""
+	if c.TerminationLog == "" {
+		c.TerminationLog = DefaultTerminationLog
+	}
+	return c, nil
+}
+
+// secret reads a credential from the environment variable envKey or from
+// the file named by fileKey; setting both is an error.
+func secret(env Env, envKey, file, fileKey string) (string, error) {
+	v, inEnv := env.Lookup(envKey)
+	if file == "" {
+		return v, nil
+	}
+	if inEnv && v != "" {
+		return "", &UsageError{fmt.Sprintf("both %s and %s are set: set only one", envKey, fileKey)}
+	}
+	b, err := env.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read %s (%s): %w", fileKey, file, err)
+	}
+	// Secrets written with echo end in a newline; the secret does not.
+	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
+}

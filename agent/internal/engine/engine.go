@@ -1,0 +1,163 @@
+// Package engine runs the database's own dump and restore tools as child
+// processes and streams their data: pg_dump (custom format) / pg_restore for
+// PostgreSQL, mysqldump --single-transaction / mysql for MySQL and MariaDB.
+//
+// Passwords reach the tools through their environment (PGPASSWORD,
+// MYSQL_PWD), never through arguments; the children get a minimal
+// environment, not the agent's (which holds the store's credentials).
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Conn are the coordinates of a database.
+type Conn struct {
+	Host     string
+	Port     int
+	Database string
+	User     string
+	Password string
+}
+
+// Engine dumps a database to a stream and restores one from a stream.
+type Engine interface {
+	// Name is "postgres" or "mysql".
+	Name() string
+	// Format names the dump format for the catalog.
+	Format() string
+	// Dump writes the database's dump to w.
+	Dump(ctx context.Context, w io.Writer) error
+	// Prepare makes sure the target database exists before Restore.
+	Prepare(ctx context.Context) error
+	// Restore reads a dump from r into the database.
+	Restore(ctx context.Context, r io.Reader) error
+}
+
+// New returns the engine called name.
+func New(name string, c Conn) (Engine, error) {
+	if c.Host == "" {
+		return nil, errors.New("database host is empty (set CAIRN_DB_HOST or --db-host)")
+	}
+	if c.Database == "" {
+		return nil, errors.New("database name is empty (set CAIRN_DB_NAME or --db-name)")
+	}
+	if c.User == "" {
+		return nil, errors.New("database user is empty (set CAIRN_DB_USER or --db-user)")
+	}
+	switch name {
+	case "postgres":
+		if c.Port == 0 {
+			c.Port = 5432
+		}
+		return &Postgres{Conn: c, MaintenanceDB: "postgres"}, nil
+	case "mysql":
+		if c.Port == 0 {
+			c.Port = 3306
+		}
+		return &MySQL{Conn: c}, nil
+	}
+	return nil, fmt.Errorf("unknown engine %q (want postgres or mysql)", name)
+}
+
+// childEnv is the environment of a tool: only what it needs.
+func childEnv(extra ...string) []string {
+	env := []string{}
+	for _, k := range []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if _, ok := os.LookupEnv("PATH"); !ok {
+		env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
+	}
+	return append(env, extra...)
+}
+
+// run runs a tool with stdin and stdout wired to the given streams. On
+// failure the error carries the tool's last stderr lines, with secret
+// removed.
+func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, env []string, name string, args ...string) error {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return fmt.Errorf("%s not found in PATH: install the database client tools", name)
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = env
+	cmd.Stdin = stdin
+	cmd.Stdout = stdout
+	tail := &tailBuffer{max: 16 << 10}
+	cmd.Stderr = tail
+	cmd.SysProcAttr = sysProcAttr()
+	// On cancellation ask the tool to stop, then kill it.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
+	err = cmd.Run()
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s interrupted: %w", name, context.Cause(ctx))
+	}
+	msg := Redact(lastLines(tail.String(), 3), secret)
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		if msg == "" {
+			return fmt.Errorf("%s failed (%s)", name, exitErr.ProcessState)
+		}
+		return fmt.Errorf("%s failed (%s): %s", name, exitErr.ProcessState, msg)
+	}
+	// Not the tool's exit: a broken stdin/stdout stream (e.g. the store
+	// failed); the caller reports the stream's own error.
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// Redact removes secret from s. Very short secrets are not searched for:
+// they would mangle ordinary words, and they are not sensibly secret.
+func Redact(s, secret string) string {
+	if len(secret) < 4 {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, "[REDACTED]")
+}
+
+func lastLines(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	if over := t.buf.Len() - t.max; over > 0 {
+		t.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return t.buf.String() }
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"strings"
+)
+
+// MySQL dumps with `mysqldump --single-transaction` (a consistent snapshot
+// of InnoDB tables without locking them) as SQL text, blobs in hex, and
+// restores by piping that SQL into `mysql`. The dump has no CREATE DATABASE
+// or USE statement, so it restores into whichever database the restore
+// names. Works with the MariaDB and the MySQL client tools.
+type MySQL struct {
+	Conn
+}
+
+func (m *MySQL) Name() string   { return "mysql" }
+func (m *MySQL) Format() string { return "mysqldump-sql" }
+
+func (m *MySQL) env() []string { return childEnv("MYSQL_PWD=" + m.Password) }
+
+func (m *MySQL) connArgs() []string {
+	return []string{
+		"--no-defaults", // ignore my.cnf files in the image: the agent's flags are the truth
+		"--protocol=TCP", "--host=" + m.Host, "--port=" + itoa(m.Port), "--user=" + m.User,
+		"--default-character-set=utf8mb4", "--connect-timeout=15",
+	}
+}
+
+func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
+	args := append(m.connArgs(),
+		"--single-transaction", "--quick", "--routines", "--triggers", "--events",
+		"--hex-blob", "--no-tablespaces",
+		m.Database)
+	return run(ctx, m.Password, nil, w, m.env(), "mysqldump", args...)
+}
+
+// Prepare creates the target database when it does not exist.
+func (m *MySQL) Prepare(ctx context.Context) error {
+	q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(m.Database, "`", "``") + "`;\n"
+	return run(ctx, m.Password, strings.NewReader(q), io.Discard, m.env(), "mysql", m.connArgs()...)
+}
+
+func (m *MySQL) Restore(ctx context.Context, r io.Reader) error {
+	args := append(m.connArgs(), "--binary-mode", "--database="+m.Database)
+	return run(ctx, m.Password, r, io.Discard, m.env(), "mysql", args...)
+}

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Postgres dumps with `pg_dump --format=custom --compress=0` (the agent
+// compresses the stream itself, once, with zstd) and restores with
+// `pg_restore --single-transaction --exit-on-error --clean --if-exists
+// --no-owner --no-privileges`: a failed restore rolls back and leaves the
+// target as it was, and objects are owned by the restoring user, so the
+// target cluster needs none of the source's roles.
+type Postgres struct {
+	Conn
+	// MaintenanceDB is where Prepare connects to create the target.
+	MaintenanceDB string
+}
+
+func (p *Postgres) Name() string   { return "postgres" }
+func (p *Postgres) Format() string { return "pg_dump-custom" }
+
+func (p *Postgres) env() []string {
+	return childEnv(
+		"PGPASSWORD="+p.Password,
+		"PGCONNECT_TIMEOUT=15",
+		"PGAPPNAME=cairn-agent",
+	)
+}
+
+func (p *Postgres) connArgs(db string) []string {
+	return []string{"--host=" + p.Host, "--port=" + itoa(p.Port), "--username=" + p.User, "--no-password", "--dbname=" + db}
+}
+
+func (p *Postgres) Dump(ctx context.Context, w io.Writer) error {
+	args := append(p.connArgs(p.Database), "--format=custom", "--compress=0")
+	return run(ctx, p.Password, nil, w, p.env(), "pg_dump", args...)
+}
+
+// Prepare creates the target database when it does not exist.
+func (p *Postgres) Prepare(ctx context.Context) error {
+	var out strings.Builder
+	q := `SELECT count(*) FROM pg_database WHERE datname = :'db';` + "\n"
+	args := append(p.connArgs(p.MaintenanceDB), "--no-psqlrc", "--tuples-only", "--no-align", "--quiet",
+		"--set=ON_ERROR_STOP=1", "--set=db="+p.Database)
+	if err := run(ctx, p.Password, strings.NewReader(q), &out, p.env(), "psql", args...); err != nil {
+		return err
+	}
+	if strings.TrimSpace(out.String()) == "1" {
+		return nil
+	}
+	q = `CREATE DATABASE :"db";` + "\n"
+	if err := run(ctx, p.Password, strings.NewReader(q), io.Discard, p.env(), "psql", args...); err != nil {
+		return fmt.Errorf("create database %q: %w", p.Database, err)
+	}
+	return nil
+}
+
+func (p *Postgres) Restore(ctx context.Context, r io.Reader) error {
+	args := append(p.connArgs(p.Database),
+		"--single-transaction", "--exit-on-error", "--clean", "--if-exists", "--no-owner", "--no-privileges")
+	return run(ctx, p.Password, r, io.Discard, p.env(), "pg_restore", args...)
+}

@@ -1,0 +1,115 @@
+// Package naming turns a BackupJob key and a time into store paths.
+//
+// Layout inside a store (PVC mount path, or bucket + prefix):
+//
+//	<namespace>/<name>/catalog.json
+//	<namespace>/<name>/<namespace>_<name>_<YYYYMMDDTHHMMSS.mmmZ><ext>
+//
+// The artifact's file name repeats the BackupJob key, so a copied file still
+// says where it came from; "_" cannot occur in Kubernetes names, so it
+// separates the parts unambiguously. The timestamp is the backup's UTC start
+// time with fixed width, so names sort lexically in time order.
+package naming
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// CatalogFile is the name of the per-BackupJob index.
+const CatalogFile = "catalog.json"
+
+// TimeLayout is the artifact timestamp format (UTC, millisecond precision,
+// fixed width so that lexical order is time order).
+const TimeLayout = "20060102T150405.000Z"
+
+// Extensions by engine: the dump format, then the compression.
+const (
+	ExtPostgres = ".pgdump.zst" // pg_dump custom format, zstd-compressed
+	ExtMySQL    = ".sql.zst"    // mysqldump SQL text, zstd-compressed
+)
+
+var (
+	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// Job identifies a BackupJob: the catalog key.
+type Job struct {
+	Namespace string
+	Name      string
+}
+
+// ParseJob parses "namespace/name". Both parts must be valid Kubernetes
+// names, which also keeps them safe as path segments.
+func ParseJob(s string) (Job, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return Job{}, fmt.Errorf("backup job %q: want namespace/name", s)
+	}
+	if len(ns) > 63 || !dns1123Label.MatchString(ns) {
+		return Job{}, fmt.Errorf("backup job %q: namespace %q is not a valid Kubernetes namespace", s, ns)
+	}
+	if len(name) > 253 || !dns1123Subdomain.MatchString(name) {
+		return Job{}, fmt.Errorf("backup job %q: name %q is not a valid Kubernetes object name", s, name)
+	}
+	return Job{Namespace: ns, Name: name}, nil
+}
+
+func (j Job) String() string { return j.Namespace + "/" + j.Name }
+
+// Dir is the job's directory, relative to the store root.
+func (j Job) Dir() string { return path.Join(j.Namespace, j.Name) }
+
+// CatalogKey is the store key of the job's catalog.
+func (j Job) CatalogKey() string { return path.Join(j.Dir(), CatalogFile) }
+
+// Key is the store key of an artifact file name of this job.
+func (j Job) Key(artifactName string) string { return path.Join(j.Dir(), artifactName) }
+
+// Extension returns the artifact extension for an engine.
+func Extension(engine string) (string, error) {
+	switch engine {
+	case "postgres":
+		return ExtPostgres, nil
+	case "mysql":
+		return ExtMySQL, nil
+	}
+	return "", fmt.Errorf("unknown engine %q (want postgres or mysql)", engine)
+}
+
+// ArtifactName is the deterministic file name of the job's backup started at t.
+func ArtifactName(j Job, engine string, t time.Time) (string, error) {
+	ext, err := Extension(engine)
+	if err != nil {
+		return "", err
+	}
+	return j.Namespace + "_" + j.Name + "_" + t.UTC().Format(TimeLayout) + ext, nil
+}
+
+// ParseArtifactName checks that name is an artifact file name of job j and
+// returns its start time and engine.
+func ParseArtifactName(j Job, name string) (time.Time, string, error) {
+	prefix := j.Namespace + "_" + j.Name + "_"
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return time.Time{}, "", fmt.Errorf("artifact %q does not belong to backup job %s", name, j)
+	}
+	var engine, stamp string
+	switch {
+	case strings.HasSuffix(rest, ExtPostgres):
+		engine, stamp = "postgres", strings.TrimSuffix(rest, ExtPostgres)
+	case strings.HasSuffix(rest, ExtMySQL):
+		engine, stamp = "mysql", strings.TrimSuffix(rest, ExtMySQL)
+	default:
+		return time.Time{}, "", fmt.Errorf("artifact %q: unknown extension", name)
+	}
+	t, err := time.Parse(TimeLayout, stamp)
+	if err != nil {
+		return time.Time{}, "", fmt.Errorf("artifact %q: bad timestamp %q", name, stamp)
+	}
+	return t, engine, nil
+}

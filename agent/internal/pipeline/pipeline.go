@@ -1,0 +1,233 @@
+// Package pipeline moves a dump between an engine and a store as a stream:
+// engine → zstd → SHA-256 → store on the way out, and store → SHA-256 → zstd
+// → engine on the way in. Nothing is buffered whole, in memory or on disk:
+// memory stays flat whatever the database size.
+//
+// Compression is zstd (github.com/klauspost/compress, already a dependency
+// of minio-go, so it costs nothing extra) rather than gzip: at its default
+// level it compresses several times faster than gzip's default in pure Go
+// and smaller, decompresses faster still, bounds its memory by the window
+// size, carries a checksum per frame, and the zstd command line tool reads
+// artifacts by hand (`zstd -d < artifact | pg_restore …`).
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/store"
+)
+
+// WindowSize is the zstd window: the encoder's and decoder's memory scale
+// with it. 4 MiB is above the zstd CLI's default level (2 MiB) yet keeps the
+// agent well inside its memory budget.
+const WindowSize = 4 << 20
+
+// ChecksumPrefix marks the algorithm in checksum strings.
+const ChecksumPrefix = "sha256:"
+
+// Written is what a backup stored.
+type Written struct {
+	Size     int64
+	Checksum string
+}
+
+// Backup streams the engine's dump, compressed and checksummed, to key.
+// The object exists under key only if the dump tool succeeded and the store
+// confirmed every byte.
+func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string) (Written, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	pr, pw := io.Pipe()
+	h := sha256.New()
+	counted := &countWriter{w: io.MultiWriter(pw, h)}
+	dumpDone := make(chan error, 1)
+	go func() {
+		err := dump(ctx, eng, counted)
+		if err != nil {
+			// The store reads this error instead of EOF and discards the
+			// upload: nothing becomes visible under key.
+			pw.CloseWithError(&DumpError{Err: err})
+		} else {
+			pw.Close()
+		}
+		dumpDone <- err
+	}()
+
+	n, putErr := st.Put(ctx, key, pr)
+	if putErr != nil {
+		// Stop the dump (if still running): its writes fail and the tool is
+		// terminated.
+		pr.CloseWithError(putErr)
+		cancel(putErr)
+	}
+	derr := <-dumpDone
+	var de *DumpError
+	switch {
+	case errors.As(putErr, &de):
+		return Written{}, de.Err // the dump failed first: that is the cause
+	case putErr != nil:
+		return Written{}, putErr
+	case derr != nil:
+		// Cannot happen (the store only commits after EOF), but never
+		// leave an object behind for a failed dump.
+		_ = st.Delete(context.WithoutCancel(ctx), key)
+		return Written{}, derr
+	}
+	if n != counted.n {
+		_ = st.Delete(context.WithoutCancel(ctx), key)
+		return Written{}, fmt.Errorf("store %s stored %d bytes of %s, expected %d", st, n, key, counted.n)
+	}
+	return Written{Size: counted.n, Checksum: sum(h)}, nil
+}
+
+func dump(ctx context.Context, eng engine.Engine, w io.Writer) error {
+	enc, err := zstd.NewWriter(w,
+		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithWindowSize(WindowSize),
+		zstd.WithEncoderCRC(true),
+	)
+	if err != nil {
+		return err
+	}
+	err = eng.Dump(ctx, enc)
+	if cerr := enc.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// DumpError is how a failed dump reaches the store: as the stream's error.
+type DumpError struct{ Err error }
+
+func (e *DumpError) Error() string { return "dump failed: " + e.Err.Error() }
+func (e *DumpError) Unwrap() error { return e.Err }
+
+// Verify reads key whole and checks its size and checksum.
+func Verify(ctx context.Context, st store.Store, key string, size int64, checksum string) error {
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, rc, make([]byte, 1<<20))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", st.Path(key), err)
+	}
+	return check(st.Path(key), n, sum(h), size, checksum)
+}
+
+// ErrCorrupted is wrapped by the errors of a failed integrity check.
+var ErrCorrupted = errors.New("artifact is corrupted")
+
+func check(name string, n int64, got string, size int64, want string) error {
+	if n != size {
+		return &corruptError{fmt.Sprintf("%s has %d bytes, the catalog recorded %d", name, n, size)}
+	}
+	if got != want {
+		return &corruptError{fmt.Sprintf("%s has checksum %s, the catalog recorded %s", name, got, want)}
+	}
+	return nil
+}
+
+type corruptError struct{ detail string }
+
+func (e *corruptError) Error() string { return ErrCorrupted.Error() + ": " + e.detail }
+func (e *corruptError) Unwrap() error { return ErrCorrupted }
+
+// Restore streams key, decompressed, into the engine. It checks the
+// checksum again while streaming and fails the stream at its end on a
+// mismatch, so the restore tool sees an error rather than a clean end (the
+// PostgreSQL restore then rolls back). Call Verify first: Restore alone
+// cannot keep a corrupted artifact from touching the target.
+func Restore(ctx context.Context, st store.Store, key string, size int64, checksum string, eng engine.Engine) error {
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	vr := &verifyingReader{r: rc, h: sha256.New(), name: st.Path(key), size: size, want: checksum}
+	dec, err := zstd.NewReader(vr,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(64<<20),
+	)
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	pr, pw := io.Pipe()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, err := io.CopyBuffer(pw, dec, make([]byte, 256<<10))
+		if err == nil {
+			// Drain what the decoder did not need, so the checksum covers
+			// every stored byte.
+			_, err = io.Copy(io.Discard, vr)
+		}
+		pw.CloseWithError(err)
+	}()
+	err = eng.Restore(ctx, pr)
+	pr.Close()
+	<-copied
+	if vr.err != nil && !errors.Is(vr.err, io.EOF) {
+		var ce *corruptError
+		if errors.As(vr.err, &ce) || err == nil {
+			return vr.err
+		}
+	}
+	return err
+}
+
+type verifyingReader struct {
+	r    io.Reader
+	h    hash.Hash
+	n    int64
+	name string
+	size int64
+	want string
+	err  error
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	v.n += int64(n)
+	if err == io.EOF {
+		if cerr := check(v.name, v.n, sum(v.h), v.size, v.want); cerr != nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		v.err = err
+	}
+	return n, err
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func sum(h hash.Hash) string { return ChecksumPrefix + hex.EncodeToString(h.Sum(nil)) }

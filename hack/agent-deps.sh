@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what the agent's data-path tests and benchmark need on a fresh
+# Debian machine, skipping whatever is already present (idempotent):
+#   - PostgreSQL 15 server + client (/usr/lib/postgresql/15/bin, pg_dump, pg_restore)
+#   - MariaDB server + client (mariadbd, mariadb-install-db, mysqldump, mysql)
+#   - zstd (the benchmark's `pg_dump -Fc | zstd` baseline)
+#   - versitygw v1.8.0 (real S3 server) into <repo>/bin/tools
+# Usage: hack/agent-deps.sh   (as root; run from anywhere)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS_DIR="${TOOLS_DIR:-$ROOT/bin/tools}"
+VERSITYGW_VERSION="v1.8.0"
+
+log() { printf 'agent-deps: %s\n' "$*"; }
+
+need_apt=()
+[ -x /usr/lib/postgresql/15/bin/initdb ] && [ -x /usr/lib/postgresql/15/bin/pg_ctl ] || need_apt+=(postgresql-15)
+command -v pg_dump >/dev/null 2>&1 && command -v pg_restore >/dev/null 2>&1 && command -v psql >/dev/null 2>&1 || need_apt+=(postgresql-client-15)
+{ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } && command -v mariadb-install-db >/dev/null 2>&1 || need_apt+=(mariadb-server)
+command -v mysqldump >/dev/null 2>&1 && command -v mysql >/dev/null 2>&1 || need_apt+=(mariadb-client)
+command -v zstd >/dev/null 2>&1 || need_apt+=(zstd)
+command -v runuser >/dev/null 2>&1 || need_apt+=(util-linux)
+
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    log "need root to install: ${need_apt[*]}" >&2
+    exit 1
+  fi
+  log "installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  # The Debian packages start a system-wide server through the init system
+  # when one runs; the tests never use it (they start private instances on
+  # free loopback ports), so a failure to start it is harmless.
+  apt-get install -y --no-install-recommends "${need_apt[@]}"
+else
+  log "PostgreSQL 15, MariaDB, zstd: present"
+fi
+
+if [ -x "$TOOLS_DIR/versitygw" ]; then
+  log "versitygw: present in $TOOLS_DIR"
+else
+  log "installing versitygw $VERSITYGW_VERSION into $TOOLS_DIR (takes a few minutes)"
+  mkdir -p "$TOOLS_DIR"
+  GOBIN="$TOOLS_DIR" GOFLAGS=-mod=mod GOWORK=off \
+    go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+fi
+log "done"
