@@ -56,7 +56,7 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	end := a.now()
+	end := a.now().Truncate(time.Millisecond)
 	entry := catalog.Entry{
 		Name:            name,
 		Size:            w.Size,
@@ -130,7 +130,7 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	key := job.Key(entry.Name)
-	start := a.now()
+	start := a.now().Truncate(time.Millisecond)
 	a.log.Info("verifying artifact", "artifact", st.Path(key), "size", entry.Size, "checksum", entry.Checksum, "store", st.String())
 	if err := pipeline.Verify(ctx, st, key, entry.Size, entry.Checksum); err != nil {
 		if errors.Is(err, pipeline.ErrCorrupted) {
@@ -141,12 +141,12 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	a.log.Info("restore started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
 		"database", cfg.DB.Database, "user", cfg.DB.User)
 	if err := eng.Prepare(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("prepare target database %q: %w", cfg.DB.Database, err)
 	}
 	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, eng); err != nil {
 		return nil, err
 	}
-	end := a.now()
+	end := a.now().Truncate(time.Millisecond)
 	r := entryResult(st, key, entry)
 	r.Start, r.End, r.DurationSeconds = start, end, seconds(end.Sub(start))
 	a.log.Info("restore finished", "artifact", r.Artifact, "durationSeconds", r.DurationSeconds)
