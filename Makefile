@@ -1,0 +1,83 @@
+# Cairn — Kubernetes operators for database data protection.
+# `make help` lists every target, grouped.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+ROOT := $(abspath .)
+TOOLS_DIR := $(ROOT)/bin/tools
+CONTROLPLANE_VERSION := $(shell cat hack/controlplane/VERSION)
+CONTROLPLANE_DIR := $(ROOT)/bin/controlplane-$(CONTROLPLANE_VERSION)
+CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
+export CAIRN_CONTROLPLANE_DIR := $(CONTROLPLANE_DIR)
+
+# Every Go module of the workspace (go.work) plus the tool modules outside it.
+MODULES := apis libs agent e2e operators/backup operators/restore operators/migration operators/orchestrator hack/controlplane hack/controlplane/etcd hack/tools
+# Operators that own API kinds, and the API group folder of each.
+API_OPERATORS := backup restore
+OPERATORS := backup restore migration orchestrator
+GO_TEST_FLAGS ?= -count=1 -timeout 20m
+
+##@ General
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} /^[a-zA-Z_0-9.-]+:.*?##/ { printf "  \033[36m%-22s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Setup
+
+.PHONY: controlplane
+controlplane: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok and kwokctl from Go modules into bin/ (skips what is built).
+	hack/controlplane/build.sh $(CONTROLPLANE_DIR)
+
+$(CONTROLLER_GEN): hack/tools/go.mod
+	cd hack/tools && GOWORK=off go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: tools
+tools: $(CONTROLLER_GEN) ## Build the code generators into bin/tools.
+
+##@ Development
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
+	cd apis && $(CONTROLLER_GEN) object:headerFile=$(ROOT)/hack/boilerplate.go.txt paths=./...
+	cd libs && $(CONTROLLER_GEN) object:headerFile=$(ROOT)/hack/boilerplate.go.txt paths=./internal/testtype/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into deploy/<operator>/ (and libs' test CRD).
+	cd libs && $(CONTROLLER_GEN) crd paths=./internal/testtype/... output:crd:dir=testdata/crds
+	@for op in $(API_OPERATORS); do \
+	  echo "manifests: $$op"; \
+	  rm -rf deploy/$$op/crd/bases deploy/$$op/rbac/generated deploy/$$op/webhook/generated; \
+	  $(CONTROLLER_GEN) crd:maxDescLen=0 paths=./apis/$$op/... output:crd:dir=deploy/$$op/crd/bases; \
+	  $(CONTROLLER_GEN) rbac:roleName=cairn-$$op-manager paths=./operators/$$op/... output:rbac:dir=deploy/$$op/rbac/generated; \
+	  $(CONTROLLER_GEN) webhook paths=./operators/$$op/... output:webhook:dir=deploy/$$op/webhook/generated; \
+	done
+
+.PHONY: fmt
+fmt: ## Format all Go code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: tidy
+tidy: ## Run go mod tidy in every module.
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
+
+.PHONY: build
+build: ## Build every operator binary into bin/ (static, CGO_ENABLED=0), also with GOWORK=off.
+	@for op in $(OPERATORS); do \
+	  (cd operators/$$op && CGO_ENABLED=0 go build -o $(ROOT)/bin/$$op-operator . && GOWORK=off CGO_ENABLED=0 go build -o /dev/null .); \
+	done
+
+##@ Test
+
+.PHONY: test
+test: controlplane ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
+	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS)))
+	$(MAKE) test-agent
+
+.PHONY: verify
+verify: $(CONTROLLER_GEN) ## Fail if code is unformatted, vet fails, go.mod is untidy or generated files are stale.
+	hack/verify.sh
+
+include $(wildcard hack/make/*.mk)

@@ -1,0 +1,237 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+)
+
+// Phase is the one-word summary of a BackupJob's state. It is a fixed enum:
+// match on these constants, never on free text.
+// +kubebuilder:validation:Enum=Pending;Scheduled;Running;Succeeded;Failed;Suspended;Deleting
+type Phase string
+
+const (
+	// PhasePending: accepted, the CronJob is not in place yet (or the spec is invalid).
+	PhasePending Phase = "Pending"
+	// PhaseScheduled: the CronJob is in place and waits for its next run; no run has finished yet.
+	PhaseScheduled Phase = "Scheduled"
+	// PhaseRunning: a backup Job is running now.
+	PhaseRunning Phase = "Running"
+	// PhaseSucceeded: the last finished run succeeded.
+	PhaseSucceeded Phase = "Succeeded"
+	// PhaseFailed: the last finished run failed after all its retries (maxRetries).
+	PhaseFailed Phase = "Failed"
+	// PhaseSuspended: spec.suspend is true; no new runs start.
+	PhaseSuspended Phase = "Suspended"
+	// PhaseDeleting: the BackupJob is being deleted and its cleanup runs.
+	PhaseDeleting Phase = "Deleting"
+)
+
+// DeletionPolicy says what happens to stored artifacts when a BackupJob is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type DeletionPolicy string
+
+const (
+	// DeletionPolicyRetain keeps every stored artifact.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+	// DeletionPolicyDelete deletes every stored artifact of the BackupJob.
+	DeletionPolicyDelete DeletionPolicy = "Delete"
+)
+
+// RunResult is the outcome of one finished backup run.
+// +kubebuilder:validation:Enum=Succeeded;Failed
+type RunResult string
+
+const (
+	// RunSucceeded: the run's Job completed.
+	RunSucceeded RunResult = "Succeeded"
+	// RunFailed: the run's Job failed after its retries or hit its deadline.
+	RunFailed RunResult = "Failed"
+)
+
+// Finalizers the backup operator puts on a BackupJob.
+const (
+	// CleanupFinalizer holds a deleted BackupJob until its CronJob and Jobs
+	// (and, with deletionPolicy Delete, its stored artifacts) are cleaned up.
+	// The defaulting webhook adds it on create; the controller adds it when
+	// it is missing.
+	CleanupFinalizer = "backup.cairn.dev/cleanup"
+)
+
+// Annotations users set on a BackupJob.
+const (
+	// RunNowAnnotation starts one backup run now, once per distinct value
+	// (use a request id, e.g. a timestamp): like `kubectl create job --from=cronjob`.
+	RunNowAnnotation = "backup.cairn.dev/run-now"
+)
+
+// Condition reasons specific to BackupJob.
+const (
+	// BackupJobCronJobMissingReason: the CronJob does not exist yet; it is being created.
+	BackupJobCronJobMissingReason = "CronJobMissing"
+	// BackupJobScheduledReason: the CronJob is in place and matches the spec.
+	BackupJobScheduledReason = "Scheduled"
+	// BackupJobLastRunFailedReason: the last run failed after all its retries.
+	BackupJobLastRunFailedReason = "LastRunFailed"
+)
+
+// BackupJobSpec is the desired state: what to back up, when, and where to.
+// +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
+type BackupJobSpec struct {
+	// Database to back up.
+	Database cairnv1.DatabaseRef `json:"database"`
+
+	// Schedule in standard 5-field cron format ("minute hour day month weekday"),
+	// e.g. "0 2 * * *" for 02:00 every day, interpreted in timeZone. Macros such
+	// as @daily are accepted. A seconds field and CRON_TZ=/TZ= prefixes are
+	// rejected: use timeZone.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^\s*(@[a-z]+|\S+(\s+\S+){4})\s*$')`,message="schedule: use 5 fields \"minute hour day-of-month month day-of-week\" (e.g. \"0 2 * * *\") or a macro such as @daily; no seconds field, and no CRON_TZ= prefix (set timeZone)"
+	Schedule string `json:"schedule"`
+
+	// TimeZone is the IANA time zone name the schedule is read in, e.g.
+	// "Asia/Shanghai". Defaults to "UTC". It becomes the CronJob's own
+	// timeZone field.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][-+_A-Za-z0-9]*(/[-+_A-Za-z0-9]+)*$`
+	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone: \"Local\" is the operator's zone, not yours; use an IANA name such as \"UTC\" or \"Europe/Berlin\""
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// RetentionDays is how long stored artifacts are kept. The newest
+	// successful artifact is always kept. Defaults to 7.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3650
+	RetentionDays int32 `json:"retentionDays,omitempty"`
+
+	// MaxRetries is how many times Kubernetes retries one failed run (the
+	// Job's backoffLimit). Defaults to 3. This is distinct from the
+	// operator's own retries of a failed reconcile.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+
+	// ActiveDeadlineSeconds bounds one run, retries included (the Job's
+	// activeDeadlineSeconds). Defaults to 3600.
+	// +optional
+	// +kubebuilder:validation:Maximum=604800
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// Suspend stops new runs from starting; a running one finishes.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// Storage is where artifacts are written: exactly one of pvc or s3.
+	Storage cairnv1.StorageSpec `json:"storage"`
+
+	// DeletionPolicy says what happens to stored artifacts when this
+	// BackupJob is deleted: Retain (default) keeps them, Delete removes them.
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// BackupJobStatus is the observed state, written by the backup operator only.
+type BackupJobStatus struct {
+	// ObservedGeneration is the metadata.generation last acted on. -1 until
+	// the operator has seen the object.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase summarises the state in one word; see the Phase constants.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Conditions: Ready, Reconciling and Stalled (kstatus).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastBackupTime is when the last finished run finished, either result.
+	// +optional
+	LastBackupTime *metav1.Time `json:"lastBackupTime,omitempty"`
+
+	// LastSuccessfulTime is when the last successful run finished.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+
+	// LastFailureTime is when the last failed run finished.
+	// +optional
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
+
+	// LastResult is the result of the last finished run.
+	// +optional
+	LastResult RunResult `json:"lastResult,omitempty"`
+
+	// LastArtifact is the artifact the last successful run wrote, as the
+	// agent reported it.
+	// +optional
+	LastArtifact *cairnv1.Artifact `json:"lastArtifact,omitempty"`
+
+	// LastRunName is the name of the Job of the last finished run.
+	// +optional
+	LastRunName string `json:"lastRunName,omitempty"`
+
+	// NextScheduleTime is the next time the schedule fires, computed in timeZone.
+	// Empty while suspended.
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+
+	// ConsecutiveFailures counts failed runs since the last success.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+
+	// LastRunNowRequest is the last value of the run-now annotation acted on.
+	// +optional
+	LastRunNowRequest string `json:"lastRunNowRequest,omitempty"`
+}
+
+// BackupJob backs up one database on a schedule. The backup operator owns one
+// CronJob per BackupJob, whose pods run the Cairn agent.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:resource:shortName=bj;bjob,categories=cairn
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="TimeZone",type=string,JSONPath=`.spec.timeZone`
+// +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackupTime`
+// +kubebuilder:printcolumn:name="Next",type=string,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type BackupJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec BackupJobSpec `json:"spec"`
+	// Status is the observed state.
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status BackupJobStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// BackupJobList is a list of BackupJobs.
+type BackupJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BackupJob `json:"items"`
+}
+
+// GetConditions returns the status conditions (libs/conditions.Object).
+func (b *BackupJob) GetConditions() []metav1.Condition { return b.Status.Conditions }
+
+// SetConditions replaces the status conditions (libs/conditions.Object).
+func (b *BackupJob) SetConditions(c []metav1.Condition) { b.Status.Conditions = c }
+
+// Hub marks v1 as the conversion hub.
+func (*BackupJob) Hub() {}
+
+func init() {
+	SchemeBuilder.Register(&BackupJob{}, &BackupJobList{})
+}

@@ -1,0 +1,35 @@
+package v1
+
+// Condition types. Every Cairn kind reports these three, following the kstatus
+// convention (sigs.k8s.io/cli-utils/pkg/kstatus) so that `kubectl wait`, Flux
+// and Argo CD health checks understand them:
+//   - Ready is True when the object's desired state is achieved.
+//   - Reconciling is True (abnormal-true) while the controller works towards it.
+//   - Stalled is True (abnormal-true) when progress needs a human: a
+//     configuration error or a permanent failure.
+const (
+	ReadyCondition       = "Ready"
+	ReconcilingCondition = "Reconciling"
+	StalledCondition     = "Stalled"
+)
+
+// Condition reasons shared by every kind. Kinds add their own next to their types.
+const (
+	// SucceededReason: the desired state is achieved.
+	SucceededReason = "Succeeded"
+	// ProgressingReason: the controller is creating or updating children.
+	ProgressingReason = "Progressing"
+	// InvalidSpecReason: the spec cannot be acted on; fix the spec.
+	InvalidSpecReason = "InvalidSpec"
+	// NotControlledReason: a child with the expected name exists but another
+	// controller (or nobody) controls it; Cairn does not adopt it.
+	NotControlledReason = "NotControlled"
+	// ReconcileErrorReason: a transient error; the controller retries with backoff.
+	ReconcileErrorReason = "ReconcileError"
+	// DeletingReason: the object is being deleted and cleanup is running.
+	DeletingReason = "Deleting"
+	// SuspendedReason: the object is suspended by spec.suspend.
+	SuspendedReason = "Suspended"
+	// FailedReason: the last run failed after all its retries.
+	FailedReason = "Failed"
+)

@@ -1,0 +1,105 @@
+package v1
+
+// DatabaseEngine names a database engine the agent can dump and restore.
+// +kubebuilder:validation:Enum=postgres;mysql
+type DatabaseEngine string
+
+const (
+	// PostgresEngine is PostgreSQL (pg_dump custom format / pg_restore).
+	PostgresEngine DatabaseEngine = "postgres"
+	// MySQLEngine is MySQL or MariaDB (mysqldump --single-transaction / mysql).
+	MySQLEngine DatabaseEngine = "mysql"
+)
+
+// DatabaseRef says where a database is and how to log in to it.
+type DatabaseRef struct {
+	// Engine of the database server: postgres or mysql (MySQL and MariaDB).
+	Engine DatabaseEngine `json:"engine"`
+	// Host name or address of the database server, as the backup pods resolve it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+	// Port of the database server. Defaults to 5432 for postgres, 3306 for mysql.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+	// Database (schema) name to back up or restore into.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Database string `json:"database"`
+	// CredentialsSecretRef names a Secret with the keys `username` and `password`.
+	CredentialsSecretRef LocalObjectReference `json:"credentialsSecretRef"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// Name of the object: a DNS-1123 subdomain (lowercase letters, digits, '-' and '.').
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+}
+
+// StorageSpec is where artifacts are kept: exactly one of pvc or s3.
+// +kubebuilder:validation:XValidation:rule="has(self.pvc) != has(self.s3)",message="storage: set exactly one of pvc or s3"
+type StorageSpec struct {
+	// PVC stores artifacts on a mounted PersistentVolumeClaim.
+	// +optional
+	PVC *PVCStorage `json:"pvc,omitempty"`
+	// S3 stores artifacts in an S3-compatible bucket.
+	// +optional
+	S3 *S3Storage `json:"s3,omitempty"`
+}
+
+// PVCStorage keeps artifacts on a PersistentVolumeClaim in the same namespace.
+type PVCStorage struct {
+	// ClaimName of the PersistentVolumeClaim.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ClaimName string `json:"claimName"`
+	// SubPath inside the volume under which artifacts are written: a relative
+	// path without "..".
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('/') && !self.matches(r'(^|/)\.\.(/|$)')`,message="subPath: use a relative path without \"..\""
+	SubPath string `json:"subPath,omitempty"`
+}
+
+// S3Storage keeps artifacts in an S3-compatible bucket.
+type S3Storage struct {
+	// Endpoint of the S3 service, host[:port] or an http(s) URL.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Endpoint string `json:"endpoint"`
+	// Bucket name.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	Bucket string `json:"bucket"`
+	// Prefix for every object written, e.g. "prod/".
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Prefix string `json:"prefix,omitempty"`
+	// Region of the bucket, if the service needs one.
+	// +optional
+	Region string `json:"region,omitempty"`
+	// Insecure uses plain HTTP instead of HTTPS.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+	// CredentialsSecretRef names a Secret with the keys `accessKeyID` and
+	// `secretAccessKey`.
+	CredentialsSecretRef LocalObjectReference `json:"credentialsSecretRef"`
+}
+
+// Artifact is one stored backup, as the agent reported it.
+type Artifact struct {
+	// Path of the artifact inside the store.
+	Path string `json:"path"`
+	// Size in bytes of the stored (compressed) artifact.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// Checksum of the stored artifact, "sha256:<hex>".
+	// +optional
+	Checksum string `json:"checksum,omitempty"`
+}

@@ -1,0 +1,24 @@
+package testtype
+
+import (
+	"path/filepath"
+	"runtime"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+)
+
+// CRDDir is the folder with Widget's generated CRD.
+func CRDDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "crds")
+}
+
+// Scheme has client-go's kinds and Widget.
+func Scheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(AddToScheme(s))
+	return s
+}

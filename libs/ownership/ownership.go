@@ -1,0 +1,241 @@
+// Package ownership keeps an owner's children: it sets and checks the
+// controller reference, creates a missing child, reverts a drifted one and
+// leaves a matching one alone (never a second child), and maps a child's
+// events to exactly its one owner by label — never a full requeue of every
+// owner.
+package ownership
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// SetController makes owner the controller of child. It fails loudly when the
+// reference cannot be set: an owner without a UID (not read from the API
+// server), a cluster-scoped child of a namespaced owner, a cross-namespace
+// child, or a child already controlled by someone else.
+func SetController(owner, child client.Object, scheme *runtime.Scheme) error {
+	if owner.GetUID() == "" {
+		return fmt.Errorf("ownership: owner %s has no UID; read it from the API server first", client.ObjectKeyFromObject(owner))
+	}
+	if err := controllerutil.SetControllerReference(owner, child, scheme); err != nil {
+		return fmt.Errorf("ownership: setting controller of %s: %w", client.ObjectKeyFromObject(child), err)
+	}
+	if !metav1.IsControlledBy(child, owner) {
+		return fmt.Errorf("ownership: controller reference of %s does not point at %s", client.ObjectKeyFromObject(child), client.ObjectKeyFromObject(owner))
+	}
+	return nil
+}
+
+// NotControlledError: a child with the desired name exists but is not
+// controlled by the owner. Cairn never adopts or overwrites it; the owner
+// should report Stalled.
+type NotControlledError struct {
+	Kind string
+	Key  types.NamespacedName
+}
+
+func (e *NotControlledError) Error() string {
+	return fmt.Sprintf("%s %s exists and is not controlled by this object; rename or delete it", e.Kind, e.Key)
+}
+
+// Op is what Ensure did.
+type Op string
+
+const (
+	// Created: the child did not exist and was created.
+	Created Op = "Created"
+	// Updated: the child differed from the desired state and was updated.
+	Updated Op = "Updated"
+	// Unchanged: the child already matched.
+	Unchanged Op = "Unchanged"
+)
+
+// Applier ensures children.
+type Applier struct {
+	// Client reads (usually from the cache) and writes.
+	Client client.Client
+	// APIReader reads past the cache, to tell our own not-yet-cached child
+	// from someone else's object with the same name when a create conflicts.
+	APIReader client.Reader
+	// Scheme knows the owner's and child's kinds.
+	Scheme *runtime.Scheme
+}
+
+// Ensure makes the child named like desired match desired, with owner as its
+// controller. A child matches when every field desired sets (labels,
+// annotations and everything outside metadata and status) has the same value
+// in the child; fields the API server defaulted are not drift. A drifted child
+// is updated with desired's fields laid over it; a missing one is created.
+func (a *Applier) Ensure(ctx context.Context, owner, desired client.Object) (Op, error) {
+	if err := SetController(owner, desired, a.Scheme); err != nil {
+		return "", err
+	}
+	key := client.ObjectKeyFromObject(desired)
+	gvk, err := a.Client.GroupVersionKindFor(desired)
+	if err != nil {
+		return "", err
+	}
+	existing := desired.DeepCopyObject().(client.Object)
+	err = a.Client.Get(ctx, key, existing)
+	if apierrors.IsNotFound(err) {
+		if err := a.Client.Create(ctx, desired); err != nil {
+			if apierrors.IsAlreadyExists(err) && a.APIReader != nil {
+				live := desired.DeepCopyObject().(client.Object)
+				if gerr := a.APIReader.Get(ctx, key, live); gerr == nil && !metav1.IsControlledBy(live, owner) {
+					return "", &NotControlledError{Kind: gvk.Kind, Key: key}
+				}
+			}
+			return "", err
+		}
+		return Created, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !metav1.IsControlledBy(existing, owner) {
+		return "", &NotControlledError{Kind: gvk.Kind, Key: key}
+	}
+	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return "", err
+	}
+	have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(existing)
+	if err != nil {
+		return "", err
+	}
+	pruneForCompare(want)
+	if Subset(want, have) {
+		return Unchanged, nil
+	}
+	merged := Merge(have, want)
+	updated := desired.DeepCopyObject().(client.Object)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(merged, updated); err != nil {
+		return "", err
+	}
+	updated.SetResourceVersion(existing.GetResourceVersion())
+	if err := a.Client.Update(ctx, updated); err != nil {
+		return "", err
+	}
+	return Updated, nil
+}
+
+// pruneForCompare keeps, of desired's metadata, only what Ensure manages.
+func pruneForCompare(want map[string]any) {
+	delete(want, "status")
+	md, _ := want["metadata"].(map[string]any)
+	keep := map[string]any{}
+	for _, k := range []string{"labels", "annotations", "ownerReferences", "name", "namespace"} {
+		if v, ok := md[k]; ok {
+			keep[k] = v
+		}
+	}
+	want["metadata"] = keep
+}
+
+// Subset reports whether every value set in want (nil values aside) is equal
+// in have. Maps are compared key by key; lists must have the same length and
+// match element by element.
+func Subset(want, have any) bool {
+	switch w := want.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		for k, wv := range w {
+			if wv == nil {
+				continue
+			}
+			hv, ok := h[k]
+			if !ok {
+				if isEmpty(wv) {
+					continue
+				}
+				return false
+			}
+			if !Subset(wv, hv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		if len(w) != len(h) {
+			return false
+		}
+		for i := range w {
+			if !Subset(w[i], h[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return reflect.DeepEqual(want, have)
+	}
+}
+
+func isEmpty(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	}
+	return false
+}
+
+// Merge lays over's values over base: maps merge key by key, anything else
+// (lists included) is replaced by over's value. base is modified and returned.
+func Merge(base, over map[string]any) map[string]any {
+	for k, ov := range over {
+		if ov == nil {
+			continue
+		}
+		om, ok := ov.(map[string]any)
+		bm, ok2 := base[k].(map[string]any)
+		if ok && ok2 {
+			base[k] = Merge(bm, om)
+			continue
+		}
+		base[k] = ov
+	}
+	return base
+}
+
+// EnqueueOwnerByLabel maps an event of a child to a request for the one owner
+// whose name is the child's label `label`, in the child's namespace. Children
+// without the label map to nothing. This is the cure for the full requeue:
+// one Pod event, one owner reconciled.
+func EnqueueOwnerByLabel(label string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+		if req, ok := OwnerRequest(obj, label); ok {
+			return []reconcile.Request{req}
+		}
+		return nil
+	})
+}
+
+// OwnerRequest returns the request for obj's owner named by label.
+func OwnerRequest(obj client.Object, label string) (reconcile.Request, bool) {
+	name := obj.GetLabels()[label]
+	if name == "" {
+		return reconcile.Request{}, false
+	}
+	return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}, true
+}

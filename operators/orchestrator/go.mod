@@ -1,0 +1,8 @@
+module cairn.dev/operators/orchestrator
+
+go 1.26.0
+
+replace (
+	cairn.dev/apis => ../../apis
+	cairn.dev/libs => ../../libs
+)
