@@ -24,7 +24,7 @@ func (m *MySQL) connArgs() []string {
 	return []string{
 		"--no-defaults", // ignore my.cnf files in the image: the agent's flags are the truth
 		"--protocol=TCP", "--host=" + m.Host, "--port=" + itoa(m.Port), "--user=" + m.User,
-		"--default-character-set=utf8mb4", "--connect-timeout=15",
+		"--default-character-set=utf8mb4",
 	}
 }
 
@@ -39,10 +39,11 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 // Prepare creates the target database when it does not exist.
 func (m *MySQL) Prepare(ctx context.Context) error {
 	q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(m.Database, "`", "``") + "`;\n"
-	return run(ctx, m.Password, strings.NewReader(q), io.Discard, m.env(), "mysql", m.connArgs()...)
+	args := append(m.connArgs(), "--connect-timeout=15")
+	return run(ctx, m.Password, strings.NewReader(q), io.Discard, m.env(), "mysql", args...)
 }
 
 func (m *MySQL) Restore(ctx context.Context, r io.Reader) error {
-	args := append(m.connArgs(), "--binary-mode", "--database="+m.Database)
+	args := append(m.connArgs(), "--connect-timeout=15", "--binary-mode", "--database="+m.Database)
 	return run(ctx, m.Password, r, io.Discard, m.env(), "mysql", args...)
 }

@@ -298,7 +298,7 @@ func KilledMidStream(t *testing.T, e *Env, kind string) {
 	// Enough incompressible data that the store receives several parts
 	// before the proxy in front of the database stops passing data.
 	check(t, e.DB.SeedBig(db, 40))
-	proxy, err := testenv.NewStallProxy("127.0.0.1:"+itoa(e.DB.Port()), 48<<20)
+	proxy, err := testenv.NewStallProxy("127.0.0.1:"+itoa(e.DB.Port()), 24<<20)
 	check(t, err)
 	defer proxy.Close()
 
@@ -328,6 +328,9 @@ func KilledMidStream(t *testing.T, e *Env, kind string) {
 	}
 	check(t, cmd.Process.Signal(syscall.SIGKILL))
 	<-exited
+	// The dump tool died with the agent (parent-death signal); drop its
+	// server session too, or it holds its snapshot until a server timeout.
+	proxy.Close()
 	t.Logf("killed mid-stream after %d MiB from the database; agent log:\n%s", proxy.Passed()>>20, stderr.String())
 
 	if got := st.CatalogBytes(t, job); !bytes.Equal(got, cat) {

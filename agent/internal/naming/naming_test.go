@@ -1,0 +1,141 @@
+package naming
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseJob(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Job
+		wantErr string
+	}{
+		{in: "shop/orders", want: Job{"shop", "orders"}},
+		{in: "a/b.c-d", want: Job{"a", "b.c-d"}},
+		{in: "orders", wantErr: "want namespace/name"},
+		{in: "/orders", wantErr: "want namespace/name"},
+		{in: "shop/", wantErr: "want namespace/name"},
+		{in: "a/b/c", wantErr: "want namespace/name"},
+		{in: "Shop/orders", wantErr: "namespace"},
+		{in: "shop/Orders", wantErr: "name"},
+		{in: "shop/../x", wantErr: "name"},
+		{in: "../x/y", wantErr: "want namespace/name"},
+		{in: "shop/a_b", wantErr: "name"},
+		{in: strings.Repeat("a", 64) + "/b", wantErr: "namespace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseJob(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseJob(%q) = %v, %v; want error containing %q", tt.in, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseJob(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+			}
+			if got.String() != tt.in {
+				t.Errorf("String() = %q, want %q", got.String(), tt.in)
+			}
+		})
+	}
+}
+
+func TestArtifactName(t *testing.T) {
+	job := Job{"shop", "orders"}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("CET", 3600))
+	tests := []struct {
+		engine, want, wantErr string
+	}{
+		{engine: "postgres", want: "shop_orders_20260102T020405.123Z.pgdump.zst"},
+		{engine: "mysql", want: "shop_orders_20260102T020405.123Z.sql.zst"},
+		{engine: "oracle", wantErr: "unknown engine"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.engine, func(t *testing.T) {
+			got, err := ArtifactName(job, tt.engine, at)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %q, %v; want error %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ArtifactName = %q, %v; want %q", got, err, tt.want)
+			}
+			// Deterministic: the same input gives the same name.
+			again, _ := ArtifactName(job, tt.engine, at)
+			if again != got {
+				t.Fatalf("not deterministic: %q then %q", got, again)
+			}
+			start, engine, err := ParseArtifactName(job, got)
+			if err != nil || engine != tt.engine || !start.Equal(at.Truncate(time.Millisecond)) {
+				t.Fatalf("ParseArtifactName(%q) = %v, %q, %v", got, start, engine, err)
+			}
+		})
+	}
+}
+
+func TestArtifactNamesSortInTimeOrder(t *testing.T) {
+	job := Job{"ns", "job"}
+	base := time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)
+	// Times chosen to break naive formats: across a year, single digits,
+	// sub-second differences, a time zone.
+	times := []time.Time{
+		base,
+		base.Add(time.Millisecond),
+		base.Add(999 * time.Millisecond),
+		base.Add(time.Second),
+		base.Add(-9 * time.Hour),
+		base.AddDate(-1, 0, 0),
+		base.AddDate(0, 0, 1).In(time.FixedZone("X", -11*3600)),
+	}
+	var names []string
+	for _, at := range times {
+		n, err := ArtifactName(job, "postgres", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	byName := slices.Clone(names)
+	slices.Sort(byName)
+	byTime := slices.Clone(times)
+	slices.SortFunc(byTime, func(a, b time.Time) int { return a.Compare(b) })
+	for i, at := range byTime {
+		want, _ := ArtifactName(job, "postgres", at)
+		if byName[i] != want {
+			t.Fatalf("lexical order %v differs from time order at %d (%s)", byName, i, want)
+		}
+	}
+}
+
+func TestParseArtifactNameRejects(t *testing.T) {
+	job := Job{"shop", "orders"}
+	for _, name := range []string{
+		"shop_other_20260102T030405.123Z.pgdump.zst",
+		"shop_orders_20260102T030405.123Z.pgdump",
+		"shop_orders_20260102T030405Z.pgdump.zst",
+		"shop_orders_garbage.sql.zst",
+		".shop_orders_20260102T030405.123Z.pgdump.zst.partial-123",
+		"catalog.json",
+	} {
+		if _, _, err := ParseArtifactName(job, name); err == nil {
+			t.Errorf("ParseArtifactName(%q) accepted it", name)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	job := Job{"shop", "orders"}
+	if got := job.CatalogKey(); got != "shop/orders/catalog.json" {
+		t.Errorf("CatalogKey = %q", got)
+	}
+	if got := job.Key("x.pgdump.zst"); got != "shop/orders/x.pgdump.zst" {
+		t.Errorf("Key = %q", got)
+	}
+}

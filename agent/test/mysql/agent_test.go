@@ -1,0 +1,72 @@
+// Package mysql_test runs the agent's data-path suite against a private
+// MariaDB server and a versitygw S3 server, both started here.
+package mysql_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"cairn.dev/agent/test/suite"
+)
+
+var (
+	env      *suite.Env
+	setupErr error
+)
+
+func TestMain(m *testing.M) {
+	var cleanup func()
+	env, cleanup, setupErr = suite.Setup(startMariaDB)
+	if setupErr != nil {
+		fmt.Fprintf(os.Stderr, "set-up failed: %v\n", setupErr)
+	}
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+func e(t *testing.T) *suite.Env { return suite.Require(t, env, setupErr) }
+
+func TestVersion(t *testing.T) { suite.Version(t, e(t)) }
+
+func TestRoundTrip(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.RoundTrip(t, e(t), kind) })
+	}
+}
+
+func TestCorruptedArtifactRefused(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.CorruptedRefused(t, e(t), kind) })
+	}
+}
+
+func TestStoreUnreachable(t *testing.T) {
+	t.Run("pvc", func(t *testing.T) { suite.StoreUnreachablePVC(t, e(t)) })
+	t.Run("s3", func(t *testing.T) { suite.StoreUnreachableS3(t, e(t)) })
+}
+
+func TestKilledMidStream(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.KilledMidStream(t, e(t), kind) })
+	}
+}
+
+func TestPruneKeepsNewest(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PruneKeepsNewest(t, e(t), kind) })
+	}
+}
+
+func TestWrongPassword(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.WrongPassword(t, e(t), kind, "Access denied") })
+	}
+}
+
+func TestDeleteJob(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.DeleteJob(t, e(t), kind) })
+	}
+}
