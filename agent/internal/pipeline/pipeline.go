@@ -168,27 +168,46 @@ func Restore(ctx context.Context, st store.Store, key string, size int64, checks
 	}
 	defer dec.Close()
 	pr, pw := io.Pipe()
-	copied := make(chan struct{})
+	copyErr := make(chan error, 1)
 	go func() {
-		defer close(copied)
-		_, err := io.CopyBuffer(pw, dec, make([]byte, 256<<10))
+		_, err := io.CopyBuffer(pw, decodeErrs{dec}, make([]byte, 256<<10))
 		if err == nil {
 			// Drain what the decoder did not need, so the checksum covers
 			// every stored byte.
 			_, err = io.Copy(io.Discard, vr)
 		}
 		pw.CloseWithError(err)
+		copyErr <- err
 	}()
 	err = eng.Restore(ctx, pr)
 	pr.Close()
-	<-copied
-	if vr.err != nil && !errors.Is(vr.err, io.EOF) {
-		var ce *corruptError
-		if errors.As(vr.err, &ce) || err == nil {
-			return vr.err
-		}
+	cerr := <-copyErr
+	// A corrupted stream is the cause of whatever the restore tool said.
+	var ce *corruptError
+	if errors.As(cerr, &ce) {
+		return cerr
+	}
+	if vr.err != nil && !errors.Is(vr.err, io.EOF) && errors.As(vr.err, &ce) {
+		return vr.err
+	}
+	if err == nil && cerr != nil && !errors.Is(cerr, io.ErrClosedPipe) {
+		return cerr
 	}
 	return err
+}
+
+// decodeErrs marks decompression errors as corruption.
+type decodeErrs struct{ r io.Reader }
+
+func (d decodeErrs) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if err != nil && err != io.EOF {
+		var ce *corruptError
+		if !errors.As(err, &ce) {
+			err = &corruptError{"cannot decompress: " + err.Error()}
+		}
+	}
+	return n, err
 }
 
 type verifyingReader struct {

@@ -1,0 +1,144 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cairn.dev/agent/internal/config"
+	"cairn.dev/agent/result"
+)
+
+func run(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb strings.Builder
+	code = Main(context.Background(), args, Options{
+		Version: "v9.9.9",
+		Stdout:  &out,
+		Stderr:  &errb,
+		Env: config.Env{
+			Lookup:   func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+			ReadFile: os.ReadFile,
+		},
+		Now: func() time.Time { return time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC) },
+	})
+	return code, out.String(), errb.String()
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	tests := []struct {
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{[]string{"--version"}, 0, "v9.9.9\n", ""},
+		{[]string{"version"}, 0, "v9.9.9\n", ""},
+		{nil, 2, "", "Usage: agent <command>"},
+		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
+		{[]string{"--help"}, 0, "Usage: agent <command>", ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, out, errOut := run(t, nil, tt.args...)
+			if code != tt.wantCode || !strings.Contains(out, tt.wantStdout) || !strings.Contains(errOut, tt.wantStderr) {
+				t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
+			}
+			if tt.wantStdout == "v9.9.9\n" && out != tt.wantStdout {
+				t.Fatalf("stdout %q, want exactly %q", out, tt.wantStdout)
+			}
+		})
+	}
+}
+
+func TestFailureReport(t *testing.T) {
+	dir := t.TempDir()
+	termLog := filepath.Join(dir, "termination-log")
+	secret := "pw-that-must-not-appear"
+	tests := []struct {
+		name       string
+		env        map[string]string
+		args       []string
+		wantCode   int
+		wantReason string
+	}{
+		{"no store", map[string]string{"CAIRN_BACKUPJOB": "a/b"}, []string{"backup"}, 2, "store is not set"},
+		{"unmounted pvc", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": filepath.Join(dir, "nope"),
+			"CAIRN_ENGINE": "postgres", "CAIRN_DB_HOST": "h", "CAIRN_DB_NAME": "d", "CAIRN_DB_USER": "u", "CAIRN_DB_PASSWORD": secret},
+			[]string{"backup"}, 1, "does not exist"},
+		{"no engine", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir, "CAIRN_DB_PASSWORD": secret},
+			[]string{"backup"}, 1, "engine is not set"},
+		{"prune without retention", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir},
+			[]string{"prune"}, 1, "retention days are not set"},
+		{"restore with nothing stored", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir,
+			"CAIRN_DB_HOST": "h", "CAIRN_DB_NAME": "d", "CAIRN_DB_USER": "u"}, []string{"restore"}, 1, "nothing to restore"},
+		{"password argument", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir},
+			[]string{"backup", "--db-password=" + secret}, 2, "never taken from arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(termLog)
+			tt.env["CAIRN_TERMINATION_LOG"] = termLog
+			code, out, errOut := run(t, tt.env, tt.args...)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d; stderr %q", code, tt.wantCode, errOut)
+			}
+			if out != "" {
+				t.Errorf("stdout %q on failure", out)
+			}
+			msg, err := os.ReadFile(termLog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, perr := result.Parse(string(msg))
+			f, ok := perr.(*result.FailedError)
+			if !ok || !strings.Contains(f.Reason, tt.wantReason) {
+				t.Fatalf("termination message %q: %v; want reason with %q", msg, perr, tt.wantReason)
+			}
+			if strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "agent: ") || !strings.Contains(errOut, f.Reason) {
+				t.Errorf("stderr is not the one-line reason: %q", errOut)
+			}
+			if strings.Contains(errOut+string(msg), secret) {
+				t.Errorf("secret in output: %q %q", errOut, msg)
+			}
+		})
+	}
+}
+
+// At the default path the termination message is written only if the file
+// exists (inside a Pod); the agent never creates it.
+func TestDefaultTerminationLogNotCreated(t *testing.T) {
+	_, err := os.Stat(config.DefaultTerminationLog)
+	existed := err == nil // inside a Pod it exists, and is written
+	code, _, _ := run(t, map[string]string{"CAIRN_BACKUPJOB": "a/b"}, "backup")
+	if code == 0 {
+		t.Fatal("expected failure")
+	}
+	if _, err := os.Stat(config.DefaultTerminationLog); !existed && !errors.Is(err, fs.ErrNotExist) {
+		os.Remove(config.DefaultTerminationLog)
+		t.Fatalf("the agent created %s", config.DefaultTerminationLog)
+	}
+}
+
+func TestListEmptyAndPVCBackupFlow(t *testing.T) {
+	dir := t.TempDir()
+	termLog := filepath.Join(dir, "tl")
+	env := map[string]string{"CAIRN_BACKUPJOB": "shop/orders", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir, "CAIRN_TERMINATION_LOG": termLog}
+	code, out, errOut := run(t, env, "list")
+	if code != 0 || out != "" {
+		t.Fatalf("list of an empty store: exit %d stdout %q stderr %q", code, out, errOut)
+	}
+	msg, _ := os.ReadFile(termLog)
+	if !strings.Contains(string(msg), `"command":"list"`) || !strings.Contains(string(msg), `"count":0`) {
+		t.Fatalf("termination message %q", msg)
+	}
+	code, out, _ = run(t, env, "list", "--output=table")
+	if code != 0 || !strings.HasPrefix(out, "ARTIFACT") {
+		t.Fatalf("table: exit %d %q", code, out)
+	}
+}

@@ -1,0 +1,95 @@
+package result
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestParse(t *testing.T) {
+	good := `{"artifact":"a/b/c.pgdump.zst","size":12,"checksum":"sha256:` + strings.Repeat("0", 64) +
+		`","start":"2026-01-02T03:04:05.123Z","end":"2026-01-02T03:04:06Z","durationSeconds":0.877,"engine":"postgres"}` + "\n"
+	tests := []struct {
+		name       string
+		msg        string
+		wantErr    string
+		wantFailed string
+	}{
+		{name: "result", msg: good},
+		{name: "failure", msg: `{"error":"backup failed: boom"}`, wantFailed: "backup failed: boom"},
+		{name: "empty", msg: "  ", wantErr: "empty"},
+		{name: "plain text", msg: "panic: oops", wantErr: "not agent JSON"},
+		{name: "no checksum", msg: `{"artifact":"x","size":1}`, wantErr: "lacks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Parse(tt.msg)
+			switch {
+			case tt.wantFailed != "":
+				var f *FailedError
+				if !errors.As(err, &f) || f.Reason != tt.wantFailed {
+					t.Fatalf("Parse = %v, %v; want failure %q", r, err, tt.wantFailed)
+				}
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Parse = %v, %v; want error %q", r, err, tt.wantErr)
+				}
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := time.Date(2026, 1, 2, 3, 4, 5, 123e6, time.UTC)
+				if r.Artifact != "a/b/c.pgdump.zst" || r.Size != 12 || !r.Start.Equal(want) || r.Engine != "postgres" || r.DurationSeconds != 0.877 {
+					t.Fatalf("Parse = %+v", r)
+				}
+			}
+		})
+	}
+}
+
+func TestMarshalShape(t *testing.T) {
+	b, err := Marshal(Result{Artifact: "x", Size: 1, Checksum: "sha256:ab", Start: time.Unix(0, 0).UTC(), End: time.Unix(1, 0).UTC(), DurationSeconds: 1, Engine: "mysql"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"artifact":"x","size":1,"checksum":"sha256:ab","start":"1970-01-01T00:00:00Z","end":"1970-01-01T00:00:01Z","durationSeconds":1,"engine":"mysql"}` + "\n"
+	if string(b) != want {
+		t.Fatalf("Marshal =\n%s want\n%s", b, want)
+	}
+}
+
+func TestFailureLine(t *testing.T) {
+	tests := []struct {
+		name, reason string
+	}{
+		{"short", "boom"},
+		{"multi-line", "line one\nline two\r\n\tline three"},
+		{"long ascii", strings.Repeat("x", 10000)},
+		{"long multibyte", strings.Repeat("渡", 5000)},
+		{"long escapes", strings.Repeat("\"\x01<", 3000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := FailureLine(tt.reason)
+			if len(b) > MaxMessageBytes {
+				t.Fatalf("%d bytes > %d", len(b), MaxMessageBytes)
+			}
+			if strings.Count(string(b), "\n") != 1 || !strings.HasSuffix(string(b), "\n") {
+				t.Fatalf("not one line: %q", b)
+			}
+			if !utf8.Valid(b) {
+				t.Fatal("invalid UTF-8")
+			}
+			_, err := Parse(string(b))
+			var f *FailedError
+			if !errors.As(err, &f) || f.Reason == "" {
+				t.Fatalf("Parse(FailureLine) = %v", err)
+			}
+			if len(tt.reason) < 100 && f.Reason != strings.Join(strings.Fields(tt.reason), " ") {
+				t.Fatalf("reason %q, want %q", f.Reason, tt.reason)
+			}
+		})
+	}
+}
