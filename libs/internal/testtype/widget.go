@@ -4,6 +4,7 @@
 //
 // +kubebuilder:object:generate=true
 // +groupName=test.cairn.dev
+// +versionName=v1
 package testtype
 
 import (
