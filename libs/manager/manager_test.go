@@ -10,8 +10,8 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/internal/testtype"
+	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/testenv"
 )
 
