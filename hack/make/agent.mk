@@ -1,0 +1,25 @@
+# The agent (module cairn.dev/agent): the data mover run in Job pods.
+# Included by the main Makefile, which defines ROOT, TOOLS_DIR and GO_TEST_FLAGS.
+
+AGENT_VERSION ?= $(shell git describe --tags --match 'agent/v*' --always --dirty 2>/dev/null | sed 's|^agent/||' || echo dev)
+AGENT_BENCH_FLAGS ?=
+
+##@ Agent
+
+.PHONY: agent-deps
+agent-deps: ## Install the agent's test dependencies: PostgreSQL 15, MariaDB, zstd (apt) and versitygw (into bin/tools); skips what is present.
+	hack/agent-deps.sh
+
+.PHONY: build-agent
+build-agent: ## Build the agent into bin/agent (CGO_ENABLED=0, static; version stamped from AGENT_VERSION).
+	cd agent && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(AGENT_VERSION)" -o $(ROOT)/bin/agent .
+
+.PHONY: test-agent
+test-agent: ## Run the agent's tests: unit, and data path against real PostgreSQL, MariaDB and versitygw (needs agent-deps).
+	cd agent && go test $(GO_TEST_FLAGS) ./...
+
+##@ Benchmarks
+
+.PHONY: bench-agent
+bench-agent: ## Benchmark agent backups of ~100 MB and ~1 GB PostgreSQL databases to PVC and S3 against pg_dump -Fc | zstd (throughput, peak RSS).
+	cd agent && go run ./bench $(AGENT_BENCH_FLAGS)
