@@ -3,6 +3,7 @@ module cairn.dev/operators/restore
 go 1.26.0
 
 replace (
+	cairn.dev/agent => ../../agent
 	cairn.dev/apis => ../../apis
 	cairn.dev/libs => ../../libs
 )
