@@ -246,7 +246,7 @@ SELECT i,
   (ARRAY['deposit','withdrawal','transfer','fee','refund'])[1 + i %% 5],
   jsonb_build_object('ip', '10.' || (i %% 256) || '.' || (i * 7 %% 256) || '.1', 'ok', i %% 3 <> 0, 'note', md5(i::text)),
   decode(md5(i::text || 'a') || md5(i::text || 'b') || md5(i::text || 'c'), 'hex')
-FROM generate_series(%d, %d) AS i`, from, from+n-1))
+FROM generate_series(%d::bigint, %d::bigint) AS i`, from, from+n-1))
 	return err
 }
 

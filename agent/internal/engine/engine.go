@@ -88,9 +88,9 @@ func childEnv(extra ...string) []string {
 // failure the error carries the tool's last stderr lines, with secret
 // removed.
 func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, env []string, name string, args ...string) error {
-	path, err := exec.LookPath(name)
+	path, err := lookTool(name)
 	if err != nil {
-		return fmt.Errorf("%s not found in PATH: install the database client tools", name)
+		return err
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = env
@@ -120,6 +120,22 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 	// Not the tool's exit: a broken stdin/stdout stream (e.g. the store
 	// failed); the caller reports the stream's own error.
 	return fmt.Errorf("%s: %w", name, err)
+}
+
+// aliases are the MariaDB names of the MySQL tools: newer MariaDB client
+// packages ship only these.
+var aliases = map[string]string{"mysqldump": "mariadb-dump", "mysql": "mariadb"}
+
+func lookTool(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	if alias, ok := aliases[name]; ok {
+		if p, err := exec.LookPath(alias); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH: install the database client tools", name)
 }
 
 // Redact removes secret from s. Very short secrets are not searched for:
