@@ -1,0 +1,255 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+)
+
+// Phase is the one-word summary of a RestoreJob's state. It is a fixed enum:
+// match on these constants, never on free text. A RestoreJob moves
+// Pending → Running → Succeeded or Failed, and never leaves Succeeded or Failed.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type Phase string
+
+const (
+	// PhasePending: accepted; the artifact is being resolved or the restore
+	// Job is not created yet (waiting for the BackupJob or its first
+	// successful backup, or the spec cannot be acted on — see the conditions).
+	PhasePending Phase = "Pending"
+	// PhaseRunning: the restore Job exists and has not finished.
+	PhaseRunning Phase = "Running"
+	// PhaseSucceeded: the restore Job completed; the artifact is restored.
+	PhaseSucceeded Phase = "Succeeded"
+	// PhaseFailed: the restore Job failed after all its retries (maxRetries)
+	// or its deadline, or was deleted before it finished. Create a new
+	// RestoreJob to try again.
+	PhaseFailed Phase = "Failed"
+)
+
+// Finalizers the restore operator puts on a RestoreJob.
+const (
+	// CleanupFinalizer holds a deleted RestoreJob until its Job (and the
+	// Job's pods) are deleted. It never deletes stored data. The defaulting
+	// webhook adds it on create; the controller adds it when it is missing.
+	CleanupFinalizer = "restore.cairn.dev/cleanup"
+)
+
+// Labels the restore operator puts on the Job and its pods.
+const (
+	// RestoreJobLabel holds the name of the owning RestoreJob.
+	RestoreJobLabel = "restore.cairn.dev/restorejob"
+)
+
+// Condition reasons specific to RestoreJob; the shared ones are in
+// cairn.dev/apis/meta/v1.
+const (
+	// RestoreJobBackupJobNotFoundReason: the referenced BackupJob does not
+	// exist (yet); the RestoreJob waits for it.
+	RestoreJobBackupJobNotFoundReason = "BackupJobNotFound"
+	// RestoreJobNoArtifactReason: the referenced BackupJob has no successful
+	// backup yet; the RestoreJob waits for its first one.
+	RestoreJobNoArtifactReason = "NoSuccessfulArtifact"
+	// RestoreJobArtifactResolvedReason: the artifact to restore is chosen and
+	// recorded in status.artifact; the restore Job is being created.
+	RestoreJobArtifactResolvedReason = "ArtifactResolved"
+	// RestoreJobRunningReason: the restore Job is running.
+	RestoreJobRunningReason = "Running"
+	// RestoreJobOverwritesSourceReason: the target is the database the
+	// source BackupJob backs up, and spec.allowOverwriteSource is not true.
+	RestoreJobOverwritesSourceReason = "OverwritesSource"
+	// RestoreJobJobDeletedReason: the restore Job was deleted before it finished.
+	RestoreJobJobDeletedReason = "JobDeleted"
+)
+
+// RestoreJobSpec is the desired state: what to restore, and into which
+// database. It is immutable: to restore again, create a new RestoreJob.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: create a new RestoreJob"
+// +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
+type RestoreJobSpec struct {
+	// Source is the artifact to restore: exactly one of backupJob (a
+	// BackupJob in this namespace) or store (a store and a catalog key, for a
+	// cluster that never ran the backup).
+	Source RestoreSource `json:"source"`
+
+	// Target is the database to restore into. It is created if it does not
+	// exist; objects the artifact contains are replaced (PostgreSQL: in one
+	// transaction, rolled back on failure).
+	Target cairnv1.DatabaseRef `json:"target"`
+
+	// AllowOverwriteSource must be true to restore into the very database
+	// the source BackupJob backs up (same engine, host, port and database).
+	// Without it such a RestoreJob is refused, so a typo cannot overwrite
+	// production with an old backup.
+	// +optional
+	AllowOverwriteSource bool `json:"allowOverwriteSource,omitempty"`
+
+	// MaxRetries is how many times Kubernetes retries a failed restore (the
+	// Job's backoffLimit). Defaults to 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+
+	// ActiveDeadlineSeconds bounds the restore, retries included (the Job's
+	// activeDeadlineSeconds). Defaults to 3600.
+	// +optional
+	// +kubebuilder:validation:Maximum=604800
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// RestoreSource says where the artifact comes from: exactly one of backupJob
+// or store.
+// +kubebuilder:validation:XValidation:rule="has(self.backupJob) != has(self.store)",message="source: set exactly one of backupJob or store"
+type RestoreSource struct {
+	// BackupJob restores an artifact of a BackupJob in this namespace, from
+	// the BackupJob's store.
+	// +optional
+	BackupJob *BackupJobSource `json:"backupJob,omitempty"`
+
+	// Store restores an artifact from a store given here, found by the
+	// catalog key it was written under. No BackupJob needs to exist in this
+	// cluster.
+	// +optional
+	Store *StoreSource `json:"store,omitempty"`
+}
+
+// BackupJobSource names a BackupJob and, optionally, one of its artifacts.
+type BackupJobSource struct {
+	// Name of the BackupJob, in the RestoreJob's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Artifact to restore: a name or path as `agent list` prints it (e.g.
+	// "shop_orders_20260102T030405.123Z.pgdump.zst"). Empty means the
+	// BackupJob's newest successful artifact (its status.lastArtifact),
+	// resolved once when the RestoreJob starts and recorded in
+	// status.artifact: a retry or an operator restart restores the same
+	// artifact, never a newer one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('/') && !self.matches(r'(^|/)\.\.(/|$)') && !self.matches(r'\s')`,message="artifact: use a name or relative path without \"..\" or spaces"
+	Artifact string `json:"artifact,omitempty"`
+}
+
+// StoreSource is a store and the artifact to restore from it.
+type StoreSource struct {
+	// Storage is the store holding the artifact: exactly one of pvc (a
+	// PersistentVolumeClaim in this namespace) or s3.
+	Storage cairnv1.StorageSpec `json:"storage"`
+
+	// BackupJob is the catalog key the artifact was written under: the
+	// "namespace/name" of the BackupJob that wrote it, in the cluster that
+	// ran the backup.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	BackupJob string `json:"backupJob"`
+
+	// Artifact to restore: a name or path as `agent list` prints it (e.g.
+	// "shop_orders_20260102T030405.123Z.pgdump.zst").
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('/') && !self.matches(r'(^|/)\.\.(/|$)') && !self.matches(r'\s')`,message="artifact: use a name or relative path without \"..\" or spaces"
+	Artifact string `json:"artifact"`
+}
+
+// RestoreJobStatus is the observed state, written by the restore operator only.
+type RestoreJobStatus struct {
+	// ObservedGeneration is the metadata.generation last acted on. -1 until
+	// the operator has seen the object.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase summarises the state in one word: Pending, Running, Succeeded or
+	// Failed.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Conditions: Ready, Reconciling and Stalled (kstatus). Ready is True
+	// once the restore succeeded; Stalled is True when it failed or the spec
+	// cannot be acted on.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Source describes the source in one line, e.g. "backupjob/orders-db" or
+	// "s3://bucket/prefix shop/orders-db".
+	// +optional
+	Source string `json:"source,omitempty"`
+
+	// Artifact is the artifact restored. It is chosen once, before the
+	// restore Job is created, and never changes afterwards; when the restore
+	// succeeds it holds what the agent reported (path, size, checksum).
+	// +optional
+	Artifact *cairnv1.Artifact `json:"artifact,omitempty"`
+
+	// JobName is the name of the restore Job.
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+
+	// StartTime is when the restore Job was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when the restore Job finished, either result.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// Attempts counts the restore pods started so far (1 + retries).
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+}
+
+// RestoreJob restores one stored backup artifact into a database, once. The
+// restore operator owns one Job per RestoreJob, whose pod runs `agent restore`.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:resource:shortName=rj;rjob,categories=cairn
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.source`
+// +kubebuilder:printcolumn:name="Artifact",type=string,JSONPath=`.status.artifact.path`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 55",message="metadata.name: at most 55 characters (the restore Job is named <name>-restore, at most 63)"
+type RestoreJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state. It is immutable.
+	Spec RestoreJobSpec `json:"spec"`
+	// Status is the observed state.
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status RestoreJobStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// RestoreJobList is a list of RestoreJobs.
+type RestoreJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RestoreJob `json:"items"`
+}
+
+// GetConditions returns the status conditions (libs/conditions.Object).
+func (r *RestoreJob) GetConditions() []metav1.Condition { return r.Status.Conditions }
+
+// SetConditions replaces the status conditions (libs/conditions.Object).
+func (r *RestoreJob) SetConditions(c []metav1.Condition) { r.Status.Conditions = c }
+
+// JobName is the name of the RestoreJob's one restore Job.
+func (r *RestoreJob) JobName() string { return r.Name + "-restore" }
+
+// Finished reports whether the RestoreJob reached Succeeded or Failed.
+func (r *RestoreJob) Finished() bool {
+	return r.Status.Phase == PhaseSucceeded || r.Status.Phase == PhaseFailed
+}
+
+func init() {
+	SchemeBuilder.Register(&RestoreJob{}, &RestoreJobList{})
+}
