@@ -1,0 +1,133 @@
+package controller
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/agentjob"
+)
+
+// Labels on every Job and Pod the operator creates. The operator's cache
+// holds only objects with ManagedByLabel=ManagedByValue.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "cairn-restore-operator"
+	NameLabel      = "app.kubernetes.io/name"
+	NameValue      = "cairn-agent"
+	ComponentLabel = "app.kubernetes.io/component"
+	ComponentValue = "restore"
+)
+
+// ArtifactEnv is the agent's environment variable naming the artifact to restore.
+const ArtifactEnv = "CAIRN_ARTIFACT"
+
+// CacheByObject keeps only the operator's own Jobs and Pods in memory.
+func CacheByObject() map[client.Object]cache.ByObject {
+	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+	return map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: sel},
+		&corev1.Pod{}:  {Label: sel},
+	}
+}
+
+// jobLabels are the labels of rj's Job and its pods.
+func jobLabels(rj *restorev1.RestoreJob) map[string]string {
+	return map[string]string{
+		ManagedByLabel:            ManagedByValue,
+		NameLabel:                 NameValue,
+		ComponentLabel:            ComponentValue,
+		restorev1.RestoreJobLabel: rj.Name,
+	}
+}
+
+// source is a resolved source: everything the restore Job needs to find the artifact.
+type source struct {
+	// Storage holds the artifact.
+	Storage cairnv1.StorageSpec
+	// CatalogKey is the "namespace/name" the artifact was written under.
+	CatalogKey string
+	// Artifact to restore, passed to the agent explicitly.
+	Artifact cairnv1.Artifact
+}
+
+// desiredJob renders rj's restore Job. spec is rj's spec with defaults applied.
+func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src source, image string) *batchv1.Job {
+	lbls := jobLabels(rj)
+	target := spec.Target
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: rj.Namespace,
+			Name:      rj.JobName(),
+			Labels:    lbls,
+		},
+		Spec: agentjob.JobSpec(agentjob.Spec{
+			Command:               "restore",
+			Image:                 image,
+			CatalogKey:            src.CatalogKey,
+			Database:              &target,
+			Storage:               src.Storage,
+			Artifact:              src.Artifact.Path,
+			Labels:                lbls,
+			BackoffLimit:          spec.MaxRetries,
+			ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
+		}),
+	}
+}
+
+// jobArtifact is the artifact a restore Job was given, read from its agent
+// container's environment.
+func jobArtifact(job *batchv1.Job) string {
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if c.Name != agentjob.ContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == ArtifactEnv {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
+
+// describeSource is the one-line summary shown in the Source column.
+func describeSource(rj *restorev1.RestoreJob) string {
+	switch src := rj.Spec.Source; {
+	case src.BackupJob != nil:
+		return "backupjob/" + src.BackupJob.Name
+	case src.Store != nil:
+		return describeStorage(src.Store.Storage) + " " + src.Store.BackupJob
+	}
+	return ""
+}
+
+func describeStorage(st cairnv1.StorageSpec) string {
+	switch {
+	case st.S3 != nil:
+		s := "s3://" + st.S3.Bucket
+		if st.S3.Prefix != "" {
+			s += "/" + st.S3.Prefix
+		}
+		return s
+	case st.PVC != nil:
+		s := "pvc/" + st.PVC.ClaimName
+		if st.PVC.SubPath != "" {
+			s += "/" + st.PVC.SubPath
+		}
+		return s
+	}
+	return "?"
+}
+
+// describeTarget names a database for messages: "postgres db.shop.svc:5432/orders".
+func describeTarget(db cairnv1.DatabaseRef) string {
+	return fmt.Sprintf("%s %s:%d/%s", db.Engine, db.Host, db.Port, db.Database)
+}

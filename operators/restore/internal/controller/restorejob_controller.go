@@ -1,0 +1,175 @@
+// Package controller reconciles RestoreJobs: for each it resolves the artifact
+// to restore once, records it in status, runs one Job whose pod runs
+// `agent restore` with that artifact, and reports the outcome in status,
+// conditions and Events.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/status"
+)
+
+// +kubebuilder:rbac:groups=restore.cairn.dev,resources=restorejobs,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=restore.cairn.dev,resources=restorejobs/status,verbs=patch
+// +kubebuilder:rbac:groups=restore.cairn.dev,resources=restorejobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// Defaults of the reconciler's timings.
+const (
+	DefaultWaitInterval    = 30 * time.Second
+	DefaultCleanupDeadline = 5 * time.Minute
+	// resultGrace is how long after a Job completed the controller waits
+	// for its pod (and the agent's report) to show up in the cache before it
+	// records success without the report.
+	resultGrace = 30 * time.Second
+)
+
+// RestoreJobReconciler reconciles RestoreJobs.
+type RestoreJobReconciler struct {
+	// Client reads from the cache and writes.
+	Client client.Client
+	// APIReader reads past the cache, to confirm a Job is really gone.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	// Recorder emits an Event for every transition.
+	Recorder events.EventRecorder
+	// AgentImage runs in every restore pod.
+	AgentImage string
+	// WaitInterval is how soon to look again while waiting for a BackupJob
+	// or its first successful backup (BackupJob events also wake it).
+	WaitInterval time.Duration
+	// CleanupDeadline bounds the finalizer's cleanup after a deletion request.
+	CleanupDeadline time.Duration
+
+	applier   *ownership.Applier
+	finalizer *finalizer.Finalizer
+}
+
+var _ reconcile.Reconciler = &RestoreJobReconciler{}
+
+// backupJobIndex indexes RestoreJobs by the "namespace/name" of the BackupJob
+// their source refers to.
+const backupJobIndex = "restore.cairn.dev/source-backupjob"
+
+// SetupWithManager registers the controller with mgr.
+func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.AgentImage == "" {
+		return errors.New("restore controller: no agent image")
+	}
+	if r.WaitInterval <= 0 {
+		r.WaitInterval = DefaultWaitInterval
+	}
+	if r.CleanupDeadline <= 0 {
+		r.CleanupDeadline = DefaultCleanupDeadline
+	}
+	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
+	r.finalizer = &finalizer.Finalizer{
+		Name:         restorev1.CleanupFinalizer,
+		Deadline:     r.CleanupDeadline,
+		PollInterval: 2 * time.Second,
+		Client:       r.Client,
+		Recorder:     r.Recorder,
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &restorev1.RestoreJob{}, backupJobIndex, indexSourceBackupJob); err != nil {
+		return fmt.Errorf("indexing RestoreJobs by source BackupJob: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("restorejob").
+		For(&restorev1.RestoreJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(restorev1.RestoreJobLabel)).
+		Watches(&backupv1.BackupJob{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile is one pass of the skeleton: get → deletion → finalizer →
+// restore (resolve the artifact, ensure the Job, observe it) → write status
+// if it changed.
+func (r *RestoreJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	rj := &restorev1.RestoreJob{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("phase", rj.Status.Phase)
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	if !rj.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, rj)
+	}
+	if added, err := r.finalizer.Ensure(ctx, rj); err != nil || added {
+		if added {
+			log.V(1).Info("added finalizer", "finalizer", restorev1.CleanupFinalizer)
+		}
+		return ctrl.Result{}, err
+	}
+
+	p := &pass{r: r, rj: rj, original: rj.DeepCopy()}
+	res, recErr := p.reconcile(ctx)
+	rj.Status.ObservedGeneration = rj.Generation
+	if err := p.writeStatus(ctx); err != nil {
+		return ctrl.Result{}, errors.Join(recErr, err)
+	}
+	return res, recErr
+}
+
+// reconcileDelete removes the restore Job (and, by background propagation,
+// its pods) and then the finalizer. It never touches stored data.
+func (r *RestoreJobReconciler) reconcileDelete(ctx context.Context, rj *restorev1.RestoreJob) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	res, err := r.finalizer.Finalize(ctx, rj, finalizer.Cleanup{
+		Run: func(ctx context.Context) (bool, error) { return r.deleteJob(ctx, rj) },
+		LeftBehind: func(context.Context) string {
+			return fmt.Sprintf("Job %s/%s and its pods, if they still exist", rj.Namespace, rj.JobName())
+		},
+	})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if res.Removed {
+		log.Info("cleanup done; finalizer removed")
+	}
+	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
+}
+
+// waitingFor maps a BackupJob event to the RestoreJobs that refer to it and
+// have not started yet: they may be waiting for it or for its first
+// successful artifact. Started RestoreJobs no longer depend on it.
+func (r *RestoreJobReconciler) waitingFor(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &restorev1.RestoreJobList{}
+	if err := r.Client.List(ctx, list, client.MatchingFields{backupJobIndex: obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing RestoreJobs for a BackupJob", "BackupJob", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		rj := &list.Items[i]
+		if rj.Status.StartTime == nil && !rj.Finished() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rj)})
+		}
+	}
+	return reqs
+}

@@ -1,0 +1,76 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/operators/restore/internal/restorespec"
+)
+
+// Validator is the RestoreJob validating webhook, called on create. It
+// rejects what the CRD schema cannot check — a malformed name, host or
+// endpoint, both or neither source, and a target that is the database the
+// source BackupJob backs up (unless spec.allowOverwriteSource) — with one
+// message per field that names the field and the fix. It warns about legal
+// but surprising settings.
+type Validator struct {
+	// Reader reads BackupJobs for the overwrite guard; the API server's
+	// answer, not a cache, so a BackupJob created just before is seen.
+	Reader client.Reader
+}
+
+var _ admission.Validator[*restorev1.RestoreJob] = &Validator{}
+
+// ValidateCreate implements admission.Validator.
+func (v *Validator) ValidateCreate(ctx context.Context, rj *restorev1.RestoreJob) (admission.Warnings, error) {
+	// The defaulter ran before; default again for a request that skipped it.
+	rj = rj.DeepCopy()
+	restorespec.SetDefaults(&rj.Spec)
+	errs := restorespec.ValidateName(rj.Name)
+	errs = append(errs, restorespec.ValidateSpec(&rj.Spec, field.NewPath("spec"))...)
+	var w admission.Warnings
+	if len(errs) == 0 && v.Reader != nil {
+		// Check as if overwriting were not allowed, to warn when it is.
+		strict := rj.DeepCopy()
+		strict.Spec.AllowOverwriteSource = false
+		ferr, found, err := restorespec.CheckOverwrite(ctx, v.Reader, strict)
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("checking the source BackupJob: %w", err))
+		}
+		switch {
+		case ferr != nil && rj.Spec.AllowOverwriteSource:
+			w = append(w, "spec.allowOverwriteSource is true: this RestoreJob overwrites the database its source BackupJob backs up")
+		case ferr != nil:
+			errs = append(errs, ferr)
+		}
+		if !found && rj.Spec.Source.BackupJob != nil {
+			w = append(w, fmt.Sprintf("BackupJob %s not found in namespace %s: the RestoreJob waits for it", rj.Spec.Source.BackupJob.Name, rj.Namespace))
+		}
+	}
+	if len(errs) > 0 {
+		return w, apierrors.NewInvalid(restorev1.GroupVersion.WithKind("RestoreJob").GroupKind(), rj.Name, errs)
+	}
+	if st := rj.Spec.Source.Store; st != nil && st.Storage.S3 != nil &&
+		(st.Storage.S3.Insecure || strings.HasPrefix(st.Storage.S3.Endpoint, "http://")) {
+		w = append(w, "spec.source.store.storage.s3: plain HTTP: credentials and backups travel unencrypted; use an https endpoint")
+	}
+	return w, nil
+}
+
+// ValidateUpdate implements admission.Validator. The webhook is not
+// registered for updates (the CRD keeps the spec immutable); it allows all.
+func (*Validator) ValidateUpdate(context.Context, *restorev1.RestoreJob, *restorev1.RestoreJob) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// ValidateDelete implements admission.Validator; deletion is never refused.
+func (*Validator) ValidateDelete(context.Context, *restorev1.RestoreJob) (admission.Warnings, error) {
+	return nil, nil
+}
