@@ -41,14 +41,15 @@ type measurement struct {
 func main() {
 	sizesFlag := flag.String("sizes", "100,1000", "database sizes to generate, in MB (comma-separated)")
 	runs := flag.Int("runs", 2, "runs of each configuration; the fastest counts")
+	levels := flag.String("compression", "default", "agent zstd levels to measure (comma-separated: fastest, default, better)")
 	flag.Parse()
-	if err := run(*sizesFlag, *runs); err != nil {
+	if err := run(*sizesFlag, *runs, strings.Split(*levels, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(sizesFlag string, runs int) error {
+func run(sizesFlag string, runs int, levels []string) error {
 	var sizes []int
 	for _, s := range strings.Split(sizesFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -120,12 +121,14 @@ func run(sizesFlag string, runs int) error {
 				}
 				keep(m)
 			}
-			for _, kind := range []string{"pvc", "s3"} {
-				m, err := agentBackup(bin, pg, s3, db, tmp, kind, fmt.Sprintf("bench/%s-%d", strings.ReplaceAll(db, "_", "-"), r))
-				if err != nil {
-					return err
+			for _, level := range levels {
+				for _, kind := range []string{"pvc", "s3"} {
+					m, err := agentBackup(bin, pg, s3, db, tmp, kind, level, fmt.Sprintf("bench/%s-%d", strings.ReplaceAll(db, "_", "-"), r))
+					if err != nil {
+						return err
+					}
+					keep(m)
 				}
-				keep(m)
 			}
 		}
 		var ms []measurement
@@ -282,13 +285,14 @@ func baseline(pg *testenv.Postgres, db, tmp string, z0 bool) (measurement, error
 	return measurement{config: name, elapsed: elapsed, outBytes: fi.Size()}, nil
 }
 
-func agentBackup(bin string, pg *testenv.Postgres, s3 *testenv.S3, db, tmp, kind, job string) (measurement, error) {
+func agentBackup(bin string, pg *testenv.Postgres, s3 *testenv.S3, db, tmp, kind, level, job string) (measurement, error) {
 	env := []string{
 		"PATH=" + testenv.PGBinDir + ":" + os.Getenv("PATH"),
 		"HOME=" + tmp,
 		"CAIRN_ENGINE=postgres", "CAIRN_DB_HOST=127.0.0.1", "CAIRN_DB_PORT=" + strconv.Itoa(pg.Port),
 		"CAIRN_DB_NAME=" + db, "CAIRN_DB_USER=" + pg.User, "CAIRN_DB_PASSWORD=" + pg.Password,
 		"CAIRN_BACKUPJOB=" + job, "CAIRN_TERMINATION_LOG=" + filepath.Join(tmp, "termination-log"),
+		"CAIRN_COMPRESSION=" + level,
 	}
 	pvcDir := filepath.Join(tmp, "pvc")
 	switch kind {
@@ -317,7 +321,11 @@ func agentBackup(bin string, pg *testenv.Postgres, s3 *testenv.S3, db, tmp, kind
 			return measurement{}, fmt.Errorf("agent delete: %s", d.Stderr)
 		}
 	}
-	return measurement{config: "agent backup → " + strings.ToUpper(kind), elapsed: r.Elapsed, outBytes: res.Size, rssKiB: r.PeakRSSKiB}, nil
+	name := "agent backup → " + strings.ToUpper(kind)
+	if level != "default" {
+		name += " (zstd " + level + ")"
+	}
+	return measurement{config: name, elapsed: r.Elapsed, outBytes: res.Size, rssKiB: r.PeakRSSKiB}, nil
 }
 
 func cpuModel() string {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -83,6 +84,7 @@ func Main(ctx context.Context, args []string, o Options) int {
 		return fail(o, fallback, cmd, err, nil)
 	}
 	log := newLogger(o.Stderr, cfg)
+	setMemoryLimit(cfg)
 	a := &app{cfg: cfg, log: log, now: func() time.Time { return o.Now().UTC() }, version: o.Version, stdout: o.Stdout}
 
 	var line []byte
@@ -140,6 +142,21 @@ func writeTerminationLog(cfg *config.Config, line []byte, log *slog.Logger) {
 	if err := os.WriteFile(cfg.TerminationLog, line, 0o644); err != nil && log != nil {
 		log.Warn("cannot write the termination message", "path", cfg.TerminationLog, "error", err)
 	}
+}
+
+// setMemoryLimit gives the Go runtime a soft memory limit sized to what a
+// run holds (the S3 part buffer, the zstd window and buffers, the runtime),
+// so garbage from a long upload is collected before it inflates the heap.
+// GOMEMLIMIT, when set, wins.
+func setMemoryLimit(cfg *config.Config) {
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); ok {
+		return
+	}
+	limit := int64(32 << 20)
+	if cfg.Store == "s3" {
+		limit += int64(cfg.S3.PartSize)
+	}
+	debug.SetMemoryLimit(limit)
 }
 
 func newLogger(w io.Writer, cfg *config.Config) *slog.Logger {

@@ -52,7 +52,7 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	a.log.Info("backup started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
 		"database", cfg.DB.Database, "user", cfg.DB.User, "store", st.String(), "artifact", st.Path(key))
 
-	w, err := pipeline.Backup(ctx, eng, st, key)
+	w, err := pipeline.Backup(ctx, eng, st, key, pipeline.Level(cfg.Compression))
 	if err != nil {
 		return nil, err
 	}

@@ -44,10 +44,11 @@ type Config struct {
 	TerminationLog    string
 	TerminationLogSet bool
 
-	Output    string // list: "json" or "table"
-	Prune     bool   // backup: apply retention after a successful backup
-	LogLevel  string
-	LogFormat string
+	Compression string // zstd level: fastest, default or better
+	Output      string // list: "json" or "table"
+	Prune       bool   // backup: apply retention after a successful backup
+	LogLevel    string
+	LogFormat   string
 }
 
 // Env reads the environment and mounted files.
@@ -142,6 +143,7 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.IntVar(&c.RetentionDays, "retention-days", envInt("CAIRN_RETENTION_DAYS", 0), "prune artifacts older than this many days, keeping the newest (env CAIRN_RETENTION_DAYS)")
 	fs.StringVar(&c.Artifact, "artifact", env.get("CAIRN_ARTIFACT"), "restore: artifact name or path; empty = newest in the catalog (env CAIRN_ARTIFACT)")
 	termLog := fs.String("termination-log", env.get("CAIRN_TERMINATION_LOG"), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
+	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "default"), "backup: zstd level, fastest, default or better (env CAIRN_COMPRESSION)")
 	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
 	fs.BoolVar(&c.Prune, "prune", envBool("CAIRN_PRUNE_AFTER_BACKUP", true), "backup: prune by retention after a successful backup when retention days are set (env CAIRN_PRUNE_AFTER_BACKUP)")
 	fs.StringVar(&c.LogLevel, "log-level", envStr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
@@ -198,6 +200,11 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	}
 	if c.RetentionDays < 0 {
 		return nil, &UsageError{fmt.Sprintf("retention days %d: must not be negative", c.RetentionDays)}
+	}
+	switch c.Compression {
+	case "fastest", "default", "better":
+	default:
+		return nil, &UsageError{fmt.Sprintf("compression %q: want fastest, default or better", c.Compression)}
 	}
 	if c.Output != "json" && c.Output != "table" {
 		return nil, &UsageError{fmt.Sprintf("output %q: want json or table", c.Output)}

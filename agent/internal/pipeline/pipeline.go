@@ -31,6 +31,28 @@ import (
 // agent well inside its memory budget.
 const WindowSize = 4 << 20
 
+// Level is a zstd compression level by name: "fastest" (about zstd -1),
+// "default" (about zstd -3), "better" (about zstd -7).
+type Level string
+
+// DefaultLevel is the level used unless configured otherwise.
+const DefaultLevel Level = "default"
+
+func (l Level) encoderLevel() (zstd.EncoderLevel, error) {
+	switch l {
+	case "fastest":
+		return zstd.SpeedFastest, nil
+	case "default", "":
+		return zstd.SpeedDefault, nil
+	case "better":
+		return zstd.SpeedBetterCompression, nil
+	}
+	return 0, fmt.Errorf("compression level %q: want fastest, default or better", string(l))
+}
+
+// Valid reports whether l names a level.
+func (l Level) Valid() error { _, err := l.encoderLevel(); return err }
+
 // ChecksumPrefix marks the algorithm in checksum strings.
 const ChecksumPrefix = "sha256:"
 
@@ -43,7 +65,7 @@ type Written struct {
 // Backup streams the engine's dump, compressed and checksummed, to key.
 // The object exists under key only if the dump tool succeeded and the store
 // confirmed every byte.
-func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string) (Written, error) {
+func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, level Level) (Written, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -52,7 +74,7 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string) 
 	counted := &countWriter{w: io.MultiWriter(pw, h)}
 	dumpDone := make(chan error, 1)
 	go func() {
-		err := dump(ctx, eng, counted)
+		err := dump(ctx, eng, counted, level)
 		if err != nil {
 			// The store reads this error instead of EOF and discards the
 			// upload: nothing becomes visible under key.
@@ -90,9 +112,13 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string) 
 	return Written{Size: counted.n, Checksum: sum(h)}, nil
 }
 
-func dump(ctx context.Context, eng engine.Engine, w io.Writer) error {
+func dump(ctx context.Context, eng engine.Engine, w io.Writer, level Level) error {
+	zl, err := level.encoderLevel()
+	if err != nil {
+		return err
+	}
 	enc, err := zstd.NewWriter(w,
-		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderLevel(zl),
 		zstd.WithEncoderConcurrency(1),
 		zstd.WithWindowSize(WindowSize),
 		zstd.WithEncoderCRC(true),

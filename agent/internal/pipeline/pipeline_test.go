@@ -88,7 +88,7 @@ func TestBackupVerifyRestore(t *testing.T) {
 			st, dir := pvc(t)
 			eng := &fakeEngine{data: testData(size)}
 			ctx := context.Background()
-			w, err := Backup(ctx, eng, st, "ns/job/a.pgdump.zst")
+			w, err := Backup(ctx, eng, st, "ns/job/a.pgdump.zst", DefaultLevel)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestBackupDumpFailsLeavesNothing(t *testing.T) {
 	st, dir := pvc(t)
 	boom := errors.New("pg_dump failed (exit status 1): connection lost")
 	eng := &fakeEngine{data: testData(2 << 20), dumpErr: boom}
-	_, err := Backup(context.Background(), eng, st, "ns/job/a.pgdump.zst")
+	_, err := Backup(context.Background(), eng, st, "ns/job/a.pgdump.zst", DefaultLevel)
 	if !errors.Is(err, boom) {
 		t.Fatalf("Backup error = %v, want the dump's error", err)
 	}
@@ -155,7 +155,7 @@ func TestBackupStoreFailsStopsDump(t *testing.T) {
 	st, _ := pvc(t)
 	eng := &fakeEngine{data: testData(64 << 20)}
 	fs := &failingStore{Store: st, limit: 64 << 10}
-	_, err := Backup(context.Background(), eng, fs, "ns/job/a.pgdump.zst")
+	_, err := Backup(context.Background(), eng, fs, "ns/job/a.pgdump.zst", DefaultLevel)
 	if !errors.Is(err, errStore) {
 		t.Fatalf("Backup error = %v, want the store's error", err)
 	}
@@ -166,7 +166,7 @@ func TestVerifyAndRestoreRefuseCorruption(t *testing.T) {
 	eng := &fakeEngine{data: testData(1 << 20)}
 	ctx := context.Background()
 	key := "ns/job/a.pgdump.zst"
-	w, err := Backup(ctx, eng, st, key)
+	w, err := Backup(ctx, eng, st, key, DefaultLevel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,3 +70,5 @@ func TestDeleteJob(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.DeleteJob(t, e(t), kind) })
 	}
 }
+
+func TestWrongS3Credentials(t *testing.T) { suite.WrongS3Credentials(t, e(t)) }

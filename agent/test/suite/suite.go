@@ -543,3 +543,20 @@ func Version(t *testing.T, e *Env) {
 		t.Fatalf("agent --version: exit %d, %q, want \"test\"", r.Code, r.Stdout)
 	}
 }
+
+// WrongS3Credentials: a wrong secret key fails clearly without printing it,
+// and nothing is written.
+func WrongS3Credentials(t *testing.T, e *Env) {
+	st := e.NewStore(t, "s3")
+	db := "wrongs3"
+	job := naming.Job{Namespace: "shop", Name: "wrong-s3"}
+	check(t, e.DB.Seed(db))
+	t.Cleanup(func() { e.DB.Drop(db) })
+	const wrong = "wrong-S3-SECRET-4a5b6c7d-do-not-print"
+	r := e.agent(t, st, db, job, []string{"AWS_SECRET_ACCESS_KEY=" + wrong}, "backup")
+	mustFail(t, r, "access denied", "AWS_SECRET_ACCESS_KEY")
+	noSecrets(t, r, wrong)
+	if keys := st.Keys(t, job); len(keys) != 0 {
+		t.Fatalf("a backup with wrong credentials left objects: %v", keys)
+	}
+}
