@@ -60,6 +60,7 @@ type BackupJobStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:deprecatedversion:warning="backup.cairn.dev/v1alpha1 BackupJob is deprecated; use backup.cairn.dev/v1"
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 52",message="metadata.name: at most 52 characters, because the CronJob is named after the BackupJob"
 // +kubebuilder:resource:shortName=bj;bjob,categories=cairn
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Host",type=string,JSONPath=`.spec.databaseHost`

@@ -32,9 +32,19 @@ type Validator struct{}
 
 var _ admission.Validator[*backupv1.BackupJob] = &Validator{}
 
+// maxNameLength: the BackupJob's CronJob has its name, and a CronJob name
+// allows 52 characters.
+const maxNameLength = 52
+
 // ValidateCreate implements admission.Validator.
 func (*Validator) ValidateCreate(_ context.Context, bj *backupv1.BackupJob) (admission.Warnings, error) {
-	return warnings(nil, bj), invalid(bj, ValidateSpec(&bj.Spec, field.NewPath("spec")))
+	var errs field.ErrorList
+	if len(bj.Name) > maxNameLength {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), bj.Name,
+			fmt.Sprintf("must be at most %d characters, because the CronJob is named after the BackupJob; choose a shorter name", maxNameLength)))
+	}
+	errs = append(errs, ValidateSpec(&bj.Spec, field.NewPath("spec"))...)
+	return warnings(nil, bj), invalid(bj, errs)
 }
 
 // ValidateUpdate implements admission.Validator.
