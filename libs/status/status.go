@@ -18,7 +18,10 @@ import (
 
 // Write patches obj's status subresource with a merge patch computed from
 // original, the object as read at the start of the reconcile. When the status
-// fields are semantically equal it makes no request and returns false.
+// fields are semantically equal it makes no request and returns false. The
+// patch carries original's resourceVersion: a status computed from a stale
+// read fails with a conflict (and the reconcile is retried) instead of
+// overwriting newer status.
 func Write(ctx context.Context, c client.Client, original, obj client.Object) (bool, error) {
 	before, err := statusOf(original)
 	if err != nil {
@@ -31,7 +34,7 @@ func Write(ctx context.Context, c client.Client, original, obj client.Object) (b
 	if equality.Semantic.DeepEqual(before, after) {
 		return false, nil
 	}
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(original)); err != nil {
+	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, err
 	}
 	return true, nil

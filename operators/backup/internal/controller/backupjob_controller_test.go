@@ -1,0 +1,407 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/finalizer"
+	"cairn.dev/operators/backup/internal/controller"
+)
+
+func kstatusOf(g Gomega, key client.ObjectKey) kstatus.Status {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(backupv1.GroupVersion.WithKind("BackupJob"))
+	g.Expect(env.Client.Get(context.Background(), key, u)).To(Succeed())
+	res, err := kstatus.Compute(u)
+	g.Expect(err).NotTo(HaveOccurred())
+	return res.Status
+}
+
+func envFor(c corev1.Container) map[string]corev1.EnvVar {
+	out := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		out[e.Name] = e
+	}
+	return out
+}
+
+func TestCreateMakesOneCronJobWithEveryFieldRight(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	bj := backupJob(ns, "orders")
+	bj.Spec.MaxRetries = ptr.To[int32](5)
+	bj.Spec.ActiveDeadlineSeconds = ptr.To[int64](900)
+	create(t, bj)
+	key := client.ObjectKeyFromObject(bj)
+	got := converged(t, key, backupv1.PhaseScheduled)
+
+	cj := cronJob(g, key)
+	g.Expect(metav1.IsControlledBy(cj, got)).To(BeTrue(), "controller reference")
+	g.Expect(cj.Spec.Schedule).To(Equal("0 2 * * *"))
+	g.Expect(cj.Spec.TimeZone).To(HaveValue(Equal("Asia/Shanghai")))
+	g.Expect(cj.Spec.Suspend).To(HaveValue(BeFalse()))
+	g.Expect(cj.Spec.ConcurrencyPolicy).To(Equal(batchv1.ForbidConcurrent))
+	g.Expect(cj.Spec.SuccessfulJobsHistoryLimit).To(HaveValue(BeEquivalentTo(3)))
+	g.Expect(cj.Spec.FailedJobsHistoryLimit).To(HaveValue(BeEquivalentTo(3)))
+	js := cj.Spec.JobTemplate.Spec
+	g.Expect(js.BackoffLimit).To(HaveValue(BeEquivalentTo(5)), "maxRetries → backoffLimit")
+	g.Expect(js.ActiveDeadlineSeconds).To(HaveValue(BeEquivalentTo(900)))
+	g.Expect(cj.Spec.JobTemplate.Labels).To(HaveKeyWithValue(controller.BackupJobLabel, "orders"))
+	pod := js.Template.Spec
+	g.Expect(pod.Containers).To(HaveLen(1))
+	c := pod.Containers[0]
+	g.Expect(c.Image).To(Equal(agentImage))
+	g.Expect(c.Args).To(Equal([]string{"backup"}))
+	g.Expect(pod.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+	g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()))
+	g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+	g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+	g.Expect(pod.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+	e := envFor(c)
+	g.Expect(e["CAIRN_DB_PASSWORD"].ValueFrom.SecretKeyRef.Name).To(Equal("orders-db-credentials"))
+	g.Expect(e["AWS_SECRET_ACCESS_KEY"].ValueFrom.SecretKeyRef.Name).To(Equal("s3-credentials"))
+	g.Expect(e["CAIRN_BACKUPJOB"].Value).To(Equal(ns + "/orders"))
+	g.Expect(e["CAIRN_RETENTION_DAYS"].Value).To(Equal("7"), "defaulted retentionDays")
+
+	// Defaults from the webhook, status from the controller.
+	g.Expect(got.Finalizers).To(ContainElement(backupv1.CleanupFinalizer))
+	g.Expect(got.Spec.DeletionPolicy).To(Equal(backupv1.DeletionPolicyRetain))
+	g.Expect(got.Status.NextScheduleTime).NotTo(BeNil())
+	// 02:00 in Shanghai is 18:00 UTC.
+	g.Expect(got.Status.NextScheduleTime.UTC().Hour()).To(Equal(18))
+	g.Expect(kstatusOf(g, key)).To(Equal(kstatus.CurrentStatus))
+
+	list := &batchv1.CronJobList{}
+	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1))
+}
+
+func TestSpecChangesUpdateTheCronJobInPlace(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	uid := cronJob(g, key).UID
+
+	bj = get(g, key)
+	bj.Spec.Schedule = "*/10 * * * *"
+	bj.Spec.TimeZone = "Europe/Berlin"
+	bj.Spec.MaxRetries = ptr.To[int32](1)
+	g.Expect(env.Client.Update(context.Background(), bj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cj := cronJob(g, key)
+		g.Expect(cj.Spec.Schedule).To(Equal("*/10 * * * *"))
+		g.Expect(cj.Spec.TimeZone).To(HaveValue(Equal("Europe/Berlin")))
+		g.Expect(cj.Spec.JobTemplate.Spec.BackoffLimit).To(HaveValue(BeEquivalentTo(1)))
+		g.Expect(cj.UID).To(Equal(uid), "updated in place, not recreated")
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	bj = get(g, key)
+	bj.Spec.Suspend = true
+	g.Expect(env.Client.Update(context.Background(), bj)).To(Succeed())
+	got := converged(t, key, backupv1.PhaseSuspended)
+	g.Expect(got.Status.NextScheduleTime).To(BeNil())
+	g.Expect(cronJob(g, key).Spec.Suspend).To(HaveValue(BeTrue()))
+}
+
+func TestDriftIsRevertedAndADeletedCronJobRecreated(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+
+	cj := cronJob(g, key)
+	cj.Spec.Schedule = "* * * * *"
+	cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image = "evil.example/agent:x"
+	g.Expect(env.Client.Update(ctx, cj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		cj := cronJob(g, key)
+		g.Expect(cj.Spec.Schedule).To(Equal("0 2 * * *"))
+		g.Expect(cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image).To(Equal(agentImage))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, cj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		again := cronJob(g, key)
+		g.Expect(again.UID).NotTo(Equal(cj.UID))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	list := &batchv1.CronJobList{}
+	g.Consistently(func(g Gomega) {
+		g.Expect(env.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+	}).WithTimeout(2 * time.Second).Should(Succeed())
+}
+
+func warningEvents(g Gomega, ns, name, reason string) []eventsv1.Event {
+	list := &eventsv1.EventList{}
+	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestRunsAreRecorded(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+
+	finishRun(t, bj, "orders-1001", true, agentResult("cairn/"+ns+"/orders/a1.pgdump.zst"))
+	got := converged(t, key, backupv1.PhaseSucceeded)
+	g.Expect(got.Status.LastResult).To(Equal(backupv1.RunSucceeded))
+	g.Expect(got.Status.LastArtifact).NotTo(BeNil())
+	g.Expect(got.Status.LastArtifact.Path).To(Equal("cairn/" + ns + "/orders/a1.pgdump.zst"))
+	g.Expect(got.Status.LastArtifact.Size).To(BeEquivalentTo(2048))
+	g.Expect(got.Status.LastSuccessfulTime).NotTo(BeNil())
+	g.Expect(got.Status.ConsecutiveFailures).To(BeZero())
+
+	finishRun(t, bj, "orders-1002", false, `{"error":"backup: connecting to orders-db.db.svc:5432: connection refused"}`)
+	g.Eventually(func(g Gomega) {
+		got = get(g, key)
+		g.Expect(got.Status.Phase).To(Equal(backupv1.PhaseFailed))
+		g.Expect(got.Status.ConsecutiveFailures).To(BeEquivalentTo(1))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(got.Status.LastFailureTime).NotTo(BeNil())
+	g.Expect(got.Status.LastArtifact.Path).To(HaveSuffix("a1.pgdump.zst"), "a failure keeps the last good artifact")
+	g.Expect(kstatusOf(g, key)).To(Equal(kstatus.InProgressStatus), "Ready=False after a failed run")
+	g.Eventually(func(g Gomega) {
+		evs := warningEvents(g, ns, "orders", "BackupFailed")
+		g.Expect(evs).To(HaveLen(1))
+		g.Expect(evs[0].Type).To(Equal(corev1.EventTypeWarning))
+		g.Expect(evs[0].Note).To(ContainSubstring("connection refused"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	finishRun(t, bj, "orders-1003", false, `{"error":"backup: timeout"}`)
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, key).Status.ConsecutiveFailures).To(BeEquivalentTo(2))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	finishRun(t, bj, "orders-1004", true, agentResult("cairn/"+ns+"/orders/a4.pgdump.zst"))
+	g.Eventually(func(g Gomega) {
+		got = get(g, key)
+		g.Expect(got.Status.Phase).To(Equal(backupv1.PhaseSucceeded))
+		g.Expect(got.Status.ConsecutiveFailures).To(BeZero())
+		g.Expect(got.Status.LastArtifact.Path).To(HaveSuffix("a4.pgdump.zst"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	// Each run counted once, however many reconciles saw it.
+	g.Consistently(func(g Gomega) {
+		g.Expect(get(g, key).Status.ConsecutiveFailures).To(BeZero())
+		g.Expect(warningEvents(g, ns, "orders", "BackupFailed")).To(HaveLen(2))
+	}).WithTimeout(2 * time.Second).Should(Succeed())
+}
+
+func runNowJobs(g Gomega, ns string) []batchv1.Job {
+	list := &batchv1.JobList{}
+	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{controller.RunKindLabel: "run-now"})).To(Succeed())
+	return list.Items
+}
+
+func TestRunNowStartsOneJobPerRequest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+
+	annotate := func(k, v string) {
+		bj := get(g, key)
+		if bj.Annotations == nil {
+			bj.Annotations = map[string]string{}
+		}
+		bj.Annotations[k] = v
+		g.Expect(env.Client.Update(ctx, bj)).To(Succeed())
+	}
+	annotate(backupv1.RunNowAnnotation, "req-1")
+	g.Eventually(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(HaveLen(1)) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(get(g, key).Status.LastRunNowRequest).To(Equal("req-1")) }).WithTimeout(30 * time.Second).Should(Succeed())
+	// More reconciles of the same request (an unrelated annotation change) start nothing.
+	annotate("unrelated", "1")
+	annotate("unrelated", "2")
+	g.Consistently(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(HaveLen(1)) }).WithTimeout(2 * time.Second).Should(Succeed())
+
+	annotate(backupv1.RunNowAnnotation, "req-2")
+	g.Eventually(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(HaveLen(2)) }).WithTimeout(30 * time.Second).Should(Succeed())
+	jobs := runNowJobs(g, ns)
+	for _, j := range jobs {
+		g.Expect(j.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"backup"}))
+		g.Expect(metav1.IsControlledBy(&j, get(g, key))).To(BeTrue())
+	}
+}
+
+func TestZeroWritesAtRest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	// Let the creation's own events settle: the write count stops moving.
+	var settled int64
+	g.Eventually(func() bool {
+		a := writes.Load()
+		ok := a == settled
+		settled = a
+		return ok
+	}).WithTimeout(20 * time.Second).WithPolling(500 * time.Millisecond).Should(BeTrue())
+
+	// Force reconciles that observe nothing new: label changes pass the predicate.
+	for i := 0; i < 3; i++ {
+		bj := get(g, key)
+		bj.Labels = map[string]string{"touch": strings.Repeat("x", i+1)}
+		g.Expect(env.Client.Update(ctx, bj)).To(Succeed())
+	}
+	g.Consistently(writes.Load).WithTimeout(3*time.Second).Should(Equal(settled), "a reconcile that observes nothing new must not write")
+}
+
+func TestDeletionRetainRemovesChildren(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	finishRun(t, bj, "orders-2001", true, agentResult("a"))
+	converged(t, key, backupv1.PhaseSucceeded)
+
+	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
+	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, key, &batchv1.CronJob{}))).To(BeTrue(), "CronJob left behind")
+	jobs := &batchv1.JobList{}
+	g.Expect(env.Client.List(ctx, jobs, client.InNamespace(ns))).To(Succeed())
+	for _, j := range jobs.Items {
+		g.Expect(j.DeletionTimestamp).NotTo(BeNil(), "Job %s left behind", j.Name)
+	}
+}
+
+func deleteJobOf(g Gomega, ns string) *batchv1.Job {
+	list := &batchv1.JobList{}
+	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{controller.RunKindLabel: "delete"})).To(Succeed())
+	g.Expect(list.Items).To(HaveLen(1))
+	return &list.Items[0]
+}
+
+func TestDeletionPolicyDeleteRunsTheArtifactDeleteJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := backupJob(ns, "orders")
+	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
+	create(t, bj)
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
+
+	var job *batchv1.Job
+	g.Eventually(func(g Gomega) { job = deleteJobOf(g, ns) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"delete"}))
+	g.Expect(get(g, key).Status.Phase).To(Equal(backupv1.PhaseDeleting))
+	// Still there while the delete Job runs.
+	g.Consistently(func() error { return env.Client.Get(ctx, key, &backupv1.BackupJob{}) }).WithTimeout(2 * time.Second).Should(Succeed())
+
+	now := metav1.Now()
+	job.Status.StartTime = &now
+	job.Status.Succeeded = 1
+	job.Status.CompletionTime = &now
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
+	g.Expect(env.Client.Status().Update(ctx, job)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
+}
+
+func TestUnreachableStoreEscapeHatch(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := backupJob(ns, "orders")
+	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
+	create(t, bj)
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
+
+	var job *batchv1.Job
+	g.Eventually(func(g Gomega) { job = deleteJobOf(g, ns) }).WithTimeout(30 * time.Second).Should(Succeed())
+	now := metav1.Now()
+	job.Status.StartTime = &now
+	job.Status.Failed = 4
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "store unreachable", LastTransitionTime: now},
+	}
+	g.Expect(env.Client.Status().Update(ctx, job)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := get(g, key).Status.Conditions
+		g.Expect(c).To(ContainElement(And(
+			HaveField("Type", cairnv1.ReconcilingCondition),
+			HaveField("Message", ContainSubstring("failed")))))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Consistently(func() error { return env.Client.Get(ctx, key, &backupv1.BackupJob{}) }).WithTimeout(2 * time.Second).Should(Succeed())
+
+	// The escape hatch: the finalizer goes, and an Event says what is left.
+	got := get(g, key)
+	got.Annotations = map[string]string{finalizer.SkipCleanupAnnotation: "true"}
+	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
+	g.Eventually(func(g Gomega) {
+		evs := warningEvents(g, ns, "orders", finalizer.CleanupSkippedReason)
+		g.Expect(evs).To(HaveLen(1))
+		g.Expect(evs[0].Note).To(ContainSubstring("s3://backups"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+func TestInvalidSpecIsRejectedAtAdmission(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	cases := map[string]struct {
+		mut  func(*backupv1.BackupJob)
+		want string
+	}{
+		"six fields":     {func(b *backupv1.BackupJob) { b.Spec.Schedule = "0 0 2 * * *" }, "spec.schedule"},
+		"CRON_TZ prefix": {func(b *backupv1.BackupJob) { b.Spec.Schedule = "CRON_TZ=UTC 0 2 * * *" }, "timeZone"},
+		"unknown zone":   {func(b *backupv1.BackupJob) { b.Spec.TimeZone = "Mars/Base" }, "spec.timeZone"},
+		"both stores": {func(b *backupv1.BackupJob) {
+			b.Spec.Storage.PVC = &cairnv1.PVCStorage{ClaimName: "x"}
+		}, "exactly one"},
+		"retention 0":   {func(b *backupv1.BackupJob) { b.Spec.RetentionDays = -1 }, "retentionDays"},
+		"name too long": {func(b *backupv1.BackupJob) { b.Name = strings.Repeat("a", 53) }, "52"},
+	}
+	for name, c := range cases {
+		bj := backupJob(ns, "bad")
+		c.mut(bj)
+		err := env.Client.Create(context.Background(), bj)
+		g.Expect(err).To(HaveOccurred(), name)
+		g.Expect(err.Error()).To(ContainSubstring(c.want), name)
+	}
+}

@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	"cairn.dev/libs/agentjob"
+)
+
+const (
+	defaultMaxRetries            int32 = 3
+	defaultActiveDeadlineSeconds int64 = 3600
+	historyLimit                 int32 = 3
+	// startingDeadlineSeconds: a run that could not start within 5 minutes of
+	// its time (operator or control plane down) is skipped, not started late;
+	// it also keeps the CronJob controller from giving up after 100 misses.
+	startingDeadlineSeconds int64 = 300
+)
+
+// runSpec is what every run of bj does: `agent backup` with its database,
+// storage and retention, retried maxRetries times by the Job controller.
+func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
+	maxRetries := ptr.Deref(bj.Spec.MaxRetries, defaultMaxRetries)
+	deadline := ptr.Deref(bj.Spec.ActiveDeadlineSeconds, defaultActiveDeadlineSeconds)
+	db := bj.Spec.Database
+	return agentjob.Spec{
+		Command:               "backup",
+		Image:                 image,
+		CatalogKey:            bj.Namespace + "/" + bj.Name,
+		Database:              &db,
+		Storage:               bj.Spec.Storage,
+		RetentionDays:         bj.Spec.RetentionDays,
+		Labels:                childLabels(bj.Name, kind),
+		BackoffLimit:          &maxRetries,
+		ActiveDeadlineSeconds: &deadline,
+	}
+}
+
+// desiredCronJob renders the one CronJob of bj. It is named like bj (a CEL
+// rule keeps BackupJob names within the CronJob's 52 characters) and carries
+// the schedule's time zone in its own timeZone field, never as CRON_TZ=.
+func desiredCronJob(bj *backupv1.BackupJob, image string) *batchv1.CronJob {
+	tz := bj.Spec.TimeZone
+	if tz == "" {
+		tz = "UTC"
+	}
+	spec := runSpec(bj, image, runScheduled)
+	return &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: bj.Namespace,
+			Name:      bj.Name,
+			Labels:    childLabels(bj.Name, runScheduled),
+		},
+		Spec: batchv1.CronJobSpec{
+			Schedule:                   bj.Spec.Schedule,
+			TimeZone:                   &tz,
+			Suspend:                    ptr.To(bj.Spec.Suspend),
+			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
+			StartingDeadlineSeconds:    ptr.To(startingDeadlineSeconds),
+			SuccessfulJobsHistoryLimit: ptr.To(historyLimit),
+			FailedJobsHistoryLimit:     ptr.To(historyLimit),
+			JobTemplate: batchv1.JobTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(bj.Name, runScheduled)},
+				Spec:       agentjob.JobSpec(spec),
+			},
+		},
+	}
+}
+
+// runNowJob renders the Job for one run-now request id. Its name derives from
+// the BackupJob and the id, so the same request never starts two Jobs.
+func runNowJob(bj *backupv1.BackupJob, image, id string) *batchv1.Job {
+	sum := sha256.Sum256([]byte(bj.Namespace + "/" + bj.Name + "\x00" + id))
+	h := hex.EncodeToString(sum[:])[:10]
+	prefix := bj.Name
+	if len(prefix) > 47 {
+		prefix = prefix[:47]
+	}
+	spec := runSpec(bj, image, runNow)
+	labels := childLabels(bj.Name, runNow)
+	labels[RunNowLabel] = h
+	spec.Labels = labels
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   bj.Namespace,
+			Name:        fmt.Sprintf("%s-now-%s", prefix, h),
+			Labels:      labels,
+			Annotations: map[string]string{backupv1.RunNowAnnotation: id},
+		},
+		Spec: agentjob.JobSpec(spec),
+	}
+}
+
+// deleteJob renders the Job that deletes every stored artifact of bj
+// (deletionPolicy Delete).
+func deleteJob(bj *backupv1.BackupJob, image string) *batchv1.Job {
+	spec := runSpec(bj, image, runDelete)
+	spec.Command = "delete"
+	spec.Database = nil
+	spec.RetentionDays = 0
+	prefix := bj.Name
+	if len(prefix) > 45 {
+		prefix = prefix[:45]
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: prefix + "-delete-data", Labels: spec.Labels},
+		Spec:       agentjob.JobSpec(spec),
+	}
+}

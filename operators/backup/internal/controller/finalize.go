@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/ownership"
+)
+
+// reconcileDelete runs cleanup for a BackupJob being deleted: first the
+// CronJob and every run Job with its pods (no new run can start), then, with
+// deletionPolicy Delete, one agent Job that deletes the stored artifacts. The
+// finalizer goes when that is done, or at the cleanup deadline, or with the
+// escape-hatch annotation — then a Warning Event says what was left behind.
+func (r *BackupJobReconciler) reconcileDelete(ctx context.Context, bj *backupv1.BackupJob, fin *finalizer.Finalizer) (ctrl.Result, error) {
+	original := bj.DeepCopy()
+	res, err := fin.Finalize(ctx, bj, finalizer.Cleanup{
+		Run:        func(ctx context.Context) (bool, error) { return r.cleanup(ctx, bj) },
+		LeftBehind: func(ctx context.Context) string { return r.leftBehind(ctx, bj) },
+	})
+	if res.Removed {
+		forgetMetrics(bj.Namespace, bj.Name)
+		ctrl.LoggerFrom(ctx).Info("cleanup finished; finalizer removed")
+		return ctrl.Result{}, nil
+	}
+	bj.Status.Phase = backupv1.PhaseDeleting
+	msg := "deleting: removing the CronJob and its Jobs"
+	if bj.Spec.DeletionPolicy == backupv1.DeletionPolicyDelete {
+		msg += ", then the stored artifacts"
+	}
+	if err != nil {
+		msg += " (" + err.Error() + ")"
+	}
+	conditions.MarkReconciling(bj, cairnv1.DeletingReason, msg)
+	if werr := r.writeStatus(ctx, original, bj); werr != nil && !apierrors.IsNotFound(werr) && err == nil {
+		err = werr
+	}
+	return ctrl.Result{RequeueAfter: res.RequeueAfter}, err
+}
+
+// cleanup does the next step; true when nothing is left.
+func (r *BackupJobReconciler) cleanup(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
+	bg := client.PropagationPolicy("Background")
+	cj := &batchv1.CronJob{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name}, cj)
+	switch {
+	case err == nil:
+		if !ownsIt(bj, cj) {
+			break // someone else's CronJob with our name: never ours to delete
+		}
+		if err := r.Client.Delete(ctx, cj, bg); client.IgnoreNotFound(err) != nil {
+			return false, err
+		}
+		return false, nil
+	case !apierrors.IsNotFound(err):
+		return false, err
+	}
+	runs, err := r.runJobs(ctx, bj)
+	if err != nil {
+		return false, err
+	}
+	if len(runs) > 0 {
+		for i := range runs {
+			if err := r.Client.Delete(ctx, &runs[i], bg); client.IgnoreNotFound(err) != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
+	if bj.Spec.DeletionPolicy != backupv1.DeletionPolicyDelete {
+		return true, nil
+	}
+	// The delete Job stays until the garbage collector removes it with the
+	// BackupJob: its Complete condition is the record that the data is gone.
+	want := deleteJob(bj, r.AgentImage)
+	if err := ownership.SetController(bj, want, r.Scheme); err != nil {
+		return false, err
+	}
+	job := &batchv1.Job{}
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), job)
+	if apierrors.IsNotFound(err) {
+		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err
+		}
+		r.Recorder.Eventf(bj, want, "Normal", "DeletingArtifacts", "Cleanup", "started Job %s to delete the stored artifacts", want.Name)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	o := agentjob.JobOutcome(job)
+	switch {
+	case !o.Finished:
+		return false, nil
+	case o.Succeeded:
+		return true, nil
+	default:
+		return false, fmt.Errorf("the artifact delete Job %s failed (%s %s); it is not retried: fix the store and delete the Job, or set %s=true", job.Name, o.Reason, o.Message, finalizer.SkipCleanupAnnotation)
+	}
+}
+
+// runJobs are the BackupJob's Jobs other than the artifact delete Job.
+func (r *BackupJobReconciler) runJobs(ctx context.Context, bj *backupv1.BackupJob) ([]batchv1.Job, error) {
+	list := &batchv1.JobList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(bj.Namespace), client.MatchingLabels{BackupJobLabel: bj.Name}); err != nil {
+		return nil, err
+	}
+	var out []batchv1.Job
+	for _, j := range list.Items {
+		if j.Labels[RunKindLabel] != runDelete && j.DeletionTimestamp.IsZero() {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+func ownsIt(bj *backupv1.BackupJob, obj client.Object) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == bj.UID && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+// leftBehind says what remains, for the Warning Event when cleanup is abandoned.
+func (r *BackupJobReconciler) leftBehind(ctx context.Context, bj *backupv1.BackupJob) string {
+	var parts []string
+	cj := &batchv1.CronJob{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name}, cj); err == nil && ownsIt(bj, cj) {
+		parts = append(parts, fmt.Sprintf("CronJob %s/%s (garbage-collected with the BackupJob)", bj.Namespace, bj.Name))
+	}
+	if runs, err := r.runJobs(ctx, bj); err == nil && len(runs) > 0 {
+		parts = append(parts, fmt.Sprintf("%d run Job(s) (garbage-collected with the BackupJob)", len(runs)))
+	}
+	if bj.Spec.DeletionPolicy == backupv1.DeletionPolicyDelete {
+		done := false
+		job := &batchv1.Job{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(deleteJob(bj, "")), job); err == nil {
+			done = agentjob.JobOutcome(job).Succeeded
+		}
+		if !done {
+			parts = append(parts, "stored artifacts at "+storeLocation(bj.Spec.Storage)+" under "+bj.Namespace+"/"+bj.Name)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+func storeLocation(s cairnv1.StorageSpec) string {
+	switch {
+	case s.S3 != nil:
+		return fmt.Sprintf("s3://%s/%s (endpoint %s)", s.S3.Bucket, s.S3.Prefix, s.S3.Endpoint)
+	case s.PVC != nil:
+		return fmt.Sprintf("PVC %s/%s", s.PVC.ClaimName, s.PVC.SubPath)
+	}
+	return "(no store)"
+}

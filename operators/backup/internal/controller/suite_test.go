@@ -1,0 +1,275 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/manager"
+	"cairn.dev/libs/testenv"
+	"cairn.dev/operators/backup/internal/controller"
+	"cairn.dev/operators/backup/internal/webhook"
+)
+
+var (
+	env *testenv.Env
+	// writes counts every API write the operator makes (not the tests').
+	writes atomic.Int64
+	// reconcilerUnderTest lets tests set the clock.
+	clock atomic.Pointer[time.Time]
+)
+
+const agentImage = "example.test/cairn/agent:test"
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(backupv1.AddToScheme(s))
+	utilruntime.Must(backupv1alpha1.AddToScheme(s))
+	return s
+}
+
+// TestMain starts kube-apiserver + etcd with the generated CRD and webhook
+// configuration, and runs the operator in-process — as a user bound to
+// nothing but the generated ClusterRole, so the whole suite proves the RBAC.
+func TestMain(m *testing.M) {
+	testenv.SetupLogging()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	e, err := testenv.Start(testenv.Options{
+		CRDDirectoryPaths:   []string{filepath.Join(root, "deploy/backup/crd/bases")},
+		WebhookManifestDirs: []string{filepath.Join(root, "deploy/backup/webhook/generated")},
+		Scheme:              scheme(),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		os.Exit(1)
+	}
+	env = e
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := startOperator(ctx, filepath.Join(root, "deploy/backup/rbac/generated/role.yaml")); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: starting the operator:", err)
+		cancel()
+		_ = env.Stop()
+		os.Exit(1)
+	}
+	code := m.Run()
+	cancel()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+type countingTransport struct{ next http.RoundTripper }
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet {
+		writes.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+func startOperator(ctx context.Context, rolePath string) error {
+	raw, err := os.ReadFile(rolePath)
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		return err
+	}
+	if err := env.Client.Create(ctx, role); err != nil {
+		return err
+	}
+	const user = "system:serviceaccount:cairn-system:backup-operator"
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "backup-operator-test"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		return err
+	}
+	cfg, err := env.AddUser(user)
+	if err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} }
+
+	o := manager.New("backup")
+	o.LeaderElection = false
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = env.Webhook.LocalServingHost, env.Webhook.LocalServingPort, env.Webhook.LocalServingCertDir
+	sel := labels.SelectorFromSet(labels.Set{controller.ManagedByLabel: controller.ManagedByValue})
+	mgr, err := o.NewManager(cfg, scheme(), map[client.Object]cache.ByObject{
+		&batchv1.CronJob{}: {Label: sel}, &batchv1.Job{}: {Label: sel}, &corev1.Pod{}: {Label: sel},
+	})
+	if err != nil {
+		return err
+	}
+	r := &controller.BackupJobReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder("backup-operator"), AgentImage: agentImage,
+		CleanupDeadline: time.Hour, ResultGrace: 3 * time.Second,
+		Now: func() time.Time {
+			if t := clock.Load(); t != nil {
+				return *t
+			}
+			return time.Now()
+		},
+	}
+	if err := r.SetupWithManager(mgr, o.ControllerOptions()); err != nil {
+		return err
+	}
+	if err := webhook.Setup(mgr); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager stopped:", err)
+		}
+	}()
+	return nil
+}
+
+// newNamespace makes a namespace for one test.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns, err := env.Namespace(context.Background(), "bj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func backupJob(ns, name string) *backupv1.BackupJob {
+	return &backupv1.BackupJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: backupv1.BackupJobSpec{
+			Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db.db.svc", Database: "orders",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "orders-db-credentials"}},
+			Schedule: "0 2 * * *",
+			TimeZone: "Asia/Shanghai",
+			Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "s3.example.test:9000", Bucket: "backups",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3-credentials"}}},
+		},
+	}
+}
+
+func create(t *testing.T, bj *backupv1.BackupJob) *backupv1.BackupJob {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), bj); err != nil {
+		t.Fatal(err)
+	}
+	return bj
+}
+
+// get reads a BackupJob fresh from the API server.
+func get(g Gomega, key client.ObjectKey) *backupv1.BackupJob {
+	bj := &backupv1.BackupJob{}
+	g.Expect(env.Client.Get(context.Background(), key, bj)).To(Succeed())
+	return bj
+}
+
+func cronJob(g Gomega, key client.ObjectKey) *batchv1.CronJob {
+	cj := &batchv1.CronJob{}
+	g.Expect(env.Client.Get(context.Background(), key, cj)).To(Succeed())
+	return cj
+}
+
+// converged waits until the operator has acted on the current generation.
+func converged(t *testing.T, key client.ObjectKey, phase backupv1.Phase) *backupv1.BackupJob {
+	t.Helper()
+	var bj *backupv1.BackupJob
+	NewWithT(t).Eventually(func(g Gomega) {
+		bj = get(g, key)
+		g.Expect(bj.Status.ObservedGeneration).To(Equal(bj.Generation))
+		g.Expect(bj.Status.Phase).To(Equal(phase))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	return bj
+}
+
+// finishRun plays the Job controller and kubelet: a Job like the CronJob's,
+// its pod terminated with the agent's message, and the Job's final condition.
+func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, msg string) *batchv1.Job {
+	t.Helper()
+	ctx := context.Background()
+	g := NewWithT(t)
+	cj := cronJob(g, client.ObjectKeyFromObject(bj))
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: name, Labels: cj.Spec.JobTemplate.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
+		Spec: cj.Spec.JobTemplate.Spec,
+	}
+	g.Expect(env.Client.Create(ctx, job)).To(Succeed())
+	code := int32(0)
+	if !succeed {
+		code = 1
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: name + "-pod", Labels: map[string]string{}},
+		Spec:       job.Spec.Template.Spec,
+	}
+	for k, v := range job.Spec.Template.Labels {
+		pod.Labels[k] = v
+	}
+	pod.Labels["batch.kubernetes.io/job-name"] = name
+	g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "agent", Image: agentImage, ImageID: agentImage,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, StartedAt: now, FinishedAt: now, Reason: "Completed"}},
+	}}}
+	if !succeed {
+		pod.Status.Phase = corev1.PodFailed
+	}
+	g.Expect(env.Client.Status().Update(ctx, pod)).To(Succeed())
+
+	start := metav1.NewTime(now.Add(-time.Minute))
+	job.Status.StartTime = &start
+	if succeed {
+		job.Status.Succeeded = 1
+		job.Status.CompletionTime = &now
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}
+	} else {
+		job.Status.Failed = ptr.Deref(job.Spec.BackoffLimit, 0) + 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+		}
+	}
+	g.Expect(env.Client.Status().Update(ctx, job)).To(Succeed())
+	return job
+}
+
+func agentResult(artifact string) string {
+	return fmt.Sprintf(`{"artifact":%q,"size":2048,"checksum":"sha256:%064x","start":"2026-12-01T18:00:00Z","end":"2026-12-01T18:01:00Z","durationSeconds":60,"engine":"postgres"}`, artifact, 7)
+}
