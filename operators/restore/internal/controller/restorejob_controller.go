@@ -35,7 +35,12 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// RBAC: events.k8s.io Events are the RestoreJob transitions (the manager's
+// recorder); core Events are leader election's (client-go's resource lock
+// still records through the core API); Leases are leader election.
 
 // Defaults of the reconciler's timings.
 const (

@@ -1,0 +1,185 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+)
+
+// warningRecorder collects the API server's warning headers.
+type warningRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, text)
+}
+
+func (r *warningRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.msgs
+	r.msgs = nil
+	return m
+}
+
+func warningClient(t *testing.T) (client.Client, *warningRecorder) {
+	t.Helper()
+	rec := &warningRecorder{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandlerWithContext = rec
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, rec
+}
+
+// Each bad input is rejected at admission — by the CRD schema and its CEL
+// rules, or by the validating webhook — with a message that names the field.
+func TestBadInputIsRejected(t *testing.T) {
+	startOperator(t, operatorOptions{})
+	ns := namespace(t)
+	last := artifactOf("orders-db", "20260102T030405.123Z")
+	createBackupJob(t, ns, "orders-db", sourceDB(), &last)
+	store := func() *restorev1.StoreSource {
+		return &restorev1.StoreSource{Storage: s3Storage(), BackupJob: "shop/orders-db", Artifact: "shop_orders-db_20260102T030405.123Z.pgdump.zst"}
+	}
+
+	cases := []struct {
+		name   string
+		mutate func(*restorev1.RestoreJob)
+		want   string
+	}{
+		{"both sources", func(rj *restorev1.RestoreJob) { rj.Spec.Source.Store = store() },
+			"source: set exactly one of backupJob or store"},
+		{"no source", func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob = nil },
+			"source: set exactly one of backupJob or store"},
+		{"malformed BackupJob name", func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob.Name = "Orders_DB" },
+			"spec.source.backupJob.name"},
+		{"artifact escaping the store", func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob.Artifact = "../../etc/passwd" },
+			`artifact: use a name or relative path without ".."`},
+		{"store without artifact", func(rj *restorev1.RestoreJob) {
+			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
+			rj.Spec.Source.Store.Artifact = ""
+		}, "spec.source.store.artifact"},
+		{"catalog key without namespace", func(rj *restorev1.RestoreJob) {
+			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
+			rj.Spec.Source.Store.BackupJob = "orders-db"
+		}, "spec.source.store.backupJob"},
+		{"store with both pvc and s3", func(rj *restorev1.RestoreJob) {
+			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
+			rj.Spec.Source.Store.Storage.PVC = &cairnv1.PVCStorage{ClaimName: "backups"}
+		}, "storage: set exactly one of pvc or s3"},
+		{"S3 endpoint with a path", func(rj *restorev1.RestoreJob) {
+			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
+			rj.Spec.Source.Store.Storage.S3.Endpoint = "https://s3.example.com/cairn-backups"
+		}, "spec.source.store.storage.s3.endpoint"},
+		{"port in the host", func(rj *restorev1.RestoreJob) { rj.Spec.Target.Host = "scratch-db:5432" },
+			"set the port in spec.target.port"},
+		{"malformed credentials Secret name", func(rj *restorev1.RestoreJob) { rj.Spec.Target.CredentialsSecretRef.Name = "Scratch Credentials" },
+			"spec.target.credentialsSecretRef.name"},
+		{"unknown engine", func(rj *restorev1.RestoreJob) { rj.Spec.Target.Engine = "oracle" },
+			"spec.target.engine"},
+		{"deadline below a minute", func(rj *restorev1.RestoreJob) { rj.Spec.ActiveDeadlineSeconds = new(int64(10)) },
+			"activeDeadlineSeconds: must be at least 60"},
+		{"too many retries", func(rj *restorev1.RestoreJob) { rj.Spec.MaxRetries = new(int32(50)) },
+			"spec.maxRetries"},
+		{"name too long for its Job", func(rj *restorev1.RestoreJob) { rj.Name = strings.Repeat("a", 56) },
+			"metadata.name: at most 55 characters"},
+		{"target is the source's database", func(rj *restorev1.RestoreJob) { rj.Spec.Target = sourceDB() },
+			"restoring would overwrite it; restore into another database, or set spec.allowOverwriteSource: true"},
+		{"target is the source's database, under another name", func(rj *restorev1.RestoreJob) {
+			rj.Spec.Target = sourceDB()
+			rj.Spec.Target.Host, rj.Spec.Target.Port = "ORDERS-DB.shop", 0
+		}, "restoring would overwrite it"},
+		{"target is the store's BackupJob's database", func(rj *restorev1.RestoreJob) {
+			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
+			rj.Spec.Source.Store.BackupJob = ns + "/orders-db"
+			rj.Spec.Target = sourceDB()
+		}, "restoring would overwrite it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			rj := restoreJob(ns, "bad", fromBackupJob("orders-db", ""))
+			tc.mutate(rj)
+			err := env.Client.Create(context.Background(), rj)
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring(tc.want))
+		})
+	}
+}
+
+// What is legal is admitted, with a warning where it may surprise.
+func TestAdmittedWithWarnings(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startOperator(t, operatorOptions{})
+	ns := namespace(t)
+	c, warnings := warningClient(t)
+	last := artifactOf("orders-db", "20260102T030405.123Z")
+	createBackupJob(t, ns, "orders-db", sourceDB(), &last)
+
+	overwrite := restoreJob(ns, "on-purpose", fromBackupJob("orders-db", ""))
+	overwrite.Spec.Target = sourceDB()
+	overwrite.Spec.AllowOverwriteSource = true
+	g.Expect(c.Create(ctx, overwrite)).To(Succeed())
+	g.Expect(warnings.take()).To(ContainElement(ContainSubstring("overwrites the database its source BackupJob backs up")))
+
+	early := restoreJob(ns, "early", fromBackupJob("not-yet", ""))
+	g.Expect(c.Create(ctx, early)).To(Succeed())
+	g.Expect(warnings.take()).To(ContainElement(ContainSubstring("BackupJob not-yet not found")))
+
+	plain := restoreJob(ns, "plain", fromBackupJob("orders-db", ""))
+	g.Expect(c.Create(ctx, plain)).To(Succeed())
+	g.Expect(warnings.take()).To(BeEmpty())
+	// Set values are kept, not defaulted over.
+	kept := restoreJob(ns, "kept", fromBackupJob("orders-db", ""))
+	kept.Spec.MaxRetries, kept.Spec.ActiveDeadlineSeconds, kept.Spec.Target.Port = new(int32(0)), new(int64(120)), 6543
+	g.Expect(c.Create(ctx, kept)).To(Succeed())
+	g.Expect(*kept.Spec.MaxRetries).To(Equal(int32(0)))
+	g.Expect(*kept.Spec.ActiveDeadlineSeconds).To(Equal(int64(120)))
+	g.Expect(kept.Spec.Target.Port).To(Equal(int32(6543)))
+}
+
+// The spec cannot change after creation; metadata can.
+func TestSpecIsImmutable(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startOperator(t, operatorOptions{})
+	ns := namespace(t)
+	rj := restoreJob(ns, "fixed", fromBackupJob("orders-db", ""))
+	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
+
+	for name, mutate := range map[string]func(*restorev1.RestoreJob){
+		"target database": func(rj *restorev1.RestoreJob) { rj.Spec.Target.Database = "elsewhere" },
+		"source":          func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob.Artifact = "x.pgdump.zst" },
+		"allow overwrite": func(rj *restorev1.RestoreJob) { rj.Spec.AllowOverwriteSource = true },
+	} {
+		cur := current(g, rj)
+		mutate(cur)
+		err := env.Client.Update(ctx, cur)
+		g.Expect(err).To(HaveOccurred(), name)
+		g.Expect(err.Error()).To(ContainSubstring("spec is immutable: create a new RestoreJob"), name)
+	}
+	g.Eventually(func() error {
+		cur := &restorev1.RestoreJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rj), cur); err != nil {
+			return err
+		}
+		cur.Labels = map[string]string{"team": "shop"}
+		return env.Client.Update(ctx, cur)
+	}).WithTimeout(timeout).Should(Succeed())
+}

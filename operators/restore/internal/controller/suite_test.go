@@ -1,0 +1,415 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/agent/result"
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	cairnmgr "cairn.dev/libs/manager"
+	"cairn.dev/libs/testenv"
+	"cairn.dev/operators/restore/internal/controller"
+	"cairn.dev/operators/restore/internal/webhook"
+)
+
+var env *testenv.Env
+
+const (
+	agentImage = "registry.test/cairn/agent:test"
+	timeout    = 30 * time.Second
+	tick       = 100 * time.Millisecond
+)
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(backupv1.AddToScheme(s))
+	utilruntime.Must(restorev1.AddToScheme(s))
+	return s
+}
+
+func TestMain(m *testing.M) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	testenv.Main(m, testenv.Options{
+		CRDDirectoryPaths: []string{
+			filepath.Join(root, "deploy", "restore", "crd", "bases"),
+			filepath.Join(root, "deploy", "backup", "crd", "bases"),
+		},
+		WebhookManifestDirs: []string{filepath.Join(root, "deploy", "restore", "webhook", "generated")},
+		Scheme:              scheme(),
+	}, &env)
+}
+
+// operator is a running restore operator: the manager with the controller
+// and the webhooks, as main wires them.
+type operator struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+// operatorOptions tune startOperator.
+type operatorOptions struct {
+	config         *rest.Config
+	leaderElection bool
+}
+
+// startOperator starts the operator in-process, serving the webhooks where
+// the installed webhook configurations point, and stops it when the test ends.
+func startOperator(t *testing.T, oo operatorOptions) *operator {
+	t.Helper()
+	g := NewWithT(t)
+	cfg := oo.config
+	if cfg == nil {
+		cfg = env.Config
+	}
+	o := cairnmgr.New("restore")
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.LeaderElection = oo.leaderElection
+	o.LeaderElectionNamespace = "default"
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	o.RateLimiterMaxDelay = 2 * time.Second
+	o.WebhookHost = env.Webhook.LocalServingHost
+	o.WebhookPort = env.Webhook.LocalServingPort
+	o.WebhookCertDir = env.Webhook.LocalServingCertDir
+	mgr, err := o.NewManager(cfg, env.Scheme, controller.CacheByObject())
+	g.Expect(err).NotTo(HaveOccurred())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	copts := o.ControllerOptions()
+	copts.SkipNameValidation = ptr.To(true) // one controller per manager, several managers per test binary
+	r := &controller.RestoreJobReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder("restore-operator"), AgentImage: agentImage,
+		WaitInterval: 2 * time.Second, CleanupDeadline: time.Minute,
+	}
+	g.Expect(r.SetupWithManager(ctx, mgr, copts)).To(Succeed())
+	g.Expect(webhook.Setup(mgr)).To(Succeed())
+
+	op := &operator{cancel: cancel, done: make(chan error, 1)}
+	go func() { op.done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { op.stop(t) })
+	started := mgr.GetWebhookServer().StartedChecker()
+	g.Eventually(func() error { return started(nil) }).WithTimeout(timeout).WithPolling(tick).Should(Succeed())
+	return op
+}
+
+// stop stops the manager and waits until it has.
+func (op *operator) stop(t *testing.T) {
+	op.once.Do(func() {
+		op.cancel()
+		select {
+		case err := <-op.done:
+			if err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		case <-time.After(timeout):
+			t.Errorf("manager did not stop within %s", timeout)
+		}
+	})
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns, err := env.Namespace(context.Background(), "restore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+func sourceDB() cairnv1.DatabaseRef {
+	return cairnv1.DatabaseRef{
+		Engine: cairnv1.PostgresEngine, Host: "orders-db.shop.svc", Port: 5432, Database: "orders",
+		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "orders-db-credentials"},
+	}
+}
+
+func scratchDB() cairnv1.DatabaseRef {
+	return cairnv1.DatabaseRef{
+		Engine: cairnv1.PostgresEngine, Host: "scratch-db", Database: "orders_verify",
+		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch-db-credentials"},
+	}
+}
+
+func s3Storage() cairnv1.StorageSpec {
+	return cairnv1.StorageSpec{S3: &cairnv1.S3Storage{
+		Endpoint: "s3.eu-central-1.amazonaws.com", Bucket: "cairn-backups", Prefix: "prod",
+		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3-credentials"},
+	}}
+}
+
+// createBackupJob creates a BackupJob and, when last is set, gives it that
+// last successful artifact — as the backup operator would (none runs here).
+func createBackupJob(t *testing.T, ns, name string, db cairnv1.DatabaseRef, last *cairnv1.Artifact) *backupv1.BackupJob {
+	t.Helper()
+	bj := &backupv1.BackupJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: backupv1.BackupJobSpec{
+			Database: db, Schedule: "0 2 * * *",
+			Storage: cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups", SubPath: "orders"}},
+		},
+	}
+	if err := env.Client.Create(context.Background(), bj); err != nil {
+		t.Fatal(err)
+	}
+	if last != nil {
+		setLastArtifact(t, bj, *last)
+	}
+	return bj
+}
+
+func setLastArtifact(t *testing.T, bj *backupv1.BackupJob, a cairnv1.Artifact) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func() error {
+		cur := &backupv1.BackupJob{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(bj), cur); err != nil {
+			return err
+		}
+		cur.Status.LastArtifact = &a
+		cur.Status.LastResult = backupv1.RunSucceeded
+		return env.Client.Status().Update(context.Background(), cur)
+	}).WithTimeout(timeout).Should(Succeed())
+}
+
+func artifactOf(bj, stamp string) cairnv1.Artifact {
+	name := fmt.Sprintf("shop_%s_%s.pgdump.zst", bj, stamp)
+	return cairnv1.Artifact{Path: "shop/" + bj + "/" + name, Size: 1234, Checksum: "sha256:" + fmt.Sprintf("%064d", len(stamp))}
+}
+
+func restoreJob(ns, name string, src restorev1.RestoreSource) *restorev1.RestoreJob {
+	return &restorev1.RestoreJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       restorev1.RestoreJobSpec{Source: src, Target: scratchDB()},
+	}
+}
+
+func fromBackupJob(name, artifact string) restorev1.RestoreSource {
+	return restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: name, Artifact: artifact}}
+}
+
+func get(g Gomega, obj client.Object) client.Object {
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	return obj
+}
+
+// current reads rj from the API server.
+func current(g Gomega, rj *restorev1.RestoreJob) *restorev1.RestoreJob {
+	cur := &restorev1.RestoreJob{}
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(rj), cur)).To(Succeed())
+	return cur
+}
+
+// phaseOf polls rj's phase.
+func phaseOf(rj *restorev1.RestoreJob) func(Gomega) restorev1.Phase {
+	return func(g Gomega) restorev1.Phase { return current(g, rj).Status.Phase }
+}
+
+// waitForJob waits until rj's Job exists and returns it.
+func waitForJob(t *testing.T, rj *restorev1.RestoreJob) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	NewWithT(t).Eventually(func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: rj.Namespace, Name: rj.Name + "-restore"}, job)
+	}).WithTimeout(timeout).WithPolling(tick).Should(Succeed())
+	return job
+}
+
+// jobs lists the Jobs in ns.
+func jobs(g Gomega, ns string) []batchv1.Job {
+	list := &batchv1.JobList{}
+	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+	return list.Items
+}
+
+func envOf(job *batchv1.Job, name string) string {
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// agentPod creates a pod of job whose agent container terminated with the
+// given exit code and termination message — as the job controller and the
+// kubelet would.
+func agentPod(t *testing.T, job *batchv1.Job, n int, exitCode int32, message string) {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{}
+	for k, v := range job.Spec.Template.Labels {
+		labels[k] = v
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: job.Namespace, Name: fmt.Sprintf("%s-%d", job.Name, n), Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	}
+	pod.Spec.NodeName = "node-1"
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	phase := corev1.PodSucceeded
+	if exitCode != 0 {
+		phase = corev1.PodFailed
+	}
+	pod.Status = corev1.PodStatus{
+		Phase: phase,
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "agent", Image: pod.Spec.Containers[0].Image, ImageID: "sha256:abc", ContainerID: "containerd://abc",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: exitCode, Reason: map[bool]string{true: "Completed", false: "Error"}[exitCode == 0],
+				Message: message, StartedAt: now, FinishedAt: metav1.NewTime(now.Add(time.Duration(n) * time.Millisecond)),
+			}},
+		}},
+	}
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agentSuccess is the agent's termination message after restoring a.
+func agentSuccess(t *testing.T, a cairnv1.Artifact) string {
+	t.Helper()
+	now := time.Now().UTC()
+	b, err := result.Marshal(result.Result{Artifact: a.Path, Size: a.Size, Checksum: a.Checksum,
+		Start: now.Add(-3 * time.Second), End: now, DurationSeconds: 3, Engine: "postgres"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// completeJob marks job Complete after one successful pod, as the job controller would.
+func completeJob(t *testing.T, job *batchv1.Job, restored cairnv1.Artifact) {
+	t.Helper()
+	agentPod(t, job, 1, 0, agentSuccess(t, restored))
+	updateJobStatus(t, job, func(s *batchv1.JobStatus) {
+		now := metav1.Now()
+		s.Succeeded, s.Active = 1, 0
+		s.CompletionTime = &now
+		s.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
+		}
+	})
+}
+
+// failJob marks job Failed after attempts failed pods (BackoffLimitExceeded).
+func failJob(t *testing.T, job *batchv1.Job, attempts int32, agentError string) {
+	t.Helper()
+	for i := range attempts {
+		agentPod(t, job, int(i)+1, 1, string(result.FailureLine(agentError)))
+	}
+	updateJobStatus(t, job, func(s *batchv1.JobStatus) {
+		now := metav1.Now()
+		s.Failed, s.Active = attempts, 0
+		msg := "Job has reached the specified backoff limit"
+		s.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastTransitionTime: now, LastProbeTime: now},
+		}
+	})
+}
+
+// startJob marks job as running one pod.
+func startJob(t *testing.T, job *batchv1.Job) {
+	t.Helper()
+	updateJobStatus(t, job, func(s *batchv1.JobStatus) { s.Active = 1 })
+}
+
+func updateJobStatus(t *testing.T, job *batchv1.Job, mutate func(*batchv1.JobStatus)) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		cur := &batchv1.Job{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), cur); err != nil {
+			return err
+		}
+		if cur.Status.StartTime == nil {
+			st := metav1.NewTime(time.Now().Add(-time.Second))
+			cur.Status.StartTime = &st
+		}
+		mutate(&cur.Status)
+		return env.Client.Status().Update(context.Background(), cur)
+	}).WithTimeout(timeout).Should(Succeed())
+}
+
+// events lists the Events about the object named name in ns.
+func events(g Gomega, ns, name string) []eventsv1.Event {
+	list := &eventsv1.EventList{}
+	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Regarding.Kind == "RestoreJob" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// eventReasons returns "Type/Reason" of each Event about name.
+func eventReasons(ns, name string) func(Gomega) []string {
+	return func(g Gomega) []string {
+		var out []string
+		for _, e := range events(g, ns, name) {
+			out = append(out, e.Type+"/"+e.Reason)
+		}
+		return out
+	}
+}
+
+// kstatusOf computes rj's kstatus, as kubectl wait, Flux and Argo CD do.
+func kstatusOf(rj *restorev1.RestoreJob) func(Gomega) status.Status {
+	return func(g Gomega) status.Status {
+		cur := current(g, rj)
+		cur.SetGroupVersionKind(restorev1.GroupVersion.WithKind("RestoreJob"))
+		raw, err := json.Marshal(cur)
+		g.Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{}
+		g.Expect(u.UnmarshalJSON(raw)).To(Succeed())
+		res, err := status.Compute(u)
+		g.Expect(err).NotTo(HaveOccurred())
+		return res.Status
+	}
+}
+
+// gone reports whether obj no longer exists.
+func gone(obj client.Object) func() bool {
+	return func() bool {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err)
+	}
+}
