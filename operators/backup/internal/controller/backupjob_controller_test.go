@@ -99,11 +99,11 @@ func TestSpecChangesUpdateTheCronJobInPlace(t *testing.T) {
 	converged(t, key, backupv1.PhaseScheduled)
 	uid := cronJob(g, key).UID
 
-	bj = get(g, key)
-	bj.Spec.Schedule = "*/10 * * * *"
-	bj.Spec.TimeZone = "Europe/Berlin"
-	bj.Spec.MaxRetries = ptr.To[int32](1)
-	g.Expect(env.Client.Update(context.Background(), bj)).To(Succeed())
+	update(t, key, func(bj *backupv1.BackupJob) {
+		bj.Spec.Schedule = "*/10 * * * *"
+		bj.Spec.TimeZone = "Europe/Berlin"
+		bj.Spec.MaxRetries = ptr.To[int32](1)
+	})
 	g.Eventually(func(g Gomega) {
 		cj := cronJob(g, key)
 		g.Expect(cj.Spec.Schedule).To(Equal("*/10 * * * *"))
@@ -112,9 +112,7 @@ func TestSpecChangesUpdateTheCronJobInPlace(t *testing.T) {
 		g.Expect(cj.UID).To(Equal(uid), "updated in place, not recreated")
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 
-	bj = get(g, key)
-	bj.Spec.Suspend = true
-	g.Expect(env.Client.Update(context.Background(), bj)).To(Succeed())
+	update(t, key, func(bj *backupv1.BackupJob) { bj.Spec.Suspend = true })
 	got := converged(t, key, backupv1.PhaseSuspended)
 	g.Expect(got.Status.NextScheduleTime).To(BeNil())
 	g.Expect(cronJob(g, key).Spec.Suspend).To(HaveValue(BeTrue()))
@@ -221,19 +219,18 @@ func runNowJobs(g Gomega, ns string) []batchv1.Job {
 
 func TestRunNowStartsOneJobPerRequest(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	ns := newNamespace(t)
 	bj := create(t, backupJob(ns, "orders"))
 	key := client.ObjectKeyFromObject(bj)
 	converged(t, key, backupv1.PhaseScheduled)
 
 	annotate := func(k, v string) {
-		bj := get(g, key)
-		if bj.Annotations == nil {
-			bj.Annotations = map[string]string{}
-		}
-		bj.Annotations[k] = v
-		g.Expect(env.Client.Update(ctx, bj)).To(Succeed())
+		update(t, key, func(bj *backupv1.BackupJob) {
+			if bj.Annotations == nil {
+				bj.Annotations = map[string]string{}
+			}
+			bj.Annotations[k] = v
+		})
 	}
 	annotate(backupv1.RunNowAnnotation, "req-1")
 	g.Eventually(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(HaveLen(1)) }).WithTimeout(30 * time.Second).Should(Succeed())
@@ -254,7 +251,6 @@ func TestRunNowStartsOneJobPerRequest(t *testing.T) {
 
 func TestZeroWritesAtRest(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	ns := newNamespace(t)
 	bj := create(t, backupJob(ns, "orders"))
 	key := client.ObjectKeyFromObject(bj)
@@ -270,9 +266,7 @@ func TestZeroWritesAtRest(t *testing.T) {
 
 	// Force reconciles that observe nothing new: label changes pass the predicate.
 	for i := 0; i < 3; i++ {
-		bj := get(g, key)
-		bj.Labels = map[string]string{"touch": strings.Repeat("x", i+1)}
-		g.Expect(env.Client.Update(ctx, bj)).To(Succeed())
+		update(t, key, func(bj *backupv1.BackupJob) { bj.Labels = map[string]string{"touch": strings.Repeat("x", i+1)} })
 	}
 	g.Consistently(writes.Load).WithTimeout(3*time.Second).Should(Equal(settled), "a reconcile that observes nothing new must not write")
 }
@@ -368,9 +362,9 @@ func TestUnreachableStoreEscapeHatch(t *testing.T) {
 	g.Consistently(func() error { return env.Client.Get(ctx, key, &backupv1.BackupJob{}) }).WithTimeout(2 * time.Second).Should(Succeed())
 
 	// The escape hatch: the finalizer goes, and an Event says what is left.
-	got := get(g, key)
-	got.Annotations = map[string]string{finalizer.SkipCleanupAnnotation: "true"}
-	g.Expect(env.Client.Update(ctx, got)).To(Succeed())
+	update(t, key, func(bj *backupv1.BackupJob) {
+		bj.Annotations = map[string]string{finalizer.SkipCleanupAnnotation: "true"}
+	})
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
 	}).WithTimeout(30 * time.Second).Should(BeTrue())

@@ -20,6 +20,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -272,4 +273,21 @@ func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, 
 
 func agentResult(artifact string) string {
 	return fmt.Sprintf(`{"artifact":%q,"size":2048,"checksum":"sha256:%064x","start":"2026-12-01T18:00:00Z","end":"2026-12-01T18:01:00Z","durationSeconds":60,"engine":"postgres"}`, artifact, 7)
+}
+
+// update applies mutate to the latest BackupJob, retrying on conflicts with
+// the operator's own status writes.
+func update(t *testing.T, key client.ObjectKey, mutate func(*backupv1.BackupJob)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bj := &backupv1.BackupJob{}
+		if err := env.Client.Get(context.Background(), key, bj); err != nil {
+			return err
+		}
+		mutate(bj)
+		return env.Client.Update(context.Background(), bj)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
