@@ -50,7 +50,7 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into d
 	@for op in $(API_OPERATORS); do \
 	  echo "manifests: $$op"; \
 	  rm -rf deploy/$$op/crd/bases deploy/$$op/rbac/generated deploy/$$op/webhook/generated; \
-	  $(CONTROLLER_GEN) crd:maxDescLen=0 paths=./apis/$$op/... output:crd:dir=deploy/$$op/crd/bases; \
+	  $(CONTROLLER_GEN) crd paths=./apis/$$op/... output:crd:dir=deploy/$$op/crd/bases; \
 	  $(CONTROLLER_GEN) rbac:roleName=cairn-$$op-manager paths=./operators/$$op/... output:rbac:dir=deploy/$$op/rbac/generated; \
 	  $(CONTROLLER_GEN) webhook paths=./operators/$$op/... output:webhook:dir=deploy/$$op/webhook/generated; \
 	done
