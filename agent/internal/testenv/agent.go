@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -117,23 +116,4 @@ func parsePeakRSS(logs string) int64 {
 		}
 	}
 	return v
-}
-
-// TempDir makes a temporary folder readable by every user (so a server
-// running as another user can reach what is inside).
-func TempDir(pattern string) (string, error) {
-	d, err := os.MkdirTemp("", pattern)
-	if err != nil {
-		return "", err
-	}
-	return d, os.Chmod(d, 0o755)
-}
-
-// Abs is filepath.Abs without the error.
-func Abs(p string) string {
-	a, err := filepath.Abs(p)
-	if err != nil {
-		return p
-	}
-	return a
 }

@@ -25,6 +25,7 @@ type S3 struct {
 	bin       string
 	srv       *server
 	ownsRoot  bool
+	logDir    string
 }
 
 // Endpoint is host:port (plain http).
@@ -38,6 +39,9 @@ func StartS3(root, accessKey, secretKey string) (*S3, error) {
 		return nil, err
 	}
 	s := &S3{Root: root, AccessKey: accessKey, SecretKey: secretKey, bin: bin}
+	if s.logDir, err = os.MkdirTemp("", "cairn-s3-log-"); err != nil {
+		return nil, err
+	}
 	if root == "" {
 		if s.Root, err = os.MkdirTemp("", "cairn-s3-"); err != nil {
 			return nil, err
@@ -61,11 +65,7 @@ func (s *S3) Start() error {
 		}
 		cmd := exec.Command(s.bin, "--port", "127.0.0.1:"+strconv.Itoa(port), "posix", s.Root)
 		cmd.Env = []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey, "PATH=/usr/bin:/bin"}
-		logDir, err := os.MkdirTemp("", "cairn-s3-log-")
-		if err != nil {
-			return err
-		}
-		srv, err := startServer("versitygw", filepath.Join(logDir, "versitygw.log"), cmd)
+		srv, err := startServer("versitygw", filepath.Join(s.logDir, "versitygw.log"), cmd)
 		if err != nil {
 			return err
 		}
@@ -125,5 +125,8 @@ func (s *S3) Stop() {
 	s.srv.stop(syscall.SIGTERM, 10*time.Second)
 	if s.ownsRoot && s.Root != "" {
 		os.RemoveAll(s.Root)
+	}
+	if s.logDir != "" {
+		os.RemoveAll(s.logDir)
 	}
 }
