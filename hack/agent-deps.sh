@@ -42,8 +42,13 @@ if [ -x "$TOOLS_DIR/versitygw" ]; then
   log "versitygw: present in $TOOLS_DIR"
 else
   log "installing versitygw $VERSITYGW_VERSION into $TOOLS_DIR (takes a few minutes)"
+  GO=go
+  if ! command -v go >/dev/null 2>&1; then
+    if [ -x /usr/local/go/bin/go ]; then GO=/usr/local/go/bin/go; else
+      log "go not found (PATH or /usr/local/go/bin): needed to build versitygw" >&2; exit 1
+    fi
+  fi
   mkdir -p "$TOOLS_DIR"
-  GOBIN="$TOOLS_DIR" GOFLAGS=-mod=mod GOWORK=off \
-    go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+  GOBIN="$TOOLS_DIR" GOWORK=off "$GO" install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
 fi
 log "done"
