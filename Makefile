@@ -72,9 +72,13 @@ build: ## Build every operator binary into bin/ (static, CGO_ENABLED=0), also wi
 ##@ Test
 
 .PHONY: test
-test: controlplane ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
+test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
 	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS)))
 	$(MAKE) test-agent
+
+.PHONY: print-modules
+print-modules:
+	@echo $(MODULES)
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail if code is unformatted, vet fails, go.mod is untidy or generated files are stale.
