@@ -182,6 +182,16 @@ func RoundTrip(t *testing.T, e *Env, kind string) {
 		t.Fatalf("restored database differs.\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 
+	// Restore over the live, changed database: the backup's state returns.
+	check(t, e.DB.Mutate(db))
+	if fingerprint(t, e.DB, db) == before {
+		t.Fatal("Mutate changed nothing")
+	}
+	mustSucceed(t, e.agent(t, st, db, job, extra, "restore"))
+	if after := fingerprint(t, e.DB, db); after != before {
+		t.Fatalf("restore over the changed database differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
 	// Restore by name into another database: only the store's coordinates
 	// and the job key are needed (a fresh cluster).
 	rr2 := mustSucceed(t, e.agent(t, st, db+"_copy", job, []string{"CAIRN_ARTIFACT=" + path.Base(res.Artifact)}, "restore"))
