@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +61,9 @@ type Options struct {
 
 	// SyncPeriod is how often every cached object is reconciled again.
 	SyncPeriod time.Duration
+	// WatchNamespaces restricts the operator to these namespaces; empty
+	// means every namespace.
+	WatchNamespaces []string
 
 	Zap zap.Options
 }
@@ -104,6 +108,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the webhook server.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Folder with tls.crt and tls.key for the webhook server.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "How often every object is reconciled again even without events.")
+	fs.Func("watch-namespaces", "Comma-separated namespaces to watch (default: all).", func(v string) error {
+		o.WatchNamespaces = nil
+		for _, ns := range strings.Split(v, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				o.WatchNamespaces = append(o.WatchNamespaces, ns)
+			}
+		}
+		return nil
+	})
 	o.Zap.BindFlags(fs)
 }
 
@@ -129,6 +142,13 @@ func (o *Options) NewManager(cfg *rest.Config, scheme *runtime.Scheme, byObject 
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	sync := o.SyncPeriod
+	var namespaces map[string]cache.Config
+	for _, ns := range o.WatchNamespaces {
+		if namespaces == nil {
+			namespaces = map[string]cache.Config{}
+		}
+		namespaces[ns] = cache.Config{}
+	}
 	mopts := ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
@@ -141,9 +161,10 @@ func (o *Options) NewManager(cfg *rest.Config, scheme *runtime.Scheme, byObject 
 		RenewDeadline:                 &o.RenewDeadline,
 		RetryPeriod:                   &o.RetryPeriod,
 		Cache: cache.Options{
-			ByObject:         byObject,
-			DefaultTransform: cache.TransformStripManagedFields(),
-			SyncPeriod:       &sync,
+			ByObject:          byObject,
+			DefaultNamespaces: namespaces,
+			DefaultTransform:  cache.TransformStripManagedFields(),
+			SyncPeriod:        &sync,
 		},
 		Controller: ctrlConfig(o),
 	}

@@ -29,12 +29,12 @@ func TestFlags(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	o.BindFlags(fs)
 	err := fs.Parse([]string{"--max-concurrent-reconciles=9", "--rate-limiter-base-delay=1s", "--rate-limiter-max-delay=2m",
-		"--leader-elect=false", "--zap-log-level=debug", "--webhook-port=9999", "--metrics-bind-address=0"})
+		"--leader-elect=false", "--zap-log-level=debug", "--webhook-port=9999", "--metrics-bind-address=0", "--watch-namespaces=a, b"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o.MaxConcurrentReconciles != 9 || o.RateLimiterBaseDelay != time.Second || o.RateLimiterMaxDelay != 2*time.Minute ||
-		o.LeaderElection || o.WebhookPort != 9999 || o.MetricsAddr != "0" {
+		o.LeaderElection || o.WebhookPort != 9999 || o.MetricsAddr != "0" || len(o.WatchNamespaces) != 2 || o.WatchNamespaces[1] != "b" {
 		t.Fatalf("flags not applied: %+v", o)
 	}
 	co := o.ControllerOptions()

@@ -1,0 +1,321 @@
+// Command bench measures the backup operator against a real kube-apiserver +
+// etcd (libs/testenv), with the operator in-process (webhooks on): for N
+// BackupJobs it prints the time to converge (CronJob exists and status Ready
+// for all), the raw floor (the same API writes made by a bare client in the
+// same run) and their ratio; API writes, Events and reconciles per object at
+// creation and during a forced resync; and Go heap per managed object. It is a
+// measurement, not a test: run it with `make bench` (N=100 and 1000).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/manager"
+	"cairn.dev/libs/testenv"
+	"cairn.dev/operators/backup/internal/controller"
+	"cairn.dev/operators/backup/internal/webhook"
+)
+
+type counter struct {
+	next           http.RoundTripper
+	writes, events atomic.Int64
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet {
+		if strings.Contains(r.URL.Path, "/events") {
+			c.events.Add(1)
+		} else {
+			c.writes.Add(1)
+		}
+	}
+	return c.next.RoundTrip(r)
+}
+
+func scheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(backupv1.AddToScheme(s))
+	utilruntime.Must(backupv1alpha1.AddToScheme(s))
+	return s
+}
+
+func backupJob(ns string, i int) *backupv1.BackupJob {
+	return &backupv1.BackupJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("db-%05d", i)},
+		Spec: backupv1.BackupJobSpec{
+			Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "db.svc", Database: "app",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
+			Schedule: "0 2 * * *", TimeZone: "Asia/Shanghai",
+			Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "s3:9000", Bucket: "backups",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}},
+		},
+	}
+}
+
+// parallel runs f(i) for i in [0,n) on w workers.
+func parallel(n, w int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	var first atomic.Pointer[error]
+	ch := make(chan int)
+	for k := 0; k < w; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ch {
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func reconcileTotal() float64 {
+	mfs, err := crmetrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "backupjob" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+func heap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+func main() {
+	sizes := flag.String("n", "100,1000", "comma-separated numbers of BackupJobs")
+	workers := flag.Int("workers", 4, "operator --max-concurrent-reconciles, and client parallelism")
+	flag.Parse()
+	testenv.SetupLogging()
+	root, err := testenv.RepoRoot()
+	must(err)
+	env, err := testenv.Start(testenv.Options{
+		CRDDirectoryPaths:   []string{filepath.Join(root, "deploy/backup/crd/bases")},
+		WebhookManifestDirs: []string{filepath.Join(root, "deploy/backup/webhook/generated")},
+		Scheme:              scheme(),
+	})
+	must(err)
+	defer func() { _ = env.Stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The operator, counting its API writes; it only looks at namespaces named bench-*.
+	opCount := &counter{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { opCount.next = rt; return opCount }
+	o := manager.New("backup")
+	o.LeaderElection = false
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	o.MaxConcurrentReconciles = *workers
+	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = env.Webhook.LocalServingHost, env.Webhook.LocalServingPort, env.Webhook.LocalServingCertDir
+	sel := labels.SelectorFromSet(labels.Set{controller.ManagedByLabel: controller.ManagedByValue})
+
+	fmt.Printf("# backup operator benchmark, %s, %d CPUs, GOMAXPROCS %d, %d workers\n", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOMAXPROCS(0), *workers)
+	fmt.Println("| N | converge s | floor s | ratio | writes/obj create | events/obj create | reconciles/obj create | writes/obj resync | reconciles/obj resync | heap KiB/obj |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	for _, s := range strings.Split(*sizes, ",") {
+		var n int
+		_, err := fmt.Sscan(s, &n)
+		must(err)
+		runOne(ctx, env, o, cfg, sel, opCount, n, *workers)
+	}
+}
+
+// runOne measures one size with a fresh operator.
+func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest.Config, sel labels.Selector, opCount *counter, n, workers int) {
+	c := env.Client
+	floorNS := fmt.Sprintf("floor-%d", n)
+	benchNS := fmt.Sprintf("bench-%d", n)
+	for _, ns := range []string{floorNS, benchNS} {
+		must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+	byObject := map[client.Object]cache.ByObject{
+		&batchv1.CronJob{}: {Label: sel}, &batchv1.Job{}: {Label: sel}, &corev1.Pod{}: {Label: sel},
+	}
+	mopts := *o
+	mgr, err := mopts.NewManager(cfg, scheme(), byObject)
+	must(err)
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
+	// Webhooks only until the floor is measured: admission must run for the
+	// floor's BackupJobs too, but no controller may touch them.
+	must(webhook.Setup(mgr))
+	go func() { _ = mgr.Start(mctx) }()
+	<-mgr.Elected()
+
+	// The floor: the same writes a bare client makes (create BackupJob with the
+	// finalizer by admission, create its CronJob, patch its status once).
+	t0 := time.Now()
+	must(parallel(n, workers, func(i int) error {
+		bj := backupJob(floorNS, i)
+		if err := c.Create(ctx, bj); err != nil {
+			return err
+		}
+		cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: floorNS, Name: bj.Name},
+			Spec: batchv1.CronJobSpec{Schedule: bj.Spec.Schedule, TimeZone: &bj.Spec.TimeZone,
+				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "agent", Image: "agent"}}}}}}}}
+		if err := c.Create(ctx, cj); err != nil {
+			return err
+		}
+		orig := bj.DeepCopy()
+		bj.Status.ObservedGeneration = bj.Generation
+		bj.Status.Phase = backupv1.PhaseScheduled
+		conditions.MarkReady(bj, "Scheduled", "floor")
+		return c.Status().Patch(ctx, bj, client.MergeFrom(orig))
+	}))
+	floor := time.Since(t0)
+	stop()
+
+	// The operator, restricted to the bench namespace.
+	mopts2 := *o
+	mopts2.WatchNamespaces = []string{benchNS}
+	mgr2, err := mopts2.NewManager(cfg, scheme(), byObject)
+	must(err)
+	r := &controller.BackupJobReconciler{Client: mgr2.GetClient(), APIReader: mgr2.GetAPIReader(), Scheme: mgr2.GetScheme(),
+		Recorder: mgr2.GetEventRecorder("backup-operator"), AgentImage: "agent:bench"}
+	copts := mopts2.ControllerOptions()
+	copts.SkipNameValidation = ptr.To(true) // one controller per size, in one process
+	must(r.SetupWithManager(mgr2, copts))
+	must(webhook.Setup(mgr2))
+	m2ctx, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	h0 := heap()
+	go func() { _ = mgr2.Start(m2ctx) }()
+	<-mgr2.Elected()
+	w0, e0, r0 := opCount.writes.Load(), opCount.events.Load(), reconcileTotal()
+
+	t1 := time.Now()
+	must(parallel(n, workers, func(i int) error { return c.Create(ctx, backupJob(benchNS, i)) }))
+	converged := func() bool {
+		list := &backupv1.BackupJobList{}
+		if err := c.List(ctx, list, client.InNamespace(benchNS)); err != nil {
+			return false
+		}
+		cjs := &batchv1.CronJobList{}
+		if err := c.List(ctx, cjs, client.InNamespace(benchNS)); err != nil {
+			return false
+		}
+		if len(list.Items) != n || len(cjs.Items) != n {
+			return false
+		}
+		for i := range list.Items {
+			b := &list.Items[i]
+			if b.Status.ObservedGeneration != b.Generation || !conditions.IsTrue(b, cairnv1.ReadyCondition) {
+				return false
+			}
+		}
+		return true
+	}
+	for !converged() {
+		if time.Since(t1) > 10*time.Minute {
+			fmt.Fprintln(os.Stderr, "bench: not converged after 10 minutes")
+			os.Exit(1)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	conv := time.Since(t1)
+	settle(opCount)
+	w1, e1, r1 := opCount.writes.Load(), opCount.events.Load(), reconcileTotal()
+	h1 := heap()
+
+	// Forced resync: touch every BackupJob (a label the controller ignores in
+	// its result, but which passes the predicate), so each is reconciled once.
+	must(parallel(n, workers, func(i int) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			b := &backupv1.BackupJob{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: fmt.Sprintf("db-%05d", i)}, b); err != nil {
+				return err
+			}
+			b.Labels = map[string]string{"resync": "1"}
+			return c.Update(ctx, b)
+		})
+	}))
+	deadline := time.Now().Add(5 * time.Minute)
+	for reconcileTotal()-r1 < float64(n) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	settle(opCount)
+	w2, r2 := opCount.writes.Load(), reconcileTotal()
+
+	fn := float64(n)
+	fmt.Printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n",
+		n, conv.Seconds(), floor.Seconds(), conv.Seconds()/floor.Seconds(),
+		float64(w1-w0)/fn, float64(e1-e0)/fn, (r1-r0)/fn,
+		float64(w2-w1)/fn, (r2-r1)/fn, float64(int64(h1)-int64(h0))/1024/fn)
+	stop2()
+}
+
+// settle waits until the operator's write count stops moving for a second.
+func settle(c *counter) {
+	last := c.writes.Load() + c.events.Load()
+	stable := time.Now()
+	for time.Since(stable) < time.Second {
+		time.Sleep(100 * time.Millisecond)
+		if cur := c.writes.Load() + c.events.Load(); cur != last {
+			last, stable = cur, time.Now()
+		}
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
