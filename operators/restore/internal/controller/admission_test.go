@@ -2,6 +2,8 @@ package controller_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -9,9 +11,12 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
+	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/testenv"
 )
 
 // warningRecorder collects the API server's warning headers.
@@ -182,4 +187,36 @@ func TestSpecIsImmutable(t *testing.T) {
 		cur.Labels = map[string]string{"team": "shop"}
 		return env.Client.Update(ctx, cur)
 	}).WithTimeout(timeout).Should(Succeed())
+}
+
+// The shipped sample RestoreJob is admitted next to the sample BackupJob it
+// names, and restores that BackupJob's newest artifact.
+func TestSampleRestoreJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startOperator(t, operatorOptions{})
+	root, err := testenv.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	read := func(name string, into client.Object) {
+		raw, err := os.ReadFile(filepath.Join(root, "platform", "samples", name))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(yaml.UnmarshalStrict(raw, into)).To(Succeed())
+	}
+	bj := &backupv1.BackupJob{}
+	read("backupjob.yaml", bj)
+	rj := &restorev1.RestoreJob{}
+	read("restorejob.yaml", rj)
+	g.Expect(rj.Spec.Source.BackupJob).NotTo(BeNil())
+	g.Expect(rj.Spec.Source.BackupJob.Name).To(Equal(bj.Name))
+	g.Expect(rj.Namespace).To(Equal(bj.Namespace))
+
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), bj) })
+	last := artifactOf(bj.Name, "20260102T020000.000Z")
+	setLastArtifact(t, bj, last)
+	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rj) })
+	job := waitForJob(t, rj)
+	g.Expect(envOf(job, "CAIRN_ARTIFACT")).To(Equal(last.Path))
+	g.Expect(envOf(job, "CAIRN_STORE")).To(Equal("s3"))
 }
