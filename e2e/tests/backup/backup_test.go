@@ -1,0 +1,249 @@
+package backup_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/e2e/cluster"
+)
+
+// The CronJob fires on its schedule in its time zone, the Job completes, and
+// the BackupJob's status records the run with the agent's artifact and moves
+// nextScheduleTime on.
+func TestScheduledRunInTimeZone(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	bj := backupJob(ns, "nightly", "* * * * *", "db.example", 1)
+	created := time.Now()
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+
+	cj := &batchv1.CronJob{}
+	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(bj), cj) }).
+		WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(cj.Spec.Schedule).To(Equal("* * * * *"))
+	g.Expect(ptr.Deref(cj.Spec.TimeZone, "")).To(Equal("Asia/Shanghai"))
+	g.Expect(metav1.IsControlledBy(cj, mustGet(g, bj))).To(BeTrue(), "the CronJob is controlled by the BackupJob")
+
+	var first *metav1.Time
+	g.Eventually(func() *metav1.Time { first = get(g, bj)().NextScheduleTime; return first }).
+		WithTimeout(30 * time.Second).ShouldNot(BeNil())
+	g.Expect(first.Time.Second()).To(BeZero(), "next run on a minute boundary")
+
+	// The first run fires within about a minute and a half of creation.
+	var st backupv1.BackupJobStatus
+	g.Eventually(func() backupv1.RunResult { st = get(g, bj)(); return st.LastResult }).
+		WithTimeout(150 * time.Second).WithPolling(time.Second).Should(Equal(backupv1.RunSucceeded))
+	t.Logf("first scheduled run recorded %s after the BackupJob was created", time.Since(created).Round(time.Second))
+	g.Expect(st.LastSuccessfulTime).NotTo(BeNil())
+	g.Expect(st.ConsecutiveFailures).To(BeZero())
+	g.Expect(st.LastArtifact).NotTo(BeNil(), "the artifact from the agent's termination message")
+	g.Expect(st.LastArtifact.Path).To(HavePrefix("e2e/" + ns + "/nightly-"))
+	g.Expect(st.LastArtifact.Checksum).To(HavePrefix("sha256:"))
+	g.Expect(st.LastArtifact.Size).To(BeEquivalentTo(4096))
+
+	// The run was the CronJob's, started at its scheduled minute.
+	jobs := jobsOf(g, bj, client.MatchingLabels{"backup.cairn.dev/run": "scheduled"})
+	g.Expect(jobs).NotTo(BeEmpty())
+	var ran *batchv1.Job
+	for i := range jobs {
+		if jobs[i].Name == st.LastRunName {
+			ran = &jobs[i]
+		}
+	}
+	g.Expect(ran).NotTo(BeNil(), "lastRunName %q is one of the CronJob's Jobs", st.LastRunName)
+	g.Expect(metav1.IsControlledBy(ran, cj)).To(BeTrue())
+	scheduled, err := time.Parse(time.RFC3339, ran.Annotations["batch.kubernetes.io/cronjob-scheduled-timestamp"])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(scheduled.Second()).To(BeZero())
+	g.Expect(ran.CreationTimestamp.Sub(scheduled)).To(BeNumerically("<", 30*time.Second), "fired on time")
+	g.Expect(ran.Status.Succeeded).To(BeEquivalentTo(1))
+
+	// nextScheduleTime moves past the run.
+	g.Eventually(func() time.Time {
+		n := get(g, bj)().NextScheduleTime
+		if n == nil {
+			return time.Time{}
+		}
+		return n.Time
+	}).WithTimeout(30 * time.Second).Should(BeTemporally(">", scheduled))
+}
+
+// A failing run is retried maxRetries times by the Job controller, then the
+// BackupJob shows Failed with a Warning Event.
+func TestFailingRunIsRetriedThenFailed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	const maxRetries = 2
+	bj := backupJob(ns, "broken", yearly, cluster.FailHost, maxRetries)
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	setRunNow(t, bj, "first")
+
+	var job batchv1.Job
+	g.Eventually(func() []batchv1.Job { return jobsOf(g, bj, nil) }).WithTimeout(30 * time.Second).Should(HaveLen(1))
+	// The Job controller's backoff is 10 s, 20 s: about 40 s for three pods.
+	g.Eventually(func() bool {
+		job = jobsOf(g, bj, nil)[0]
+		return jobFailed(&job)
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(BeTrue())
+	g.Expect(job.Status.Failed).To(BeEquivalentTo(maxRetries+1), "one run and maxRetries retries")
+	g.Expect(ptr.Deref(job.Spec.BackoffLimit, -1)).To(BeEquivalentTo(maxRetries))
+
+	pods := &corev1.PodList{}
+	g.Expect(env.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"batch.kubernetes.io/job-name": job.Name})).To(Succeed())
+	failed := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodFailed {
+			failed++
+			g.Expect(p.Status.ContainerStatuses[0].State.Terminated.ExitCode).To(BeEquivalentTo(1))
+		}
+	}
+	g.Expect(failed).To(Equal(maxRetries+1), "each retry was a pod of its own that failed")
+
+	var st backupv1.BackupJobStatus
+	g.Eventually(func() backupv1.RunResult { st = get(g, bj)(); return st.LastResult }).
+		WithTimeout(30 * time.Second).Should(Equal(backupv1.RunFailed))
+	g.Expect(st.Phase).To(Equal(backupv1.PhaseFailed))
+	g.Expect(st.ConsecutiveFailures).To(BeEquivalentTo(1))
+	g.Expect(st.LastFailureTime).NotTo(BeNil())
+	g.Expect(st.LastSuccessfulTime).To(BeNil())
+
+	g.Eventually(func() []string {
+		evs := &corev1.EventList{}
+		g.Expect(env.Client.List(ctx, evs, client.InNamespace(ns))).To(Succeed())
+		var reasons []string
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == bj.Name && e.InvolvedObject.Kind == "BackupJob" && e.Type == corev1.EventTypeWarning {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}).WithTimeout(30 * time.Second).Should(ContainElement("BackupFailed"))
+}
+
+func jobFailed(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// Each run-now request starts exactly one Job, however often the BackupJob is
+// reconciled.
+func TestRunNowStartsOneJobPerRequest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	bj := backupJob(ns, "ondemand", yearly, "db.example", 1)
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	runNow := client.MatchingLabels{"backup.cairn.dev/run": "run-now"}
+
+	setRunNow(t, bj, "req-1")
+	g.Eventually(func() []batchv1.Job { return jobsOf(g, bj, runNow) }).WithTimeout(30 * time.Second).Should(HaveLen(1))
+	// More reconciles (label changes) for the same request start nothing.
+	for i := range 3 {
+		g.Eventually(func() error {
+			got := mustGet(g, bj)
+			if got.Labels == nil {
+				got.Labels = map[string]string{}
+			}
+			got.Labels["touch"] = strconv.Itoa(i)
+			return env.Client.Update(ctx, got)
+		}).Should(Succeed())
+	}
+	g.Consistently(func() []batchv1.Job { return jobsOf(g, bj, runNow) }).WithTimeout(5 * time.Second).Should(HaveLen(1))
+	g.Eventually(func() backupv1.RunResult { return get(g, bj)().LastResult }).WithTimeout(time.Minute).Should(Equal(backupv1.RunSucceeded))
+
+	setRunNow(t, bj, "req-2")
+	g.Eventually(func() []batchv1.Job { return jobsOf(g, bj, runNow) }).WithTimeout(30 * time.Second).Should(HaveLen(2))
+	g.Consistently(func() []batchv1.Job { return jobsOf(g, bj, runNow) }).WithTimeout(5 * time.Second).Should(HaveLen(2))
+	g.Expect(get(g, bj)().LastRunNowRequest).To(Equal("req-2"))
+	g.Expect(jobsOf(g, bj, client.MatchingLabels{"backup.cairn.dev/run": "scheduled"})).To(BeEmpty(), "the yearly schedule did not fire")
+}
+
+// Deleting a BackupJob leaves no CronJob, Job or Pod behind.
+func TestDeletionLeavesNothingBehind(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	bj := backupJob(ns, "doomed", yearly, "db.example", 1)
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	setRunNow(t, bj, "before-delete")
+	g.Eventually(func() backupv1.RunResult { return get(g, bj)().LastResult }).WithTimeout(time.Minute).Should(Equal(backupv1.RunSucceeded))
+	g.Expect(mustGet(g, bj).Finalizers).NotTo(BeEmpty())
+	sel := client.MatchingLabels{"backup.cairn.dev/backupjob": bj.Name}
+	g.Expect(count(g, ns, &corev1.PodList{}, sel)).To(BeNumerically(">", 0), "the run left its pod, to be collected")
+
+	g.Expect(env.Client.Delete(ctx, bj)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(bj), &backupv1.BackupJob{}))
+	}).WithTimeout(time.Minute).Should(BeTrue(), "the finalizer is removed")
+	g.Eventually(func() []int {
+		return []int{count(g, ns, &batchv1.CronJobList{}, nil), count(g, ns, &batchv1.JobList{}, nil), count(g, ns, &corev1.PodList{}, nil)}
+	}).WithTimeout(time.Minute).Should(Equal([]int{0, 0, 0}), "CronJobs, Jobs, Pods left in the namespace")
+}
+
+// A RestoreJob from a BackupJob restores its newest artifact.
+func TestRestoreFromBackupJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	bj := backupJob(ns, "source", yearly, "db.example", 1)
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	setRunNow(t, bj, "for-restore")
+	var st backupv1.BackupJobStatus
+	g.Eventually(func() *cairnv1.Artifact { st = get(g, bj)(); return st.LastArtifact }).WithTimeout(time.Minute).ShouldNot(BeNil())
+
+	rj := &restorev1.RestoreJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restore"},
+		Spec: restorev1.RestoreJobSpec{
+			Source: restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: bj.Name}},
+			Target: cairnv1.DatabaseRef{Engine: "postgres", Host: "scratch.example", Port: 5432, Database: "app",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
+			MaxRetries:            ptr.To[int32](1),
+			ActiveDeadlineSeconds: ptr.To[int64](600),
+		},
+	}
+	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
+	got := &restorev1.RestoreJob{}
+	g.Eventually(func() restorev1.Phase {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(rj), got)).To(Succeed())
+		return got.Status.Phase
+	}).WithTimeout(time.Minute).Should(Equal(restorev1.PhaseSucceeded))
+	g.Expect(got.Status.Artifact).NotTo(BeNil())
+	g.Expect(got.Status.Artifact.Path).To(Equal(st.LastArtifact.Path))
+	g.Expect(strings.TrimPrefix(got.Status.Artifact.Checksum, "sha256:")).To(HaveLen(64))
+}
+
+func mustGet(g Gomega, bj *backupv1.BackupJob) *backupv1.BackupJob {
+	got := &backupv1.BackupJob{}
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(bj), got)).To(Succeed())
+	return got
+}
+
+func count(g Gomega, ns string, list client.ObjectList, sel client.MatchingLabels) int {
+	opts := []client.ListOption{client.InNamespace(ns)}
+	if sel != nil {
+		opts = append(opts, sel)
+	}
+	g.Expect(env.Client.List(context.Background(), list, opts...)).To(Succeed())
+	return apimeta.LenList(list)
+}
