@@ -1,0 +1,29 @@
+# Releases: one operator at a time, each with its own version and tag.
+# Included by the main Makefile, which defines ROOT and TOOLS_DIR.
+
+OPERATOR ?=
+VERSION ?=
+CONTAINER_TOOL ?= podman
+RELEASE_TOOL := cd $(ROOT)/hack/release && GOWORK=off go run ./cmd/release
+RELEASE_ARGS = -root $(ROOT) -operator $(OPERATOR) -version $(VERSION)
+
+##@ Release
+
+.PHONY: release
+release: ## Release one operator: make release OPERATOR=<name> VERSION=vX.Y.Z (semver newer than the last operators/<name>/v* tag; writes dist/<name>-vX.Y.Z.yaml; builds bin/<name>-operator with the version stamped; creates the local tag operators/<name>/vX.Y.Z).
+	@test -n "$(OPERATOR)" -a -n "$(VERSION)" || { echo "usage: make release OPERATOR=<name> VERSION=vX.Y.Z"; exit 2; }
+	$(RELEASE_TOOL) check $(RELEASE_ARGS)
+	$(RELEASE_TOOL) render $(RELEASE_ARGS)
+	cd $(ROOT)/operators/$(OPERATOR) && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(ROOT)/bin/$(OPERATOR)-operator .
+	@test "$$($(ROOT)/bin/$(OPERATOR)-operator --version)" = "$(VERSION)" || { echo "release: bin/$(OPERATOR)-operator --version does not print $(VERSION)"; exit 1; }
+	$(RELEASE_TOOL) tag $(RELEASE_ARGS)
+
+.PHONY: release-manifest
+release-manifest: ## Only render dist/<name>-vX.Y.Z.yaml for OPERATOR and VERSION (no checks, no tag).
+	@test -n "$(OPERATOR)" -a -n "$(VERSION)" || { echo "usage: make release-manifest OPERATOR=<name> VERSION=vX.Y.Z"; exit 2; }
+	$(RELEASE_TOOL) render $(RELEASE_ARGS)
+
+.PHONY: release-image
+release-image: ## Build the image ghcr.io/cairn-dev/<name>-operator:vX.Y.Z from operators/<name>/Containerfile with CONTAINER_TOOL (podman or docker).
+	@test -n "$(OPERATOR)" -a -n "$(VERSION)" || { echo "usage: make release-image OPERATOR=<name> VERSION=vX.Y.Z"; exit 2; }
+	$(CONTAINER_TOOL) build -f operators/$(OPERATOR)/Containerfile --build-arg VERSION=$(VERSION) -t ghcr.io/cairn-dev/$(OPERATOR)-operator:$(VERSION) .
