@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
@@ -209,6 +210,10 @@ func TestRunsAreRecorded(t *testing.T) {
 		g.Expect(get(g, key).Status.ConsecutiveFailures).To(BeZero())
 		g.Expect(warningEvents(g, ns, "orders", "BackupFailed")).To(HaveLen(2))
 	}).WithTimeout(2 * time.Second).Should(Succeed())
+	g.Expect(metricValue(g, "cairn_backupjob_runs_total", ns, "Failed")).To(BeEquivalentTo(2))
+	g.Expect(metricValue(g, "cairn_backupjob_runs_total", ns, "Succeeded")).To(BeEquivalentTo(2))
+	g.Expect(metricValue(g, "cairn_backupjob_consecutive_failures", ns, "")).To(BeZero())
+	g.Expect(metricValue(g, "cairn_backupjob_last_success_timestamp_seconds", ns, "")).To(BeNumerically(">", 0))
 }
 
 func runNowJobs(g Gomega, ns string) []batchv1.Job {
@@ -398,4 +403,31 @@ func TestInvalidSpecIsRejectedAtAdmission(t *testing.T) {
 		g.Expect(err).To(HaveOccurred(), name)
 		g.Expect(err.Error()).To(ContainSubstring(c.want), name)
 	}
+}
+
+// metricValue reads a per-BackupJob metric of the "orders" BackupJob in ns
+// from controller-runtime's registry (result "" matches any).
+func metricValue(g Gomega, name, ns, result string) float64 {
+	mfs, err := crmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["namespace"] != ns || l["name"] != "orders" || (result != "" && l["result"] != result) {
+				continue
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	g.Expect(name).To(BeEmpty(), "metric %s for %s/orders not found", name, ns)
+	return 0
 }
