@@ -45,6 +45,9 @@ func (p *pass) writeStatus(ctx context.Context) error {
 	if wrote {
 		ctrl.LoggerFrom(ctx).V(1).Info("status written", "newPhase", p.rj.Status.Phase)
 		p.emitTransition(p.original, p.rj)
+		if p.rj.Finished() && !p.original.Finished() {
+			recordFinished(p.rj)
+		}
 	}
 	return nil
 }

@@ -91,6 +91,10 @@ func TestRestoreNewestArtifactOfBackupJob(t *testing.T) {
 	g.Eventually(eventReasons(ns, "verify")).WithTimeout(timeout).Should(ContainElements(
 		"Normal/"+restorev1.RestoreJobArtifactResolvedReason, "Normal/"+restorev1.RestoreJobRunningReason, "Normal/"+cairnv1.SucceededReason))
 	g.Expect(jobs(g, ns)).To(HaveLen(1))
+	g.Expect(metricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(1.0))
+	g.Expect(metricValue(g, "cairn_restorejob_duration_seconds", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(1.0))
+	g.Expect(metricValue(g, "cairn_restorejob_last_success_timestamp_seconds", map[string]string{"namespace": ns, "source": "backupjob/orders-db"})).
+		To(BeNumerically("~", float64(cur.Status.CompletionTime.Unix()), 1))
 }
 
 // A named artifact is restored even though the BackupJob has a newer one.
@@ -202,6 +206,8 @@ func TestFailureAfterRetries(t *testing.T) {
 	// Final: no new Job, the phase stays.
 	g.Consistently(func(g Gomega) int { return len(jobs(g, ns)) }).WithTimeout(2 * time.Second).Should(Equal(1))
 	g.Expect(current(g, rj).Status.Phase).To(Equal(restorev1.PhaseFailed))
+	g.Expect(metricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Failed"})).To(Equal(1.0))
+	g.Expect(metricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(-1.0))
 }
 
 // An operator restart in the middle of a restore creates no second Job and

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"cairn.dev/agent/result"
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -412,4 +413,37 @@ func gone(obj client.Object) func() bool {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
 		return apierrors.IsNotFound(err)
 	}
+}
+
+// metricValue reads a counter or gauge of the operator's registry by name and
+// labels; -1 when no such series exists.
+func metricValue(g Gomega, name string, labels map[string]string) float64 {
+	families, err := metrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return -1
 }
