@@ -1,0 +1,142 @@
+// Package validation checks the parts every Cairn kind shares — a database
+// reference and a storage location — and returns field errors that name the
+// field and the fix. Webhooks and controllers of every operator use it, so a
+// bad host or bucket gets the same message whichever kind carries it.
+package validation
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+)
+
+// Default ports by engine.
+const (
+	DefaultPostgresPort int32 = 5432
+	DefaultMySQLPort    int32 = 3306
+)
+
+// Database checks a database reference at p; kind names the object that holds
+// it (e.g. "BackupJob"), for messages about objects in its namespace.
+func Database(db *cairnv1.DatabaseRef, p *field.Path, kind string) field.ErrorList {
+	var errs field.ErrorList
+	switch db.Engine {
+	case cairnv1.PostgresEngine, cairnv1.MySQLEngine:
+	case "":
+		errs = append(errs, field.Required(p.Child("engine"), "set the database engine: postgres (PostgreSQL) or mysql (MySQL, MariaDB)"))
+	default:
+		errs = append(errs, field.NotSupported(p.Child("engine"), db.Engine,
+			[]cairnv1.DatabaseEngine{cairnv1.PostgresEngine, cairnv1.MySQLEngine}))
+	}
+	errs = append(errs, host(db.Host, p.Child("host"), p.Child("port"))...)
+	if db.Port < 0 || db.Port > 65535 {
+		errs = append(errs, field.Invalid(p.Child("port"), db.Port,
+			fmt.Sprintf("must be between 1 and 65535; omit it for the engine's default (%d for postgres, %d for mysql)", DefaultPostgresPort, DefaultMySQLPort)))
+	}
+	if db.Database == "" {
+		errs = append(errs, field.Required(p.Child("database"), "set the name of the database"))
+	}
+	errs = append(errs, ObjectName(db.CredentialsSecretRef.Name, p.Child("credentialsSecretRef", "name"),
+		"a Secret in the "+kind+"'s namespace with the keys username and password")...)
+	return errs
+}
+
+func host(h string, p, portPath *field.Path) field.ErrorList {
+	switch {
+	case h == "":
+		return field.ErrorList{field.Required(p, `set the host name or address of the database server, e.g. "postgres.shop.svc"`)}
+	case strings.Contains(h, "://"):
+		return field.ErrorList{field.Invalid(p, h, `must be a host name or address without a scheme, e.g. "postgres.shop.svc"`)}
+	case net.ParseIP(h) != nil:
+		return nil
+	}
+	if msgs := validation.IsDNS1123Subdomain(strings.ToLower(h)); len(msgs) > 0 {
+		hint := ""
+		if strings.Contains(h, ":") {
+			hint = "; set the port in " + portPath.String() + ", not in the host"
+		}
+		return field.ErrorList{field.Invalid(p, h,
+			fmt.Sprintf("must be a DNS name or an IP address, e.g. \"postgres.shop.svc\" (%s)%s", strings.Join(msgs, "; "), hint))}
+	}
+	return nil
+}
+
+// ObjectName checks the name of a namespaced object (Secret,
+// PersistentVolumeClaim, ...): a DNS-1123 subdomain. what describes it.
+func ObjectName(name string, p *field.Path, what string) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "set the name of "+what)}
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(p, name,
+			fmt.Sprintf("must be the name of %s, a DNS-1123 subdomain: %s", what, strings.Join(msgs, "; ")))}
+	}
+	return nil
+}
+
+// Storage checks a storage location at p: exactly one of pvc or s3, each complete.
+func Storage(st *cairnv1.StorageSpec, p *field.Path, kind string) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case st.PVC != nil && st.S3 != nil:
+		errs = append(errs, field.Forbidden(p, "set exactly one of pvc or s3, not both: remove one of them"))
+	case st.PVC == nil && st.S3 == nil:
+		errs = append(errs, field.Required(p, "set exactly one of pvc (a PersistentVolumeClaim) or s3 (an S3-compatible bucket)"))
+	}
+	if pvc := st.PVC; pvc != nil {
+		pp := p.Child("pvc")
+		errs = append(errs, ObjectName(pvc.ClaimName, pp.Child("claimName"),
+			"a PersistentVolumeClaim in the "+kind+"'s namespace")...)
+		if sp := pvc.SubPath; sp != "" && (path.IsAbs(sp) || hasDotDot(sp)) {
+			errs = append(errs, field.Invalid(pp.Child("subPath"), sp, `must be a relative path without "..", e.g. "shop/orders"`))
+		}
+	}
+	if s3 := st.S3; s3 != nil {
+		sp := p.Child("s3")
+		errs = append(errs, endpoint(s3.Endpoint, sp.Child("endpoint"))...)
+		switch {
+		case s3.Bucket == "":
+			errs = append(errs, field.Required(sp.Child("bucket"), "set the bucket name"))
+		case strings.Contains(s3.Bucket, "/"):
+			errs = append(errs, field.Invalid(sp.Child("bucket"), s3.Bucket,
+				"must be a bucket name without \"/\"; put a path inside the bucket in "+sp.Child("prefix").String()))
+		case len(s3.Bucket) < 3 || len(s3.Bucket) > 63:
+			errs = append(errs, field.Invalid(sp.Child("bucket"), s3.Bucket, "must be 3 to 63 characters long"))
+		}
+		errs = append(errs, ObjectName(s3.CredentialsSecretRef.Name, sp.Child("credentialsSecretRef", "name"),
+			"a Secret in the "+kind+"'s namespace with the keys accessKeyID and secretAccessKey")...)
+	}
+	return errs
+}
+
+func endpoint(ep string, p *field.Path) field.ErrorList {
+	if ep == "" {
+		return field.ErrorList{field.Required(p, `set the S3 endpoint, host[:port] or an http(s) URL, e.g. "s3.eu-central-1.amazonaws.com" or "http://minio.storage.svc:9000"`)}
+	}
+	full := ep
+	if !strings.Contains(full, "://") {
+		full = "https://" + full
+	}
+	u, err := url.Parse(full)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return field.ErrorList{field.Invalid(p, ep,
+			`must be host[:port] or an http(s) URL without a path, e.g. "s3.eu-central-1.amazonaws.com" or "http://minio.storage.svc:9000"; put the bucket in bucket and a path in prefix`)}
+	}
+	return nil
+}
+
+func hasDotDot(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
