@@ -128,7 +128,7 @@ func TestExactlyOneReplicaReconcilesAndTheOtherTakesOver(t *testing.T) {
 		g.Expect(env.Client.Create(ctx, backupJob(fmt.Sprintf("second-%d", i)))).To(Succeed())
 	}
 	g.Eventually(cronJobs).WithTimeout(30 * time.Second).Should(Equal(6))
-	g.Consistently(writesB.Load).WithTimeout(3 * time.Second).Should(BeZero(), "the follower wrote while the leader led")
+	g.Consistently(writesB.Load).WithTimeout(3*time.Second).Should(BeZero(), "the follower wrote while the leader led")
 	g.Expect(writesA.Load()).To(BeNumerically(">", 0))
 
 	// The leader stops (it releases its lease); the follower takes over.
