@@ -16,7 +16,7 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/mod/semver"
+	"github.com/blang/semver/v4"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -44,10 +44,18 @@ var releaseVersion = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|
 // ValidVersion reports whether v is a full semantic version with a leading v
 // (vX.Y.Z, optionally with a pre-release; no build metadata).
 func ValidVersion(v string) error {
-	if !releaseVersion.MatchString(v) || !semver.IsValid(v) {
+	if !releaseVersion.MatchString(v) {
 		return fmt.Errorf("version %q is not a semantic version vMAJOR.MINOR.PATCH[-PRERELEASE]", v)
 	}
+	if _, err := semver.Parse(v[1:]); err != nil {
+		return fmt.Errorf("version %q: %w", v, err)
+	}
 	return nil
+}
+
+// compare orders two valid versions (with their leading v) by semver precedence.
+func compare(a, b string) int {
+	return semver.MustParse(a[1:]).Compare(semver.MustParse(b[1:]))
 }
 
 // Latest returns the highest version among op's tags (any other tag is
@@ -63,7 +71,7 @@ func Latest(tags []string, op string) string {
 	if len(vs) == 0 {
 		return ""
 	}
-	sort.Slice(vs, func(i, j int) bool { return semver.Compare(vs[i], vs[j]) < 0 })
+	sort.Slice(vs, func(i, j int) bool { return compare(vs[i], vs[j]) < 0 })
 	return vs[len(vs)-1]
 }
 
@@ -72,7 +80,7 @@ func CheckVersion(tags []string, op, version string) error {
 	if err := ValidVersion(version); err != nil {
 		return err
 	}
-	if last := Latest(tags, op); last != "" && semver.Compare(version, last) <= 0 {
+	if last := Latest(tags, op); last != "" && compare(version, last) <= 0 {
 		return fmt.Errorf("version %s of %s is not newer than its last release %s", version, op, last)
 	}
 	return nil
