@@ -172,7 +172,7 @@ func TestWaitsForBackupJobAndFirstArtifact(t *testing.T) {
 	g.Expect(envOf(job, "CAIRN_ARTIFACT")).To(Equal(first.Path))
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseRunning))
 	g.Expect(current(g, rj).Status.Artifact).To(Equal(&first))
-	g.Expect(eventReasons(ns, "early")(g)).To(ContainElements(
+	g.Eventually(eventReasons(ns, "early")).WithTimeout(timeout).Should(ContainElements(
 		"Normal/"+restorev1.RestoreJobBackupJobNotFoundReason, "Normal/"+restorev1.RestoreJobNoArtifactReason))
 }
 
