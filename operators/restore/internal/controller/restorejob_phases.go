@@ -175,10 +175,12 @@ func (p *pass) resolve(ctx context.Context) (source, *waitReason, error) {
 				fmt.Sprintf("BackupJob %s has no successful backup yet; waiting for its first one", key.Name)), nil
 		}
 	case s.Store != nil:
-		// The catalog key may name a BackupJob of this cluster: the guard applies.
+		// The catalog key may name a BackupJob of this cluster: the guard
+		// applies. It may be in a namespace the cache does not watch
+		// (--watch-namespaces), so read it from the API server.
 		if key, ok := restorespec.SourceBackupJob(rj); ok {
 			bj := &backupv1.BackupJob{}
-			err := p.r.Client.Get(ctx, key, bj)
+			err := p.r.APIReader.Get(ctx, key, bj)
 			switch {
 			case err == nil:
 				if err := p.guardOverwrite(bj); err != nil {

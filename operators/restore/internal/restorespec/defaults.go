@@ -8,14 +8,15 @@ package restorespec
 import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/validation"
 )
 
 // Defaults a RestoreJob gets for the fields it leaves empty.
 const (
 	DefaultMaxRetries            = int32(3)
 	DefaultActiveDeadlineSeconds = int64(3600)
-	DefaultPostgresPort          = int32(5432)
-	DefaultMySQLPort             = int32(3306)
+	DefaultPostgresPort          = validation.DefaultPostgresPort
+	DefaultMySQLPort             = validation.DefaultMySQLPort
 )
 
 // SetDefaults fills the spec fields left empty: maxRetries 3,
