@@ -13,7 +13,7 @@ CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
 export CAIRN_CONTROLPLANE_DIR := $(CONTROLPLANE_DIR)
 
 # Every Go module of the workspace (go.work) plus the tool modules outside it.
-MODULES := apis libs agent e2e operators/backup operators/restore operators/migration operators/orchestrator hack/controlplane hack/controlplane/etcd hack/tools
+MODULES := apis libs agent e2e deploy operators/backup operators/restore operators/migration operators/orchestrator hack/controlplane hack/controlplane/etcd hack/tools hack/release
 # Operators that own API kinds, and the API group folder of each.
 API_OPERATORS := backup restore
 OPERATORS := backup restore migration orchestrator
@@ -74,7 +74,7 @@ build: ## Build every operator binary into bin/ (static, CGO_ENABLED=0), also wi
 
 .PHONY: test
 test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
-	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS)))
+	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
 	$(MAKE) test-agent
 
 .PHONY: print-modules

@@ -18,6 +18,7 @@ modules=$(make -s --no-print-directory print-modules)
 for m in $modules; do
   case "$m" in
     hack/controlplane|hack/controlplane/etcd|hack/tools) ;; # upstream code only
+    hack/release) (cd "$m" && GOWORK=off go vet ./...) || { say "go vet failed in $m"; fail=1; } ;;
     hack/*) (cd "$m" && GOWORK=off go vet ./...) || { say "go vet failed in $m"; fail=1; } ;;
     *) if [ -n "$(cd "$m" && go list ./... 2>/dev/null)" ]; then
          (cd "$m" && go vet ./...) || { say "go vet failed in $m"; fail=1; }
