@@ -312,3 +312,13 @@ func (c *Cluster) waitNodesReady(ctx context.Context, n int) error {
 		}
 	}
 }
+
+// Existing returns the cluster name that kwokctl keeps in workdir, e.g. to
+// stop one that another process started (the demo's `down`).
+func Existing(name, workdir string) (*Cluster, error) {
+	dir, err := ControlPlaneDir("")
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Name: name, Workdir: workdir, Kubeconfig: filepath.Join(workdir, "kubeconfig"), dir: dir, logf: func(string, ...any) {}}, nil
+}
