@@ -12,6 +12,13 @@ if [ -n "$unformatted" ]; then
   say "gofmt needed (run make fmt):"; printf '  %s\n' $unformatted; fail=1
 fi
 
+# No large file may be committed (built binaries, generated data): a
+# submission has a size limit, and such files belong in bin/ or a temp folder.
+big=$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$1 > 1048576 {print}')
+if [ -n "$big" ]; then
+  say "tracked files over 1 MiB (build output? keep it out of git):"; echo "$big"; fail=1
+fi
+
 # Every module: go vet (in the workspace) and go mod tidy (on its own, as a
 # release builds it with GOWORK=off).
 modules=$(make -s --no-print-directory print-modules)
