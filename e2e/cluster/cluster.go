@@ -32,11 +32,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/libs/testenv"
 )
 
-// ControlPlaneDirEnv names the folder with the control-plane binaries; the
-// Makefile exports it.
-const ControlPlaneDirEnv = "CAIRN_CONTROLPLANE_DIR"
+// ControlPlaneDirEnv names the folder with the control-plane binaries.
+const ControlPlaneDirEnv = testenv.ControlPlaneDirEnv
 
 // Binaries the binary runtime needs, as named in the control-plane folder.
 var Binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwokctl"}
@@ -92,47 +93,14 @@ type Cluster struct {
 	stopErr  error
 }
 
-// RepoRoot is the folder holding go.work, from the working directory up.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cluster: no go.work above the working directory; run inside the Cairn repository")
-		}
-		dir = parent
-	}
-}
+// RepoRoot is the folder holding go.work (libs/testenv's lookup).
+func RepoRoot() (string, error) { return testenv.RepoRoot() }
 
-// ControlPlaneDir finds the binaries and fails, saying how to build them, when
-// one is missing.
+// ControlPlaneDir finds the binaries (dir, else $CAIRN_CONTROLPLANE_DIR, else
+// bin/controlplane-<version>) and fails, saying how to build them, when one is
+// missing.
 func ControlPlaneDir(dir string) (string, error) {
-	if dir == "" {
-		dir = os.Getenv(ControlPlaneDirEnv)
-	}
-	if dir == "" {
-		root, err := RepoRoot()
-		if err != nil {
-			return "", err
-		}
-		v, err := os.ReadFile(filepath.Join(root, "hack", "controlplane", "VERSION"))
-		if err != nil {
-			return "", fmt.Errorf("cluster: reading the control-plane version: %w", err)
-		}
-		dir = filepath.Join(root, "bin", "controlplane-"+strings.TrimSpace(string(v)))
-	}
-	for _, b := range Binaries {
-		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("cluster: %s not found in %s: run `make controlplane` at the repository root (builds it from Go modules, ~15 min the first time)", b, dir)
-		}
-	}
-	return dir, nil
+	return testenv.FindControlPlane(dir, Binaries...)
 }
 
 // Start creates the cluster, waits for it and its nodes, and returns it. On an

@@ -74,11 +74,19 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// ControlPlaneDir is the folder with kube-apiserver and etcd: $CAIRN_CONTROLPLANE_DIR,
-// else bin/controlplane-<hack/controlplane/VERSION> under the repo root. It fails,
-// saying how to build them, when a binary is missing.
+// ControlPlaneDir is the folder with kube-apiserver and etcd: see FindControlPlane.
 func ControlPlaneDir() (string, error) {
-	dir := os.Getenv(ControlPlaneDirEnv)
+	return FindControlPlane("", "kube-apiserver", "etcd")
+}
+
+// FindControlPlane returns dir, else $CAIRN_CONTROLPLANE_DIR, else
+// bin/controlplane-<hack/controlplane/VERSION> under the repo root, after
+// checking that every binary in bins is there. It fails, saying how to build
+// them, when one is missing.
+func FindControlPlane(dir string, bins ...string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv(ControlPlaneDirEnv)
+	}
 	if dir == "" {
 		root, err := RepoRoot()
 		if err != nil {
@@ -90,9 +98,9 @@ func ControlPlaneDir() (string, error) {
 		}
 		dir = filepath.Join(root, "bin", "controlplane-"+strings.TrimSpace(string(v)))
 	}
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
+	for _, bin := range bins {
 		if fi, err := os.Stat(filepath.Join(dir, bin)); err != nil || fi.Mode()&0o111 == 0 {
-			return "", fmt.Errorf("testenv: %s not found in %s: run `make controlplane` at the repository root (builds it from Go modules, ~15 min the first time)", bin, dir)
+			return "", fmt.Errorf("%s not found in %s: run `make controlplane` at the repository root (builds it from Go modules, ~15 min the first time)", bin, dir)
 		}
 	}
 	return dir, nil
