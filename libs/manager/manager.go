@@ -59,6 +59,11 @@ type Options struct {
 	WebhookPort    int
 	WebhookCertDir string
 
+	// KubeAPIQPS and KubeAPIBurst bound the client's request rate to the API
+	// server; 0 keeps controller-runtime's defaults (20 QPS, burst 30).
+	KubeAPIQPS   float64
+	KubeAPIBurst int
+
 	// SyncPeriod is how often every cached object is reconciled again.
 	SyncPeriod time.Duration
 	// WatchNamespaces restricts the operator to these namespaces; empty
@@ -108,6 +113,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the webhook server.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Folder with tls.crt and tls.key for the webhook server.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "How often every object is reconciled again even without events.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Requests per second to the API server (0: controller-runtime's default, 20).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the API server (0: controller-runtime's default, 30).")
 	fs.Func("watch-namespaces", "Comma-separated namespaces to watch (default: all).", func(v string) error {
 		o.WatchNamespaces = nil
 		for _, ns := range strings.Split(v, ",") {
@@ -137,6 +144,13 @@ func (o *Options) ControllerOptions() controller.Options {
 // per kind (e.g. only CronJobs with the operator's label); managedFields are
 // stripped from every cached object to save memory.
 func (o *Options) NewManager(cfg *rest.Config, scheme *runtime.Scheme, byObject map[client.Object]cache.ByObject) (ctrl.Manager, error) {
+	cfg = rest.CopyConfig(cfg)
+	if o.KubeAPIQPS > 0 {
+		cfg.QPS = float32(o.KubeAPIQPS)
+	}
+	if o.KubeAPIBurst > 0 {
+		cfg.Burst = o.KubeAPIBurst
+	}
 	metricsOpts := metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: o.SecureMetrics}
 	if o.SecureMetrics && o.MetricsAddr != "0" {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization

@@ -29,7 +29,8 @@ func TestFlags(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	o.BindFlags(fs)
 	err := fs.Parse([]string{"--max-concurrent-reconciles=9", "--rate-limiter-base-delay=1s", "--rate-limiter-max-delay=2m",
-		"--leader-elect=false", "--zap-log-level=debug", "--webhook-port=9999", "--metrics-bind-address=0", "--watch-namespaces=a, b"})
+		"--leader-elect=false", "--zap-log-level=debug", "--webhook-port=9999", "--metrics-bind-address=0", "--watch-namespaces=a, b",
+		"--kube-api-qps=7.5", "--kube-api-burst=11"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +38,31 @@ func TestFlags(t *testing.T) {
 		o.LeaderElection || o.WebhookPort != 9999 || o.MetricsAddr != "0" || len(o.WatchNamespaces) != 2 || o.WatchNamespaces[1] != "b" {
 		t.Fatalf("flags not applied: %+v", o)
 	}
+	if o.KubeAPIQPS != 7.5 || o.KubeAPIBurst != 11 {
+		t.Fatalf("client rate flags not applied: %+v", o)
+	}
 	co := o.ControllerOptions()
 	if co.MaxConcurrentReconciles != 9 || co.RateLimiter == nil {
 		t.Fatalf("controller options: %+v", co)
+	}
+}
+
+// The client rate flags reach the manager's rest.Config, and the caller's
+// config is left as it was.
+func TestKubeAPIRate(t *testing.T) {
+	o := cairnmgr.New("ratetest")
+	o.LeaderElection, o.MetricsAddr, o.ProbeAddr, o.EnableWebhooks = false, "0", "0", false
+	o.KubeAPIQPS, o.KubeAPIBurst = 3, 4
+	before := env.Config.QPS
+	m, err := o.NewManager(env.Config, env.Scheme, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetConfig(); got.QPS != 3 || got.Burst != 4 {
+		t.Fatalf("manager config QPS/Burst = %v/%v, want 3/4", got.QPS, got.Burst)
+	}
+	if env.Config.QPS != before {
+		t.Fatalf("NewManager changed the caller's config: QPS %v, was %v", env.Config.QPS, before)
 	}
 }
 
