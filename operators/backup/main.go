@@ -9,15 +9,10 @@ import (
 	"os"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
@@ -41,16 +36,6 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// CacheByObject keeps only the operator's own CronJobs, Jobs and Pods in memory.
-func CacheByObject() map[client.Object]cache.ByObject {
-	sel := labels.SelectorFromSet(labels.Set{controller.ManagedByLabel: controller.ManagedByValue})
-	return map[client.Object]cache.ByObject{
-		&batchv1.CronJob{}: {Label: sel},
-		&batchv1.Job{}:     {Label: sel},
-		&corev1.Pod{}:      {Label: sel},
-	}
-}
-
 func main() {
 	opts := manager.New("backup")
 	opts.BindFlags(flag.CommandLine)
@@ -66,7 +51,7 @@ func main() {
 	log := ctrl.Log.WithName("backup-operator")
 	log.Info("starting", "version", version, "agentImage", *agentImage)
 
-	mgr, err := opts.NewManager(ctrl.GetConfigOrDie(), Scheme(), CacheByObject())
+	mgr, err := opts.NewManager(ctrl.GetConfigOrDie(), Scheme(), controller.CacheByObject())
 	if err != nil {
 		log.Error(err, "creating the manager")
 		os.Exit(1)

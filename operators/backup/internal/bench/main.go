@@ -23,14 +23,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -163,7 +161,6 @@ func main() {
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.MaxConcurrentReconciles = *workers
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = env.Webhook.LocalServingHost, env.Webhook.LocalServingPort, env.Webhook.LocalServingCertDir
-	sel := labels.SelectorFromSet(labels.Set{controller.ManagedByLabel: controller.ManagedByValue})
 
 	fmt.Printf("# backup operator benchmark, %s, %d CPUs, GOMAXPROCS %d, %d workers\n", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOMAXPROCS(0), *workers)
 	fmt.Println("| N | converge s | floor s | ratio | writes/obj create | events/obj create | reconciles/obj create | writes/obj resync | reconciles/obj resync | heap KiB/obj |")
@@ -172,21 +169,19 @@ func main() {
 		var n int
 		_, err := fmt.Sscan(s, &n)
 		must(err)
-		runOne(ctx, env, o, cfg, sel, opCount, n, *workers)
+		runOne(ctx, env, o, cfg, opCount, n, *workers)
 	}
 }
 
 // runOne measures one size with a fresh operator.
-func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest.Config, sel labels.Selector, opCount *counter, n, workers int) {
+func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest.Config, opCount *counter, n, workers int) {
 	c := env.Client
 	floorNS := fmt.Sprintf("floor-%d", n)
 	benchNS := fmt.Sprintf("bench-%d", n)
 	for _, ns := range []string{floorNS, benchNS} {
 		must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
-	byObject := map[client.Object]cache.ByObject{
-		&batchv1.CronJob{}: {Label: sel}, &batchv1.Job{}: {Label: sel}, &corev1.Pod{}: {Label: sel},
-	}
+	byObject := controller.CacheByObject()
 	mopts := *o
 	mgr, err := mopts.NewManager(cfg, scheme(), byObject)
 	must(err)

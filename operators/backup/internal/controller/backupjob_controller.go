@@ -68,8 +68,8 @@ func (r *BackupJobReconciler) now() time.Time {
 }
 
 // SetupWithManager registers the controller: For BackupJob (status-only
-// updates ignored), Owns CronJob and Job, Pods mapped by label to their one
-// BackupJob.
+// updates ignored), Owns CronJob (metadata only), Jobs and Pods mapped by
+// label to their one BackupJob.
 func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.CleanupDeadline == 0 {
 		r.CleanupDeadline = 10 * time.Minute
@@ -77,13 +77,19 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 	if r.ResultGrace == 0 {
 		r.ResultGrace = 10 * time.Second
 	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupjob").
 		WithOptions(opts).
 		For(&backupv1.BackupJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		// The CronJob's own creation is this controller's write: skip its
-		// create event. Updates (drift) and deletes bring the owner back.
-		Owns(&batchv1.CronJob{}, builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
+		// CronJobs are watched and cached as metadata only (see
+		// ensureCronJob). The CronJob's own creation is this controller's
+		// write: skip its create event. Updates (drift) and deletes bring the
+		// owner back.
+		Owns(&batchv1.CronJob{}, builder.OnlyMetadata,
+			builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
 		Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)).
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())).
 		Complete(r)
@@ -176,8 +182,7 @@ func (r *BackupJobReconciler) reconcileNormal(ctx context.Context, bj *backupv1.
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 
-	applier := &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
-	op, err := applier.Ensure(ctx, bj, desiredCronJob(bj, r.AgentImage))
+	op, err := r.ensureCronJob(ctx, bj)
 	var nc *ownership.NotControlledError
 	if errors.As(err, &nc) {
 		bj.Status.Phase = backupv1.PhasePending

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,61 @@ func TestDriftIsRevertedAndADeletedCronJobRecreated(t *testing.T) {
 		g.Expect(env.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 		g.Expect(list.Items).To(HaveLen(1))
 	}).WithTimeout(2 * time.Second).Should(Succeed())
+}
+
+// The operator keeps CronJobs as metadata in its cache, with a spec hash and
+// the generation it last saw matching: an edit of those annotations or of its
+// labels is reverted too, and at no point does it list or watch whole
+// CronJobs.
+func TestCronJobMetadataEditsAreReverted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	cj := cronJob(g, key)
+	hash := cj.Annotations[controller.SpecHashAnnotation]
+	g.Expect(hash).NotTo(BeEmpty())
+	g.Expect(cj.Annotations).To(HaveKeyWithValue(controller.SpecGenerationAnnotation, "1"))
+
+	// Annotations gone: the spec still matches, only they come back.
+	delete(cj.Annotations, controller.SpecHashAnnotation)
+	cj.Annotations[controller.SpecGenerationAnnotation] = "42"
+	g.Expect(env.Client.Update(ctx, cj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := cronJob(g, key)
+		g.Expect(got.Annotations).To(HaveKeyWithValue(controller.SpecHashAnnotation, hash))
+		g.Expect(got.Annotations).To(HaveKeyWithValue(controller.SpecGenerationAnnotation, "1"))
+		g.Expect(got.Generation).To(BeEquivalentTo(1))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// A spec edit that leaves the annotations alone: they still name
+	// generation 1, the edit makes it 2.
+	cj = cronJob(g, key)
+	cj.Spec.Schedule = "* * * * *"
+	g.Expect(env.Client.Update(ctx, cj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := cronJob(g, key)
+		g.Expect(got.Spec.Schedule).To(Equal("0 2 * * *"))
+		g.Expect(got.Annotations).To(HaveKeyWithValue(controller.SpecGenerationAnnotation, fmt.Sprint(got.Generation)))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// Our labels removed: the CronJob leaves the operator's cache, which
+	// must not make the operator create a second one or give up.
+	cj = cronJob(g, key)
+	delete(cj.Labels, controller.ManagedByLabel)
+	delete(cj.Labels, controller.BackupJobLabel)
+	g.Expect(env.Client.Update(ctx, cj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := cronJob(g, key)
+		g.Expect(got.Labels).To(HaveKeyWithValue(controller.ManagedByLabel, controller.ManagedByValue))
+		g.Expect(got.Labels).To(HaveKeyWithValue(controller.BackupJobLabel, "orders"))
+		g.Expect(got.UID).To(Equal(cj.UID))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	converged(t, key, backupv1.PhaseScheduled)
+
+	g.Expect(fullCronJobReads.Load()).To(BeZero(), "CronJobs listed or watched as whole objects")
 }
 
 func warningEvents(g Gomega, ns, name, reason string) []eventsv1.Event {

@@ -52,7 +52,7 @@ func (r *BackupJobReconciler) reconcileDelete(ctx context.Context, bj *backupv1.
 // cleanup does the next step; true when nothing is left.
 func (r *BackupJobReconciler) cleanup(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
 	bg := client.PropagationPolicy("Background")
-	cj := &batchv1.CronJob{}
+	cj := cronJobMeta()
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name}, cj)
 	switch {
 	case err == nil:
@@ -137,7 +137,7 @@ func ownsIt(bj *backupv1.BackupJob, obj client.Object) bool {
 // leftBehind says what remains, for the Warning Event when cleanup is abandoned.
 func (r *BackupJobReconciler) leftBehind(ctx context.Context, bj *backupv1.BackupJob) string {
 	var parts []string
-	cj := &batchv1.CronJob{}
+	cj := cronJobMeta()
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name}, cj); err == nil && ownsIt(bj, cj) {
 		parts = append(parts, fmt.Sprintf("CronJob %s/%s (garbage-collected with the BackupJob)", bj.Namespace, bj.Name))
 	}

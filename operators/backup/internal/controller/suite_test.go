@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,14 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -39,6 +38,10 @@ var (
 	env *testenv.Env
 	// writes counts every API write the operator makes (not the tests').
 	writes atomic.Int64
+	// fullCronJobReads counts the operator's lists and watches of CronJobs
+	// that ask for whole objects rather than metadata: the operator must
+	// cache CronJobs as metadata only.
+	fullCronJobReads atomic.Int64
 	// reconcilerUnderTest lets tests set the clock.
 	clock atomic.Pointer[time.Time]
 )
@@ -90,6 +93,8 @@ type countingTransport struct{ next http.RoundTripper }
 func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method != http.MethodGet {
 		writes.Add(1)
+	} else if strings.HasSuffix(r.URL.Path, "/cronjobs") && !strings.Contains(r.Header.Get("Accept"), "PartialObjectMetadata") {
+		fullCronJobReads.Add(1)
 	}
 	return c.next.RoundTrip(r)
 }
@@ -126,10 +131,7 @@ func startOperator(ctx context.Context, rolePath string) error {
 	o.LeaderElection = false
 	o.MetricsAddr, o.ProbeAddr = "0", "0"
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = env.Webhook.LocalServingHost, env.Webhook.LocalServingPort, env.Webhook.LocalServingCertDir
-	sel := labels.SelectorFromSet(labels.Set{controller.ManagedByLabel: controller.ManagedByValue})
-	mgr, err := o.NewManager(cfg, scheme(), map[client.Object]cache.ByObject{
-		&batchv1.CronJob{}: {Label: sel}, &batchv1.Job{}: {Label: sel}, &corev1.Pod{}: {Label: sel},
-	})
+	mgr, err := o.NewManager(cfg, scheme(), controller.CacheByObject())
 	if err != nil {
 		return err
 	}
