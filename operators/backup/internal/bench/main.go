@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,10 +136,20 @@ func heap() uint64 {
 	return ms.HeapAlloc
 }
 
+// Profile outputs (flags); each size overwrites the previous one.
+var cpuProfile, memProfile string
+
 func main() {
 	sizes := flag.String("n", "100,1000", "comma-separated numbers of BackupJobs")
 	workers := flag.Int("workers", 4, "operator --max-concurrent-reconciles, and client parallelism")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the operator's convergence (last size) to this file")
+	flag.StringVar(&memProfile, "memprofile", "", "write a heap profile after convergence (last size) to this file")
 	flag.Parse()
+	if memProfile != "" {
+		// Sample finely enough to attribute per-object memory (slows
+		// allocation: take the times from a run without -memprofile).
+		runtime.MemProfileRate = 4096
+	}
 	testenv.SetupLogging()
 	root, err := testenv.RepoRoot()
 	must(err)
@@ -235,6 +246,12 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 	<-mgr2.Elected()
 	w0, e0, r0 := opCount.writes.Load(), opCount.events.Load(), reconcileTotal()
 
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		must(err)
+		must(pprof.StartCPUProfile(f))
+		defer f.Close()
+	}
 	t1 := time.Now()
 	must(parallel(n, workers, func(i int) error { return c.Create(ctx, backupJob(benchNS, i)) }))
 	converged := func() bool {
@@ -265,9 +282,18 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 		time.Sleep(50 * time.Millisecond)
 	}
 	conv := time.Since(t1)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	settle(opCount)
 	w1, e1, r1 := opCount.writes.Load(), opCount.events.Load(), reconcileTotal()
 	h1 := heap()
+	if memProfile != "" {
+		f, err := os.Create(memProfile)
+		must(err)
+		must(pprof.Lookup("heap").WriteTo(f, 0))
+		must(f.Close())
+	}
 
 	// Forced resync: touch every BackupJob (a label the controller ignores in
 	// its result, but which passes the predicate), so each is reconciled once.
