@@ -142,10 +142,12 @@ func (r *BackupJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	original := bj.DeepCopy()
+	ctx, after := withAfterWrite(ctx)
 	res, err := r.reconcileNormal(ctx, bj)
 	if werr := r.writeStatus(ctx, original, bj); werr != nil {
 		return ctrl.Result{}, errors.Join(err, werr)
 	}
+	after.run()
 	return res, err
 }
 

@@ -141,8 +141,10 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 		if res != nil {
 			msg += ": " + res.Artifact
 		}
-		r.Recorder.Eventf(bj, job, corev1.EventTypeNormal, "BackupSucceeded", "Backup", "%s", msg)
-		log.Info("backup run succeeded")
+		afterStatusWrite(ctx, func() {
+			r.Recorder.Eventf(bj, job, corev1.EventTypeNormal, "BackupSucceeded", "Backup", "%s", msg)
+			log.Info("backup run succeeded")
+		})
 	} else {
 		result = "Failed"
 		bj.Status.LastResult = backupv1.RunFailed
@@ -152,14 +154,51 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 		if failure != "" {
 			reason += ": " + failure
 		}
-		r.Recorder.Eventf(bj, job, corev1.EventTypeWarning, "BackupFailed", "Backup",
-			"backup run %s failed after its retries (%s); %d consecutive failure(s)", job.Name, reason, bj.Status.ConsecutiveFailures)
-		log.Info("backup run failed", "reason", reason, "consecutiveFailures", bj.Status.ConsecutiveFailures)
+		failures := bj.Status.ConsecutiveFailures
+		afterStatusWrite(ctx, func() {
+			r.Recorder.Eventf(bj, job, corev1.EventTypeWarning, "BackupFailed", "Backup",
+				"backup run %s failed after its retries (%s); %d consecutive failure(s)", job.Name, reason, failures)
+			log.Info("backup run failed", "reason", reason, "consecutiveFailures", failures)
+		})
 	}
-	consecutiveFailuresGauge.WithLabelValues(bj.Namespace, bj.Name).Set(float64(bj.Status.ConsecutiveFailures))
-	runsTotal.WithLabelValues(bj.Namespace, bj.Name, result).Inc()
-	if job.Status.StartTime != nil {
-		runDuration.WithLabelValues(bj.Namespace, bj.Name, result).Observe(o.At.Sub(job.Status.StartTime.Time).Seconds())
-	}
+	failures := float64(bj.Status.ConsecutiveFailures)
+	afterStatusWrite(ctx, func() {
+		consecutiveFailuresGauge.WithLabelValues(bj.Namespace, bj.Name).Set(failures)
+		runsTotal.WithLabelValues(bj.Namespace, bj.Name, result).Inc()
+		if job.Status.StartTime != nil {
+			runDuration.WithLabelValues(bj.Namespace, bj.Name, result).Observe(o.At.Sub(job.Status.StartTime.Time).Seconds())
+		}
+	})
 	return 0, nil
+}
+
+// A run is recorded once: its Event and metrics follow the status write that
+// records it. A write that conflicts (the status was computed from a stale
+// read, e.g. of a run another reconcile recorded meanwhile) drops them; the
+// next reconcile decides again from fresh status.
+type afterWriteKey struct{}
+
+type afterWrite struct{ fns []func() }
+
+// withAfterWrite collects afterStatusWrite's functions for one reconcile.
+func withAfterWrite(ctx context.Context) (context.Context, *afterWrite) {
+	a := &afterWrite{}
+	return context.WithValue(ctx, afterWriteKey{}, a), a
+}
+
+// afterStatusWrite runs fn once the reconcile's status write succeeded (at
+// once outside a reconcile).
+func afterStatusWrite(ctx context.Context, fn func()) {
+	if a, ok := ctx.Value(afterWriteKey{}).(*afterWrite); ok {
+		a.fns = append(a.fns, fn)
+		return
+	}
+	fn()
+}
+
+func (a *afterWrite) run() {
+	for _, fn := range a.fns {
+		fn()
+	}
+	a.fns = nil
 }
