@@ -29,6 +29,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,6 +90,8 @@ type Cluster struct {
 
 	dir      string
 	logf     func(string, ...any)
+	mu       sync.Mutex
+	started  []*os.Process // components RestartComponent started
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -197,6 +200,11 @@ func (c *Cluster) Stop() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name, "--kubeconfig", c.Kubeconfig)
+		c.mu.Lock()
+		for _, p := range c.started {
+			_ = p.Kill()
+		}
+		c.mu.Unlock()
 		c.stopErr = errors.Join(err, os.RemoveAll(c.Workdir))
 		c.logf("cluster %s: deleted", c.Name)
 	})
@@ -289,4 +297,95 @@ func Existing(name, workdir string) (*Cluster, error) {
 		return nil, err
 	}
 	return &Cluster{Name: name, Workdir: workdir, Kubeconfig: filepath.Join(workdir, "kubeconfig"), dir: dir, logf: func(string, ...any) {}}, nil
+}
+
+// RestartComponent kills a control-plane component of the cluster (e.g.
+// "kube-apiserver") with SIGKILL, as a crash would, and starts it again with
+// the command line and working directory kwokctl gave it, logging to the same
+// file. For kube-apiserver it returns once /readyz answers ok. It returns how
+// long the component was down.
+func (c *Cluster) RestartComponent(ctx context.Context, component string) (time.Duration, error) {
+	clusterDir := filepath.Join(c.Workdir, "clusters", c.Name)
+	pidFile := filepath.Join(clusterDir, "pids", component+".pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: %s: %w", component, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("cluster: %s: %w", pidFile, err)
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return 0, fmt.Errorf("cluster: %s (pid %d) is not running: %w", component, pid, err)
+	}
+	argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return 0, err
+	}
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return 0, fmt.Errorf("cluster: killing %s: %w", component, err)
+	}
+	for syscall.Kill(pid, 0) == nil {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil {
+			break
+		}
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(st), ") Z ") {
+			break // a zombie: dead, waiting for kwokctl's (gone) parent
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	logf, err := os.OpenFile(filepath.Join(clusterDir, "logs", component+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = cwd
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return 0, fmt.Errorf("cluster: starting %s again: %w", component, err)
+	}
+	go func() { _ = cmd.Wait(); logf.Close() }()
+	c.mu.Lock()
+	c.started = append(c.started, cmd.Process)
+	c.mu.Unlock()
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return 0, err
+	}
+	if component == "kube-apiserver" {
+		if err := c.waitReadyz(ctx); err != nil {
+			return 0, err
+		}
+	}
+	down := time.Since(killed)
+	c.logf("cluster %s: %s restarted (pid %d -> %d), down %s", c.Name, component, pid, cmd.Process.Pid, down.Round(time.Millisecond))
+	return down, nil
+}
+
+func (c *Cluster) waitReadyz(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && strings.TrimSpace(string(body)) == "ok" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: kube-apiserver not ready again: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -19,10 +22,11 @@ import (
 	"cairn.dev/e2e/cluster"
 )
 
-// Scheme has the built-in kinds and Cairn's.
+// Scheme has the built-in kinds, CRDs and Cairn's kinds.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(backupv1.AddToScheme(s))
 	utilruntime.Must(backupv1alpha1.AddToScheme(s))
 	utilruntime.Must(restorev1.AddToScheme(s))
@@ -31,10 +35,10 @@ func Scheme() *runtime.Scheme {
 
 // Options of a local platform.
 type Options struct {
-	// Root of the repository (deploy/, operators/).
+	// Root of the repository (platform/, operators/).
 	Root string
-	// Dir keeps binaries, certificates and logs; Workdir of the cluster is
-	// Dir/kwok. Required.
+	// Dir keeps binaries, certificates, kubeconfigs and logs; Workdir of the
+	// cluster is Dir/kwok. Required.
 	Dir string
 	// BinDir holds already built operator binaries (<name>-operator); the
 	// missing ones are built into it. Default Dir/bin.
@@ -43,26 +47,38 @@ type Options struct {
 	Nodes int
 	// ClusterName; unique when empty.
 	ClusterName string
-	// Operators to install and start, e.g. "backup", "restore".
+	// Operators to start a process of, e.g. "backup", "restore". The whole
+	// platform is installed either way.
 	Operators []string
-	// Webhooks serves and installs the operators' webhooks.
-	Webhooks bool
-	// Detach lets the operators outlive this process.
+	// Detach lets the operators outlive this process (the demo). Their
+	// webhook Services are then the processes' own ports, so each operator
+	// runs one process.
 	Detach bool
 	// Logf receives progress lines.
 	Logf func(string, ...any)
 }
 
-// Env is a running cluster with operators.
+// TokenTTL is how long the operators' ServiceAccount tokens are valid.
+const TokenTTL = 7 * 24 * time.Hour
+
+// Env is a running cluster with the platform installed and operator processes.
 type Env struct {
-	Cluster   *cluster.Cluster
-	Client    client.Client
+	Cluster *cluster.Cluster
+	Client  client.Client
+	// Operators holds the first process of each operator Up started.
 	Operators map[string]*Operator
+	// Processes are all operator processes started, in order.
+	Processes []*Operator
+	// Services stand in for each operator's webhook Service.
+	Services map[string]*Service
+	// Manifests are the objects of `kustomize build platform`.
+	Manifests []*unstructured.Unstructured
 	Opts      Options
 }
 
-// Up starts the cluster, installs and starts the operators and waits until
-// they are ready. On an error it stops what it started.
+// Up builds the operators, starts the cluster, installs the platform from
+// `kustomize build platform`, starts one process of each of o.Operators and
+// waits until they are ready. On an error it stops what it started.
 func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -73,33 +89,46 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if err := os.MkdirAll(o.BinDir, 0o755); err != nil {
 		return nil, err
 	}
-	bins := map[string]string{}
 	for _, name := range o.Operators {
-		bin := filepath.Join(o.BinDir, name+"-operator")
-		if _, err := os.Stat(bin); err != nil {
-			start := time.Now()
-			if bin, err = Build(ctx, o.Root, o.BinDir, name); err != nil {
-				return nil, err
-			}
-			o.Logf("built the %s operator in %s", name, time.Since(start).Round(time.Millisecond))
+		if err := ensureBinary(ctx, o, name); err != nil {
+			return nil, err
 		}
-		bins[name] = bin
+	}
+	objs, err := Manifests(filepath.Join(o.Root, "platform"))
+	if err != nil {
+		return nil, err
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Name: o.ClusterName, Nodes: o.Nodes, Workdir: filepath.Join(o.Dir, "kwok"), Logf: o.Logf})
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Cluster: c, Operators: map[string]*Operator{}, Opts: o}
+	e := &Env{Cluster: c, Operators: map[string]*Operator{}, Services: map[string]*Service{}, Manifests: objs, Opts: o}
 	defer func() {
-		if err != nil {
+		if err != nil && os.Getenv("CAIRN_E2E_KEEP") == "" {
 			_ = e.Down()
 		}
 	}()
 	if e.Client, err = c.Client(Scheme()); err != nil {
 		return nil, err
 	}
+	for _, obj := range objs {
+		name := obj.GetLabels()[OperatorLabel]
+		if obj.GetKind() != "Deployment" || name == "" {
+			continue
+		}
+		if e.Services[name], err = NewService(name, filepath.Join(o.Dir, "certs", name), !o.Detach); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
+	skipped, err := Install(ctx, e.Client, objs, e.Services)
+	if err != nil {
+		return nil, err
+	}
+	o.Logf("installed the platform (%d objects) in %s; not applied: %s", len(objs)-len(skipped),
+		time.Since(start).Round(time.Millisecond), strings.Join(skipped, ", "))
 	for _, name := range o.Operators {
-		op, err := e.StartOperator(ctx, name, bins[name], o.Webhooks, "", nil)
+		op, err := e.StartOperator(ctx, name, "", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -108,46 +137,83 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	return e, nil
 }
 
-// StartOperator installs the named operator's CRDs (and webhooks when
-// webhooks is true) and starts a process of it, logging to Dir/<name><suffix>.log.
-func (e *Env) StartOperator(ctx context.Context, name, bin string, webhooks bool, suffix string, args []string) (*Operator, error) {
-	if bin == "" {
-		bin = filepath.Join(e.Opts.BinDir, name+"-operator")
+// ensureBinary builds operator name into o.BinDir unless it is there.
+func ensureBinary(ctx context.Context, o Options, name string) error {
+	if _, err := os.Stat(filepath.Join(o.BinDir, name+"-operator")); err == nil {
+		return nil
 	}
-	var wh *Webhook
-	if webhooks {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		certs, err := NewCerts(filepath.Join(e.Opts.Dir, "certs", name+suffix))
-		if err != nil {
-			return nil, err
-		}
-		wh = &Webhook{Port: port, Certs: certs}
+	start := time.Now()
+	if _, err := Build(ctx, o.Root, o.BinDir, name); err != nil {
+		return err
 	}
-	if err := Install(ctx, e.Cluster.Config, e.Opts.Root, name, wh); err != nil {
+	o.Logf("built the %s operator in %s", name, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// StartOperator starts a process of operator name as its Deployment would
+// run it — the container's arguments, the identity of its ServiceAccount, the
+// Lease in the Deployment's namespace — plus extra flags, logging to
+// Dir/<name><suffix>.log; once it is ready it becomes an endpoint of the
+// operator's Service.
+func (e *Env) StartOperator(ctx context.Context, name, suffix string, extra []string) (*Operator, error) {
+	svc, ok := e.Services[name]
+	if !ok {
+		return nil, fmt.Errorf("platform: the platform has no %s operator", name)
+	}
+	dep, err := OperatorDeployment(e.Manifests, name)
+	if err != nil {
 		return nil, err
 	}
-	op := &Operator{Name: name + suffix, Binary: bin, Kubeconfig: e.Cluster.Kubeconfig, Webhook: wh, Args: args,
+	if err := ensureBinary(ctx, e.Opts, name); err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(e.Opts.Dir, name+".kubeconfig")
+	if _, err := os.Stat(kubeconfig); err != nil {
+		if err := ServiceAccountKubeconfig(ctx, e.Client, e.Cluster.Config, dep.Namespace, dep.ServiceAccount, kubeconfig, TokenTTL); err != nil {
+			return nil, err
+		}
+	}
+	port := svc.Port
+	if svc.Proxy() {
+		if port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, p := range e.Processes {
+			if p.Operator == name && !p.Exited() {
+				return nil, fmt.Errorf("platform: a %s process runs already (without a proxy the Service is its port)", name)
+			}
+		}
+	}
+	op := &Operator{Name: name + suffix, Operator: name, Binary: filepath.Join(e.Opts.BinDir, name+"-operator"),
+		Kubeconfig: kubeconfig, Service: svc, WebhookPort: port,
+		Args:    append(dep.Args, "--leader-election-namespace="+dep.Namespace),
+		Extra:   extra,
 		LogPath: filepath.Join(e.Opts.Dir, name+suffix+".log"), Detach: e.Opts.Detach}
 	start := time.Now()
 	if err := op.Start(); err != nil {
 		return nil, err
 	}
+	e.Processes = append(e.Processes, op)
 	if err := op.WaitReady(ctx); err != nil {
 		_ = op.Kill()
 		return nil, err
 	}
-	e.Opts.Logf("%s operator ready in %s (pid %d, log %s)", name+suffix, time.Since(start).Round(time.Millisecond), op.Cmd.Process.Pid, op.LogPath)
+	if svc.Proxy() {
+		svc.AddBackend(port)
+	}
+	e.Opts.Logf("%s operator ready in %s (pid %d, log %s)", op.Name, time.Since(start).Round(time.Millisecond), op.Cmd.Process.Pid, op.LogPath)
 	return op, nil
 }
 
 // Down stops the operators and deletes the cluster.
 func (e *Env) Down() error {
 	var errs []error
-	for _, op := range e.Operators {
+	for _, op := range e.Processes {
 		errs = append(errs, op.Stop())
+	}
+	for _, s := range e.Services {
+		errs = append(errs, s.Close())
 	}
 	if e.Cluster != nil {
 		errs = append(errs, e.Cluster.Stop())

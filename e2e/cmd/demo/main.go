@@ -1,18 +1,22 @@
-// Command demo starts Cairn on a local control plane (kwok for kubelets) with
-// the backup and restore operators as local processes, applies a sample
-// BackupJob that runs every minute in Asia/Shanghai, shows its progress until
-// the first backup ran and a restore of it succeeded, and leaves everything
-// running. `demo down` stops it. State lives in --state (e2e/.state).
+// Command demo starts Cairn on a local control plane (kwok for kubelets) —
+// the platform installed from `kustomize build platform`, the backup and
+// restore operators as local processes — applies platform/samples (the
+// BackupJob's schedule set to every minute; it runs in Asia/Shanghai), applies
+// the sample RestoreJob after the first backup, shows progress until the
+// restore succeeded, and leaves everything running. `demo down` stops it.
+// State lives in --state (e2e/.state).
 //
 //	go run ./e2e/cmd/demo up --state e2e/.state
 //	go run ./e2e/cmd/demo down --state e2e/.state
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,24 +26,19 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	backupv1 "cairn.dev/apis/backup/v1"
-	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/cluster"
 	"cairn.dev/e2e/platform"
 )
 
-const (
-	clusterName = "cairn-demo"
-	namespace   = "cairn-demo"
-)
+const clusterName = "cairn-demo"
 
 func main() {
 	ctrllog.SetLogger(logr.Discard())
@@ -79,6 +78,10 @@ func up(dir string, timeout time.Duration) (err error) {
 	if err != nil {
 		return err
 	}
+	smp, err := readSamples(root)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	// Always rebuild: the Go build cache makes it quick when nothing changed.
@@ -91,7 +94,7 @@ func up(dir string, timeout time.Duration) (err error) {
 		logf("built the %s operator in %s", op, time.Since(start).Round(time.Millisecond))
 	}
 	env, err := platform.Up(ctx, platform.Options{Root: root, Dir: dir, BinDir: bin, Nodes: 2, ClusterName: clusterName,
-		Operators: []string{"backup", "restore"}, Webhooks: true, Detach: true, Logf: logf})
+		Operators: []string{"backup", "restore"}, Detach: true, Logf: logf})
 	if err != nil {
 		return err
 	}
@@ -110,11 +113,11 @@ func up(dir string, timeout time.Duration) (err error) {
 		return err
 	}
 	platformUp := time.Since(begin)
-	if err := applySamples(ctx, env.Client); err != nil {
+	if err := applySamples(ctx, env.Client, smp); err != nil {
 		return err
 	}
 	applied := time.Now()
-	firstBackup, restored, err := watch(ctx, env.Client, timeout)
+	firstBackup, restored, err := watch(ctx, env.Client, smp, timeout)
 	if err != nil {
 		return err
 	}
@@ -127,38 +130,82 @@ func up(dir string, timeout time.Duration) (err error) {
 	return nil
 }
 
-func applySamples(ctx context.Context, c client.Client) error {
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "orders-db"},
-			StringData: map[string]string{"username": "orders", "password": "demo-only"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "backup-bucket"},
-			StringData: map[string]string{"accessKeyID": "demo", "secretAccessKey": "demo-only"}},
-		&backupv1.BackupJob{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "orders"},
-			Spec: backupv1.BackupJobSpec{
-				Database: cairnv1.DatabaseRef{Engine: "postgres", Host: "orders-db.example", Port: 5432, Database: "orders",
-					CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "orders-db"}},
-				Schedule: "* * * * *", TimeZone: "Asia/Shanghai", RetentionDays: 7,
-				MaxRetries: ptr.To[int32](2), ActiveDeadlineSeconds: ptr.To[int64](600),
-				Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "http://s3.example:9000", Bucket: "backups",
-					Region: "us-east-1", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "backup-bucket"}}},
-				DeletionPolicy: backupv1.DeletionPolicyRetain,
-			},
-		},
+// samples are the objects of platform/samples — what README tells a user to
+// start from — as the demo applies them.
+type samples struct {
+	secrets         []*unstructured.Unstructured
+	backup, restore *unstructured.Unstructured
+}
+
+// demoSchedule replaces the sample BackupJob's nightly schedule, so that the
+// first backup runs within a minute.
+const demoSchedule = "* * * * *"
+
+func readSamples(root string) (*samples, error) {
+	files, err := filepath.Glob(filepath.Join(root, "platform", "samples", "*.yaml"))
+	if err != nil {
+		return nil, err
 	}
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("applying %T %s: %w", o, o.GetName(), err)
+	s := &samples{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		r := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			o := &unstructured.Unstructured{}
+			if err := r.Decode(&o.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			switch o.GetKind() {
+			case "":
+				continue
+			case "Secret":
+				s.secrets = append(s.secrets, o)
+			case "BackupJob":
+				s.backup = o
+			case "RestoreJob":
+				s.restore = o
+			default:
+				return nil, fmt.Errorf("%s: unexpected %s in the samples", f, o.GetKind())
+			}
 		}
 	}
-	logf("applied the sample: BackupJob %s/orders, every minute in Asia/Shanghai", namespace)
+	if s.backup == nil || s.restore == nil {
+		return nil, errors.New("platform/samples lacks the BackupJob or the RestoreJob")
+	}
+	if err := unstructured.SetNestedField(s.backup.Object, demoSchedule, "spec", "schedule"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func apply(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
+	if err := c.Patch(ctx, o.DeepCopy(), client.Apply, client.FieldOwner("cairn-demo"), client.ForceOwnership); err != nil {
+		return fmt.Errorf("applying %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+	}
+	return nil
+}
+
+func applySamples(ctx context.Context, c client.Client, s *samples) error {
+	for _, o := range append(append([]*unstructured.Unstructured{}, s.secrets...), s.backup) {
+		if err := apply(ctx, c, o); err != nil {
+			return err
+		}
+	}
+	tz, _, _ := unstructured.NestedString(s.backup.Object, "spec", "timeZone")
+	logf("applied platform/samples: the Secrets and BackupJob %s/%s, its schedule set to %q (every minute) in %s",
+		s.backup.GetNamespace(), s.backup.GetName(), demoSchedule, tz)
 	return nil
 }
 
 // watch shows the BackupJob (and then the RestoreJob) until a backup ran and
 // its restore succeeded.
-func watch(ctx context.Context, c client.Client, timeout time.Duration) (time.Time, time.Time, error) {
+func watch(ctx context.Context, c client.Client, s *samples, timeout time.Duration) (time.Time, time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tty := isTerminal()
@@ -166,26 +213,18 @@ func watch(ctx context.Context, c client.Client, timeout time.Duration) (time.Ti
 	last := ""
 	for {
 		bj := &backupv1.BackupJob{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "orders"}, bj); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: s.backup.GetNamespace(), Name: s.backup.GetName()}, bj); err != nil {
 			return firstBackup, time.Time{}, err
 		}
 		rj := &restorev1.RestoreJob{}
-		rerr := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "orders-restore"}, rj)
+		rerr := c.Get(ctx, client.ObjectKey{Namespace: s.restore.GetNamespace(), Name: s.restore.GetName()}, rj)
 		if bj.Status.LastResult == backupv1.RunSucceeded && firstBackup.IsZero() {
 			firstBackup = time.Now()
-			rj = &restorev1.RestoreJob{
-				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "orders-restore"},
-				Spec: restorev1.RestoreJobSpec{
-					Source: restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: "orders"}},
-					Target: cairnv1.DatabaseRef{Engine: "postgres", Host: "scratch-db.example", Port: 5432, Database: "orders",
-						CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "orders-db"}},
-					MaxRetries: ptr.To[int32](1), ActiveDeadlineSeconds: ptr.To[int64](600),
-				},
-			}
-			if err := c.Create(ctx, rj); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := apply(ctx, c, s.restore); err != nil {
 				return firstBackup, time.Time{}, err
 			}
-			rerr = nil
+			rj = &restorev1.RestoreJob{}
+			rerr = c.Get(ctx, client.ObjectKey{Namespace: s.restore.GetNamespace(), Name: s.restore.GetName()}, rj)
 		}
 		table := render(bj, rj, rerr == nil)
 		if table != last {
@@ -228,14 +267,14 @@ func render(bj *backupv1.BackupJob, rj *restorev1.RestoreJob, haveRestore bool) 
 	if bj.Status.LastArtifact != nil {
 		art = bj.Status.LastArtifact.Path
 	}
-	fmt.Fprintf(&b, "%-24s %-10s %-12s %-10s %-12s %s\n", "backupjob/orders", or(string(bj.Status.Phase), "-"),
+	fmt.Fprintf(&b, "%-24s %-10s %-12s %-10s %-12s %s\n", "backupjob/"+bj.Name, or(string(bj.Status.Phase), "-"),
 		ts(bj.Status.LastBackupTime), ts(bj.Status.NextScheduleTime), or(string(bj.Status.LastResult), "-"), art)
 	if haveRestore {
 		art = "-"
 		if rj.Status.Artifact != nil {
 			art = rj.Status.Artifact.Path
 		}
-		fmt.Fprintf(&b, "%-24s %-10s %-12s %-10s %-12s %s\n", "restorejob/orders-restore", or(string(rj.Status.Phase), "-"),
+		fmt.Fprintf(&b, "%-24s %-10s %-12s %-10s %-12s %s\n", "restorejob/"+rj.Name, or(string(rj.Status.Phase), "-"),
 			"", "", "", art)
 	}
 	return b.String()

@@ -2,10 +2,12 @@ package backup_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // Asia/Shanghai without the system's zoneinfo
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
@@ -24,28 +26,43 @@ import (
 
 // The CronJob fires on its schedule in its time zone, the Job completes, and
 // the BackupJob's status records the run with the agent's artifact and moves
-// nextScheduleTime on.
+// nextScheduleTime on. The schedule is a daily one at the Asia/Shanghai wall
+// clock of a minute about a minute ahead: read as UTC (or any other zone) it
+// would be hours away, so only a schedule evaluated in the BackupJob's time
+// zone fires during the test.
 func TestScheduledRunInTimeZone(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	g.Expect(err).NotTo(HaveOccurred())
 	ns := namespace(t)
-	bj := backupJob(ns, "nightly", "* * * * *", "db.example", 1)
+	// The CronJob must exist before the minute it fires at.
+	fireAt := time.Now().Add(45 * time.Second).Truncate(time.Minute).Add(time.Minute)
+	local := fireAt.In(shanghai)
+	schedule := fmt.Sprintf("%d %d * * *", local.Minute(), local.Hour())
+	bj := backupJob(ns, "nightly", schedule, "db.example", 1)
 	created := time.Now()
 	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	t.Logf("schedule %q in Asia/Shanghai: due at %s (%s UTC)", schedule, local.Format("15:04"), fireAt.UTC().Format("15:04"))
 
 	cj := &batchv1.CronJob{}
 	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(bj), cj) }).
 		WithTimeout(30 * time.Second).Should(Succeed())
-	g.Expect(cj.Spec.Schedule).To(Equal("* * * * *"))
+	g.Expect(cj.Spec.Schedule).To(Equal(schedule))
 	g.Expect(ptr.Deref(cj.Spec.TimeZone, "")).To(Equal("Asia/Shanghai"))
 	g.Expect(metav1.IsControlledBy(cj, mustGet(g, bj))).To(BeTrue(), "the CronJob is controlled by the BackupJob")
+	g.Expect(cj.CreationTimestamp.Time).To(BeTemporally("<", fireAt), "the CronJob exists before its first run is due")
 
-	var first *metav1.Time
-	g.Eventually(func() *metav1.Time { first = get(g, bj)().NextScheduleTime; return first }).
-		WithTimeout(30 * time.Second).ShouldNot(BeNil())
-	g.Expect(first.Time.Second()).To(BeZero(), "next run on a minute boundary")
+	nextRun := func() time.Time {
+		n := get(g, bj)().NextScheduleTime
+		if n == nil {
+			return time.Time{}
+		}
+		return n.Time
+	}
+	g.Eventually(nextRun).WithTimeout(30*time.Second).Should(BeTemporally("==", fireAt), "nextScheduleTime in Asia/Shanghai")
 
-	// The first run fires within about a minute and a half of creation.
+	// The run fires at fireAt, within about two minutes of creation.
 	var st backupv1.BackupJobStatus
 	g.Eventually(func() backupv1.RunResult { st = get(g, bj)(); return st.LastResult }).
 		WithTimeout(150 * time.Second).WithPolling(time.Second).Should(Equal(backupv1.RunSucceeded))
@@ -57,31 +74,20 @@ func TestScheduledRunInTimeZone(t *testing.T) {
 	g.Expect(st.LastArtifact.Checksum).To(HavePrefix("sha256:"))
 	g.Expect(st.LastArtifact.Size).To(BeEquivalentTo(4096))
 
-	// The run was the CronJob's, started at its scheduled minute.
+	// The run was the CronJob's, scheduled for fireAt.
 	jobs := jobsOf(g, bj, client.MatchingLabels{"backup.cairn.dev/run": "scheduled"})
-	g.Expect(jobs).NotTo(BeEmpty())
-	var ran *batchv1.Job
-	for i := range jobs {
-		if jobs[i].Name == st.LastRunName {
-			ran = &jobs[i]
-		}
-	}
-	g.Expect(ran).NotTo(BeNil(), "lastRunName %q is one of the CronJob's Jobs", st.LastRunName)
-	g.Expect(metav1.IsControlledBy(ran, cj)).To(BeTrue())
+	g.Expect(jobs).To(HaveLen(1))
+	ran := jobs[0]
+	g.Expect(ran.Name).To(Equal(st.LastRunName))
+	g.Expect(metav1.IsControlledBy(&ran, cj)).To(BeTrue())
 	scheduled, err := time.Parse(time.RFC3339, ran.Annotations["batch.kubernetes.io/cronjob-scheduled-timestamp"])
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(scheduled.Second()).To(BeZero())
+	g.Expect(scheduled).To(BeTemporally("==", fireAt), "fired at the Asia/Shanghai minute")
 	g.Expect(ran.CreationTimestamp.Sub(scheduled)).To(BeNumerically("<", 30*time.Second), "fired on time")
 	g.Expect(ran.Status.Succeeded).To(BeEquivalentTo(1))
 
-	// nextScheduleTime moves past the run.
-	g.Eventually(func() time.Time {
-		n := get(g, bj)().NextScheduleTime
-		if n == nil {
-			return time.Time{}
-		}
-		return n.Time
-	}).WithTimeout(30 * time.Second).Should(BeTemporally(">", scheduled))
+	// nextScheduleTime moves to the same wall-clock minute the next day.
+	g.Eventually(nextRun).WithTimeout(30 * time.Second).Should(BeTemporally("==", local.AddDate(0, 0, 1)))
 }
 
 // A failing run is retried maxRetries times by the Job controller, then the
