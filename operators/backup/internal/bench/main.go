@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -137,12 +138,31 @@ func heap() uint64 {
 }
 
 // Profile outputs (flags); each size overwrites the previous one.
-var cpuProfile, memProfile string
+var cpuProfile, memProfile, apiProfile string
+
+// profileAPIServer writes, in the background, the API server's CPU profile
+// of the next 10 seconds to file (nothing when -apiprofile is not set).
+func profileAPIServer(ctx context.Context, env *testenv.Env, file string) {
+	if apiProfile == "" {
+		return
+	}
+	c := rest.CopyConfig(env.Config)
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	go func() {
+		rc, err := rest.RESTClientFor(c)
+		must(err)
+		raw, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", "10").Timeout(time.Minute).DoRaw(ctx)
+		must(err)
+		must(os.WriteFile(file, raw, 0o644))
+	}()
+}
 
 func main() {
 	sizes := flag.String("n", "100,1000", "comma-separated numbers of BackupJobs")
 	workers := flag.Int("workers", 4, "operator --max-concurrent-reconciles, and client parallelism")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the operator's convergence (last size) to this file")
+	flag.StringVar(&apiProfile, "apiprofile", "", "write the API server's CPU profile of the first 10 s of convergence (last size) to this file, and of the floor to its .floor.pprof sibling")
 	flag.StringVar(&memProfile, "memprofile", "", "write a heap profile after convergence (last size) to this file")
 	flag.Parse()
 	if memProfile != "" {
@@ -182,6 +202,10 @@ func main() {
 		must(err)
 		runOne(ctx, env, o, cfg, opCount, n, *workers)
 	}
+	fmt.Println()
+	for _, l := range cpuNotes {
+		fmt.Println(l)
+	}
 }
 
 // runOne measures one size with a fresh operator.
@@ -204,6 +228,8 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 	go func() { _ = mgr.Start(mctx) }()
 	<-mgr.Elected()
 
+	profileAPIServer(ctx, env, strings.TrimSuffix(apiProfile, ".pprof")+".floor.pprof")
+	cpu0 := readCPU()
 	// The floor: the same writes a bare client makes (create BackupJob with the
 	// finalizer by admission, create its CronJob, patch its status once).
 	t0 := time.Now()
@@ -226,6 +252,7 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 		return c.Status().Patch(ctx, bj, client.MergeFrom(orig))
 	}))
 	floor := time.Since(t0)
+	cpuFloor := readCPU().sub(cpu0)
 	stop()
 
 	// The operator, restricted to the bench namespace.
@@ -252,8 +279,6 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 		must(pprof.StartCPUProfile(f))
 		defer f.Close()
 	}
-	t1 := time.Now()
-	must(parallel(n, workers, func(i int) error { return c.Create(ctx, backupJob(benchNS, i)) }))
 	converged := func() bool {
 		list := &backupv1.BackupJobList{}
 		if err := c.List(ctx, list, client.InNamespace(benchNS)); err != nil {
@@ -274,6 +299,9 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 		}
 		return true
 	}
+	cpu1 := readCPU()
+	t1 := time.Now()
+	must(parallel(n, workers, func(i int) error { return c.Create(ctx, backupJob(benchNS, i)) }))
 	for !converged() {
 		if time.Since(t1) > 10*time.Minute {
 			fmt.Fprintln(os.Stderr, "bench: not converged after 10 minutes")
@@ -282,6 +310,7 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 		time.Sleep(50 * time.Millisecond)
 	}
 	conv := time.Since(t1)
+	cpuConv := readCPU().sub(cpu1)
 	if cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -320,6 +349,53 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 		float64(w1-w0)/fn, float64(e1-e0)/fn, (r1-r0)/fn,
 		float64(w2-w1)/fn, (r2-r1)/fn, float64(int64(h1)-int64(h0))/1024/fn)
 	stop2()
+	cpuNotes = append(cpuNotes, fmt.Sprintf("N=%d CPU s (API server + etcd / bench process): floor %s, converge %s",
+		n, cpuFloor, cpuConv))
+}
+
+// cpuNotes are printed after the table.
+var cpuNotes []string
+
+// cpuTimes: CPU seconds used by the control plane (this process' children:
+// kube-apiserver and etcd) and by this process (operator, webhooks, clients).
+type cpuTimes struct{ server, self float64 }
+
+func (a cpuTimes) sub(b cpuTimes) cpuTimes { return cpuTimes{a.server - b.server, a.self - b.self} }
+func (a cpuTimes) String() string          { return fmt.Sprintf("%.1f / %.1f", a.server, a.self) }
+
+func readCPU() cpuTimes {
+	var t cpuTimes
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		t.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	me := os.Getpid()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// Fields after the command (which may hold spaces) in parentheses.
+		i := strings.LastIndexByte(string(raw), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(raw[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		var ppid int
+		var utime, stime float64
+		fmt.Sscan(f[1], &ppid)
+		if ppid != me {
+			continue
+		}
+		fmt.Sscan(f[11], &utime)
+		fmt.Sscan(f[12], &stime)
+		t.server += (utime + stime) / 100 // clock ticks (USER_HZ)
+	}
+	return t
 }
 
 // settle waits until the operator's write count stops moving for a second.
