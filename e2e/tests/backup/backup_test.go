@@ -91,7 +91,7 @@ func TestScheduledRunInTimeZone(t *testing.T) {
 }
 
 // A failing run is retried maxRetries times by the Job controller, then the
-// BackupJob shows Failed with a Warning Event.
+// BackupJob shows Failed with a Warning Event; a later success clears it.
 func TestFailingRunIsRetriedThenFailed(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -141,6 +141,21 @@ func TestFailingRunIsRetriedThenFailed(t *testing.T) {
 		}
 		return reasons
 	}).WithTimeout(30 * time.Second).Should(ContainElement("BackupFailed"))
+
+	// A later success clears the failure: fix the host, run again.
+	g.Eventually(func() error {
+		got := mustGet(g, bj)
+		got.Spec.Database.Host = "db.example"
+		return env.Client.Update(ctx, got)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	setRunNow(t, bj, "after-fix")
+	g.Eventually(func() backupv1.BackupJobStatus { return get(g, bj)() }).WithTimeout(time.Minute).Should(And(
+		HaveField("LastResult", backupv1.RunSucceeded),
+		HaveField("ConsecutiveFailures", BeEquivalentTo(0)),
+		HaveField("Phase", backupv1.PhaseSucceeded),
+		HaveField("LastSuccessfulTime", Not(BeNil())),
+	))
+	g.Expect(jobsOf(g, bj, nil)).To(HaveLen(2))
 }
 
 func jobFailed(j *batchv1.Job) bool {
