@@ -262,19 +262,19 @@ func render(bj *backupv1.BackupJob, rj *restorev1.RestoreJob, haveRestore bool) 
 		return s
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-24s %-10s %-12s %-10s %-12s %s\n", "RESOURCE", "PHASE", "LAST BACKUP", "NEXT RUN", "LAST RESULT", "ARTIFACT")
+	fmt.Fprintf(&b, "%-30s %-10s %-12s %-10s %-12s %s\n", "RESOURCE", "PHASE", "LAST BACKUP", "NEXT RUN", "LAST RESULT", "ARTIFACT")
 	art := "-"
 	if bj.Status.LastArtifact != nil {
 		art = bj.Status.LastArtifact.Path
 	}
-	fmt.Fprintf(&b, "%-24s %-10s %-12s %-10s %-12s %s\n", "backupjob/"+bj.Name, or(string(bj.Status.Phase), "-"),
+	fmt.Fprintf(&b, "%-30s %-10s %-12s %-10s %-12s %s\n", "backupjob/"+bj.Name, or(string(bj.Status.Phase), "-"),
 		ts(bj.Status.LastBackupTime), ts(bj.Status.NextScheduleTime), or(string(bj.Status.LastResult), "-"), art)
 	if haveRestore {
 		art = "-"
 		if rj.Status.Artifact != nil {
 			art = rj.Status.Artifact.Path
 		}
-		fmt.Fprintf(&b, "%-24s %-10s %-12s %-10s %-12s %s\n", "restorejob/"+rj.Name, or(string(rj.Status.Phase), "-"),
+		fmt.Fprintf(&b, "%-30s %-10s %-12s %-10s %-12s %s\n", "restorejob/"+rj.Name, or(string(rj.Status.Phase), "-"),
 			"", "", "", art)
 	}
 	return b.String()
