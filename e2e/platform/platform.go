@@ -98,6 +98,10 @@ func (o *Operator) Start() error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if o.Detach {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		// Ends with the test process even when it dies without cleaning up
+		// (a `go test -timeout` panic).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
