@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -17,9 +18,10 @@ import (
 	"cairn.dev/libs/testenv"
 )
 
-// The operator runs with nothing but its generated ClusterRole (leader
-// election included) and a restore still succeeds end to end: webhook read
-// of the BackupJob, Job creation, status, Events.
+// The operator runs with nothing but its generated ClusterRole and the base's
+// leader-election Role (bound in the Lease's namespace), and a restore still
+// succeeds end to end: leader election, webhook read of the BackupJob, Job
+// creation, status, Events.
 func TestRunsWithOnlyTheGeneratedRole(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -46,6 +48,24 @@ func TestRunsWithOnlyTheGeneratedRole(t *testing.T) {
 	}
 	g.Expect(env.Client.Create(ctx, binding)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
+	// The leader-election Role of deploy/restore, in the namespace the test
+	// operator keeps its Lease in.
+	raw, err = os.ReadFile(filepath.Join(root, "deploy", "restore", "rbac", "leader_election_role.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	le := &rbacv1.Role{}
+	g.Expect(yaml.Unmarshal([]byte(strings.Split(string(raw), "\n---")[0]), le)).To(Succeed())
+	g.Expect(le.Kind).To(Equal("Role"))
+	le.Namespace = "default"
+	if err := env.Client.Create(ctx, le); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	leBinding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cairn-restore-leader-election-test"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	g.Expect(env.Client.Create(ctx, leBinding)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), leBinding) })
 	cfg, err := env.AddUser(user)
 	g.Expect(err).NotTo(HaveOccurred())
 

@@ -36,11 +36,11 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
 // RBAC: events.k8s.io Events are the RestoreJob transitions (the manager's
 // recorder); core Events are leader election's (client-go's resource lock
-// still records through the core API); Leases are leader election.
+// still records through the core API). Leases are not here: the base's
+// leader-election Role grants them in the operator's namespace only.
 
 // Defaults of the reconciler's timings.
 const (
