@@ -111,11 +111,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if e.Client, err = c.Client(Scheme()); err != nil {
 		return nil, err
 	}
-	for _, obj := range objs {
-		name := obj.GetLabels()[OperatorLabel]
-		if obj.GetKind() != "Deployment" || name == "" {
-			continue
-		}
+	for _, name := range OperatorNames(objs) {
 		if e.Services[name], err = NewService(name, filepath.Join(o.Dir, "certs", name), !o.Detach); err != nil {
 			return nil, err
 		}

@@ -58,6 +58,17 @@ func Manifests(dir string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
+// OperatorNames lists the operators objs has a Deployment of, in order.
+func OperatorNames(objs []*unstructured.Unstructured) []string {
+	var names []string
+	for _, o := range objs {
+		if n := o.GetLabels()[OperatorLabel]; o.GetKind() == "Deployment" && n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // Deployment is what the harness takes from an operator's Deployment in the
 // platform to run it as a local process the way the cluster would run its pod.
 type Deployment struct {

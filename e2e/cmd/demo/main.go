@@ -84,9 +84,15 @@ func up(dir string, timeout time.Duration) (err error) {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	// Always rebuild: the Go build cache makes it quick when nothing changed.
+	// Every operator the platform installs. Always rebuilt: the Go build cache
+	// makes it quick when nothing changed.
+	objs, err := platform.Manifests(filepath.Join(root, "platform"))
+	if err != nil {
+		return err
+	}
+	operators := platform.OperatorNames(objs)
 	bin := filepath.Join(dir, "bin")
-	for _, op := range []string{"backup", "restore"} {
+	for _, op := range operators {
 		start := time.Now()
 		if _, err := platform.Build(ctx, root, bin, op); err != nil {
 			return err
@@ -94,7 +100,7 @@ func up(dir string, timeout time.Duration) (err error) {
 		logf("built the %s operator in %s", op, time.Since(start).Round(time.Millisecond))
 	}
 	env, err := platform.Up(ctx, platform.Options{Root: root, Dir: dir, BinDir: bin, Nodes: 2, ClusterName: clusterName,
-		Operators: []string{"backup", "restore"}, Detach: true, Logf: logf})
+		Operators: operators, Detach: true, Logf: logf})
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	start := time.Now()
 	env, err = platform.Up(context.Background(), platform.Options{
-		Root: root, Dir: dir, Nodes: 2, Operators: []string{"backup", "restore"},
+		Root: root, Dir: dir, Nodes: 2, Operators: []string{"backup", "restore"}, // the RestoreJob test needs both
 		Logf: func(f string, a ...any) { fmt.Printf("e2e: "+f+"\n", a...) },
 	})
 	if err != nil {
