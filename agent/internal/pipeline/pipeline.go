@@ -196,7 +196,7 @@ func Restore(ctx context.Context, st store.Store, key string, size int64, checks
 	pr, pw := io.Pipe()
 	copyErr := make(chan error, 1)
 	go func() {
-		_, err := io.CopyBuffer(pw, decodeErrs{dec}, make([]byte, 256<<10))
+		_, err := io.CopyBuffer(pw, decodeErrs{dec, vr}, make([]byte, 256<<10))
 		if err == nil {
 			// Drain what the decoder did not need, so the checksum covers
 			// every stored byte.
@@ -213,8 +213,12 @@ func Restore(ctx context.Context, st store.Store, key string, size int64, checks
 	if errors.As(cerr, &ce) {
 		return cerr
 	}
-	if vr.err != nil && !errors.Is(vr.err, io.EOF) && errors.As(vr.err, &ce) {
-		return vr.err
+	if vr.err != nil && !errors.Is(vr.err, io.EOF) {
+		if errors.As(vr.err, &ce) {
+			return vr.err
+		}
+		// So is a failed read from the store (retryable, not corruption).
+		return fmt.Errorf("read %s: %w", st.Path(key), vr.err)
 	}
 	if err == nil && cerr != nil && !errors.Is(cerr, io.ErrClosedPipe) {
 		return cerr
@@ -222,14 +226,22 @@ func Restore(ctx context.Context, st store.Store, key string, size int64, checks
 	return err
 }
 
-// decodeErrs marks decompression errors as corruption.
-type decodeErrs struct{ r io.Reader }
+// decodeErrs marks decompression errors as corruption, but not a failed
+// read from the store that the decoder passes on: that one may be transient.
+type decodeErrs struct {
+	r   io.Reader
+	src *verifyingReader
+}
 
 func (d decodeErrs) Read(p []byte) (int, error) {
 	n, err := d.r.Read(p)
 	if err != nil && err != io.EOF {
 		var ce *corruptError
-		if !errors.As(err, &ce) {
+		switch {
+		case errors.As(err, &ce):
+		case d.src.err != nil && !errors.Is(d.src.err, io.EOF) && !errors.As(d.src.err, &ce):
+			err = d.src.err
+		default:
 			err = &corruptError{"cannot decompress: " + err.Error()}
 		}
 	}

@@ -198,3 +198,47 @@ func TestVerifyAndRestoreRefuseCorruption(t *testing.T) {
 		})
 	}
 }
+
+// brokenReadStore serves limit bytes of every Get, then a read error (a
+// connection reset mid-download).
+type brokenReadStore struct {
+	store.Store
+	limit int64
+}
+
+var errRead = errors.New("connection reset by peer")
+
+func (b *brokenReadStore) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := b.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(io.LimitReader(rc, b.limit), errReader{}), rc}, nil
+}
+
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errRead }
+
+// A store that fails while Restore streams an intact artifact is a store
+// error (the agent retries it), not corruption (which it does not).
+func TestRestoreReadErrorIsNotCorruption(t *testing.T) {
+	st, _ := pvc(t)
+	ctx := context.Background()
+	key := "ns/job/a.pgdump.zst"
+	w, err := Backup(ctx, &fakeEngine{data: testData(1 << 20)}, st, key, DefaultLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int64{0, 100, w.Size / 2} {
+		t.Run(strconv.FormatInt(limit, 10), func(t *testing.T) {
+			err := Restore(ctx, &brokenReadStore{Store: st, limit: limit}, key, w.Size, w.Checksum, &fakeEngine{})
+			if !errors.Is(err, errRead) || errors.Is(err, ErrCorrupted) {
+				t.Fatalf("Restore = %v, want the read error and not ErrCorrupted", err)
+			}
+		})
+	}
+}
