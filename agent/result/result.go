@@ -26,6 +26,25 @@ import (
 // MaxMessageBytes is the kubelet's limit for a container termination message.
 const MaxMessageBytes = 4096
 
+// Exit codes of the agent process. Operators match them in a Job's
+// podFailurePolicy (cairn.dev/libs/agentjob): ExitUsage and ExitCorrupted
+// mean that running the same Pod again would fail the same way, so the Job
+// fails at once instead of using up its retries. Any other non-zero code
+// (ExitFailure, or a signal's 128+n) may be transient and is retried.
+const (
+	// ExitOK: the command succeeded.
+	ExitOK = 0
+	// ExitFailure: the command failed (database or store unreachable, a
+	// dump tool failed, ...); a retry may succeed.
+	ExitFailure = 1
+	// ExitUsage: the command line or the configuration (CAIRN_* variables,
+	// flags) is invalid; the agent did nothing.
+	ExitUsage = 2
+	// ExitCorrupted: the stored artifact failed its integrity check (size,
+	// checksum, or a compressed stream that cannot be decoded).
+	ExitCorrupted = 3
+)
+
 // Engines.
 const (
 	EnginePostgres = "postgres"

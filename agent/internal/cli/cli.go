@@ -18,6 +18,7 @@ import (
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/result"
 )
@@ -47,32 +48,41 @@ the environment or mounted files, never from arguments.
 `
 
 // Main runs the agent with args (without the program name) and returns the
-// process exit code: 0 on success, 1 on failure, 2 on a usage error.
+// process exit code (constants in cairn.dev/agent/result):
+//
+//   - 0 (result.ExitOK): success.
+//   - 1 (result.ExitFailure): the command failed; a retry may succeed.
+//   - 2 (result.ExitUsage): the command line or configuration is invalid.
+//   - 3 (result.ExitCorrupted): the artifact failed its integrity check
+//     (pipeline.ErrCorrupted).
+//
+// Operators fail an agent Job at once on 2 and 3 (its podFailurePolicy, see
+// cairn.dev/libs/agentjob): running the same Pod again cannot fix them.
 func Main(ctx context.Context, args []string, o Options) int {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if len(args) == 0 {
 		fmt.Fprint(o.Stderr, usage)
-		return 2
+		return result.ExitUsage
 	}
 	cmd := args[0]
 	switch cmd {
 	case "--version", "-version", "version":
 		fmt.Fprintln(o.Stdout, o.Version)
-		return 0
+		return result.ExitOK
 	case "-h", "--help", "help":
 		fmt.Fprint(o.Stdout, usage)
-		return 0
+		return result.ExitOK
 	case "backup", "restore", "list", "prune", "delete":
 	default:
 		fmt.Fprintf(o.Stderr, "agent: unknown command %q\n\n%s", cmd, usage)
-		return 2
+		return result.ExitUsage
 	}
 
 	cfg, err := config.Load(cmd, args[1:], o.Env, o.Stdout)
 	if errors.Is(err, config.ErrHelp) {
-		return 0
+		return result.ExitOK
 	}
 	if err != nil {
 		// The configuration could not be read: report where the
@@ -109,7 +119,7 @@ func Main(ctx context.Context, args []string, o Options) int {
 	}
 	writeTerminationLog(cfg, line, log)
 	log.Info("done", "command", cmd, "peakRSSKiB", peakRSSKiB())
-	return 0
+	return result.ExitOK
 }
 
 func fail(o Options, cfg *config.Config, cmd string, err error, log *slog.Logger) int {
@@ -120,11 +130,19 @@ func fail(o Options, cfg *config.Config, cmd string, err error, log *slog.Logger
 	reason = strings.Join(strings.Fields(reason), " ")
 	fmt.Fprintf(o.Stderr, "agent: %s\n", reason)
 	writeTerminationLog(cfg, result.FailureLine(reason), log)
+	return exitCode(err)
+}
+
+// exitCode classifies a command's error (see Main).
+func exitCode(err error) int {
 	var ue *config.UsageError
-	if errors.As(err, &ue) {
-		return 2
+	switch {
+	case errors.As(err, &ue):
+		return result.ExitUsage
+	case errors.Is(err, pipeline.ErrCorrupted):
+		return result.ExitCorrupted
 	}
-	return 1
+	return result.ExitFailure
 }
 
 // writeTerminationLog writes the result line to the termination message

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
+	"cairn.dev/agent/internal/naming"
+	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/result"
 )
 
@@ -67,7 +73,9 @@ func TestFailureReport(t *testing.T) {
 		wantCode   int
 		wantReason string
 	}{
-		{"no store", map[string]string{"CAIRN_BACKUPJOB": "a/b"}, []string{"backup"}, 2, "store is not set"},
+		{"no store", map[string]string{"CAIRN_BACKUPJOB": "a/b"}, []string{"backup"}, result.ExitUsage, "store is not set"},
+		{"bad store", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "nfs"}, []string{"restore"}, result.ExitUsage, `store "nfs"`},
+		{"bad backup job", map[string]string{"CAIRN_BACKUPJOB": "nope", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir}, []string{"prune"}, result.ExitUsage, "nope"},
 		{"unmounted pvc", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": filepath.Join(dir, "nope"),
 			"CAIRN_ENGINE": "postgres", "CAIRN_DB_HOST": "h", "CAIRN_DB_NAME": "d", "CAIRN_DB_USER": "u", "CAIRN_DB_PASSWORD": secret},
 			[]string{"backup"}, 1, "does not exist"},
@@ -140,5 +148,74 @@ func TestListEmptyAndPVCBackupFlow(t *testing.T) {
 	code, out, _ = run(t, env, "list", "--output=table")
 	if code != 0 || !strings.HasPrefix(out, "ARTIFACT") {
 		t.Fatalf("table: exit %d %q", code, out)
+	}
+}
+
+// The exit codes are a contract with the operators' Job podFailurePolicy
+// (cairn.dev/libs/agentjob): changing one breaks it.
+func TestExitCodes(t *testing.T) {
+	if result.ExitOK != 0 || result.ExitFailure != 1 || result.ExitUsage != 2 || result.ExitCorrupted != 3 {
+		t.Fatalf("exit codes changed: ok %d failure %d usage %d corrupted %d",
+			result.ExitOK, result.ExitFailure, result.ExitUsage, result.ExitCorrupted)
+	}
+}
+
+// A restore of an artifact whose bytes do not match the catalog exits with
+// ExitCorrupted (the operators do not retry it), before it reaches the
+// database (there is none here).
+func TestRestoreCorruptedArtifactExitCode(t *testing.T) {
+	dir := t.TempDir()
+	termLog := filepath.Join(dir, "termination-log")
+	job := naming.Job{Namespace: "shop", Name: "orders"}
+	start := time.Date(2026, 5, 1, 2, 3, 4, 0, time.UTC)
+	name, err := naming.ArtifactName(job, "postgres", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := []byte("these are not the bytes that were backed up")
+	sum := sha256.Sum256([]byte("these are the bytes that were backed up"))
+	cat, err := catalog.New(job).With(catalog.Entry{Name: name, Size: int64(len(stored)), Checksum: "sha256:" + hex.EncodeToString(sum[:]),
+		Start: start, End: start.Add(time.Second), DurationSeconds: 1, Engine: "postgres", Format: "pg_dump-custom", Compression: "zstd"}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, data := range map[string][]byte{job.Key(name): stored, job.CatalogKey(): cat.Encode()} {
+		p := filepath.Join(dir, "store", filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{"CAIRN_BACKUPJOB": job.String(), "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": filepath.Join(dir, "store"),
+		"CAIRN_DB_HOST": "db.invalid", "CAIRN_DB_NAME": "orders", "CAIRN_DB_USER": "u", "CAIRN_TERMINATION_LOG": termLog}
+	code, _, errOut := run(t, env, "restore")
+	if code != result.ExitCorrupted {
+		t.Fatalf("exit %d, want %d (ExitCorrupted); stderr %q", code, result.ExitCorrupted, errOut)
+	}
+	msg, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, perr := result.Parse(string(msg))
+	if f, ok := perr.(*result.FailedError); !ok || !strings.Contains(f.Reason, "corrupted") || !strings.Contains(f.Reason, "not touched") {
+		t.Fatalf("termination message %q", msg)
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{errors.New("connection refused"), result.ExitFailure},
+		{&config.UsageError{Msg: "store is not set"}, result.ExitUsage},
+		{fmt.Errorf("restore: %w", pipeline.ErrCorrupted), result.ExitCorrupted},
+	}
+	for _, tt := range tests {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
 	}
 }

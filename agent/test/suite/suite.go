@@ -80,6 +80,16 @@ func mustFail(t *testing.T, r testenv.Run, wantInReason ...string) string {
 	return failed.Reason
 }
 
+// mustExit checks a failed run's exit code: the operators' Job
+// podFailurePolicy retries result.ExitFailure and fails the Job at once on
+// result.ExitUsage and result.ExitCorrupted.
+func mustExit(t *testing.T, r testenv.Run, code int) {
+	t.Helper()
+	if r.Code != code {
+		t.Errorf("agent %v exited %d, want %d", r.Args, r.Code, code)
+	}
+}
+
 func asFailed(err error, target **result.FailedError) bool {
 	f, ok := err.(*result.FailedError)
 	if ok {
@@ -221,14 +231,18 @@ func CorruptedRefused(t *testing.T, e *Env, kind string) {
 	check(t, e.DB.Mutate(db))
 	target := fingerprint(t, e.DB, db)
 
-	reason := mustFail(t, e.agent(t, st, db, job, nil, "restore"), "corrupted", "checksum", path.Base(key), "not touched")
+	r := e.agent(t, st, db, job, nil, "restore")
+	reason := mustFail(t, r, "corrupted", "checksum", path.Base(key), "not touched")
+	mustExit(t, r, result.ExitCorrupted)
 	t.Logf("reason: %s", reason)
 	if after := fingerprint(t, e.DB, db); after != target {
 		t.Fatalf("the target database changed although the restore was refused")
 	}
 	// Truncation is refused too.
 	st.Write(t, key, data[:len(data)-10])
-	mustFail(t, e.agent(t, st, db, job, nil, "restore"), "corrupted")
+	r = e.agent(t, st, db, job, nil, "restore")
+	mustFail(t, r, "corrupted")
+	mustExit(t, r, result.ExitCorrupted)
 	if after := fingerprint(t, e.DB, db); after != target {
 		t.Fatalf("the target database changed although the restore was refused")
 	}
@@ -273,8 +287,12 @@ func StoreUnreachableS3(t *testing.T, e *Env) {
 	before := fingerprint(t, e.DB, db)
 
 	s3.Halt()
-	mustFail(t, e.agent(t, st, db, job, nil, "backup"), "unreachable", s3.Endpoint())
-	mustFail(t, e.agent(t, st, db, job, nil, "restore"), "unreachable", s3.Endpoint())
+	// An outage may end: retryable.
+	for _, cmd := range []string{"backup", "restore"} {
+		r := e.agent(t, st, db, job, nil, cmd)
+		mustFail(t, r, "unreachable", s3.Endpoint())
+		mustExit(t, r, result.ExitFailure)
+	}
 
 	check(t, s3.Start()) // same data, new port
 	st = S3Store(t, s3, "unreachable")
@@ -490,6 +508,7 @@ func WrongPassword(t *testing.T, e *Env, kind string, wantReason string) {
 	const wrong = "wrong-PASSWORD-0d9e8f7a-do-not-print"
 	r := e.agent(t, st, db, job, []string{"CAIRN_DB_PASSWORD=" + wrong}, "backup")
 	mustFail(t, r, wantReason)
+	mustExit(t, r, result.ExitFailure) // the Secret may be fixed before the retry
 	noSecrets(t, r, wrong)
 	if c := st.CatalogBytes(t, job); c != nil {
 		t.Fatalf("a failed backup wrote a catalog: %s", c)
@@ -505,7 +524,12 @@ func WrongPassword(t *testing.T, e *Env, kind string, wantReason string) {
 	// A password passed as an argument is refused without echoing it.
 	r = e.agent(t, st, db, job, nil, "backup", "--db-password="+wrong)
 	mustFail(t, r, "never taken from arguments")
+	mustExit(t, r, result.ExitUsage)
 	noSecrets(t, r, wrong)
+	// So is an invalid setting, before anything is read or written.
+	r = e.agent(t, st, db, job, []string{"CAIRN_COMPRESSION=maximal"}, "backup")
+	mustFail(t, r, "compression")
+	mustExit(t, r, result.ExitUsage)
 }
 
 // DeleteJob deletes every artifact of one job and leaves other jobs alone.
