@@ -69,8 +69,43 @@ func JobSpec(s Spec) batchv1.JobSpec {
 		BackoffLimit:            s.BackoffLimit,
 		ActiveDeadlineSeconds:   s.ActiveDeadlineSeconds,
 		TTLSecondsAfterFinished: nil,
+		PodFailurePolicy:        PodFailurePolicy(),
 		Template:                PodTemplate(s),
 	}
+}
+
+// PodFailurePolicy is the policy of every agent Job (rules are tried in
+// order, the first match applies):
+//
+//   - FailJob when the agent container exits with a code retrying cannot
+//     fix: an invalid configuration (result.ExitUsage, 2) or a corrupted
+//     artifact (result.ExitCorrupted, 3). The Job fails at once, with reason
+//     PodFailurePolicy, instead of using up its backoffLimit on runs that
+//     would fail the same way.
+//   - Ignore a pod that failed because it was disrupted (condition
+//     DisruptionTarget: evicted, preempted, its node drained or gone): it is
+//     replaced without counting against backoffLimit.
+//
+// Any other failure counts against backoffLimit as before. Every field is
+// set (no API defaulting), so a rendered spec compares equal to the stored
+// one.
+func PodFailurePolicy() *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+		{
+			Action: batchv1.PodFailurePolicyActionFailJob,
+			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+				ContainerName: ptr.To(ContainerName),
+				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+				Values:        []int32{result.ExitUsage, result.ExitCorrupted}, // ascending, as the API requires
+			},
+		},
+		{
+			Action: batchv1.PodFailurePolicyActionIgnore,
+			OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{
+				{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue},
+			},
+		},
+	}}
 }
 
 // PodTemplate renders the pod template of one run: restricted Pod Security
@@ -164,6 +199,11 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 	}}}
 }
 
+// ReasonPodFailurePolicy is the reason of the Failed condition of a Job that
+// its PodFailurePolicy failed: the agent exited with result.ExitUsage or
+// result.ExitCorrupted, and its remaining retries were not used.
+const ReasonPodFailurePolicy = batchv1.JobReasonPodFailurePolicy
+
 // Outcome of a Job.
 type Outcome struct {
 	// Finished is true once the Job is Complete or Failed.
@@ -172,8 +212,14 @@ type Outcome struct {
 	Succeeded bool
 	// At is when it finished (the condition's transition time).
 	At time.Time
-	// Reason and Message of the Failed condition (e.g. BackoffLimitExceeded, DeadlineExceeded).
+	// Reason and Message of the Failed condition, as the Job controller set
+	// them: BackoffLimitExceeded (every retry failed), DeadlineExceeded, or
+	// PodFailurePolicy (ReasonPodFailurePolicy: the agent reported a failure
+	// retrying cannot fix; Message names the container, pod and exit code).
 	Reason, Message string
+	// NotRetried is true when the Job failed by its PodFailurePolicy, before
+	// using its retries (Reason is ReasonPodFailurePolicy).
+	NotRetried bool
 }
 
 // JobOutcome reads a Job's terminal condition.
@@ -186,7 +232,8 @@ func JobOutcome(job *batchv1.Job) Outcome {
 		case batchv1.JobComplete:
 			return Outcome{Finished: true, Succeeded: true, At: c.LastTransitionTime.Time}
 		case batchv1.JobFailed:
-			return Outcome{Finished: true, At: c.LastTransitionTime.Time, Reason: c.Reason, Message: c.Message}
+			return Outcome{Finished: true, At: c.LastTransitionTime.Time, Reason: c.Reason, Message: c.Message,
+				NotRetried: c.Reason == ReasonPodFailurePolicy}
 		}
 	}
 	return Outcome{}

@@ -1,17 +1,29 @@
 package agentjob
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/agent/result"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/testenv"
 )
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{}, &env)
+}
 
 func spec(storage cairnv1.StorageSpec) Spec {
 	return Spec{
@@ -104,8 +116,91 @@ func TestJobOutcome(t *testing.T) {
 	if o := JobOutcome(j); !o.Finished || o.Succeeded || o.Reason != "BackoffLimitExceeded" {
 		t.Fatalf("failed job: %+v", o)
 	}
+	if o := JobOutcome(j); o.NotRetried {
+		t.Fatalf("a job that used its retries reported NotRetried: %+v", o)
+	}
+	// Failed by the pod failure policy: reason and message as the Job
+	// controller wrote them.
+	const msg = "Container agent for pod ns/bj-now-1-abcde failed with exit code 3 matching FailJob rule at index 0"
+	j.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: msg, LastTransitionTime: at},
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: msg, LastTransitionTime: at},
+	}
+	if o := JobOutcome(j); !o.Finished || o.Succeeded || !o.NotRetried || o.Reason != "PodFailurePolicy" || o.Message != msg {
+		t.Fatalf("job failed by its pod failure policy: %+v", o)
+	}
+	// FailureTarget alone: the Job controller has decided, but pods are
+	// still terminating; not finished yet.
+	j.Status.Conditions = j.Status.Conditions[:1]
+	if o := JobOutcome(j); o.Finished {
+		t.Fatalf("job with only FailureTarget reported finished: %+v", o)
+	}
 	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: at}}
 	if o := JobOutcome(j); !o.Finished || !o.Succeeded {
 		t.Fatalf("complete job: %+v", o)
+	}
+}
+
+// Every agent Job fails at once when the agent exits with a code retrying
+// cannot fix, and does not count disrupted pods against its backoffLimit.
+func TestPodFailurePolicy(t *testing.T) {
+	if result.ExitUsage != 2 || result.ExitCorrupted != 3 {
+		t.Fatalf("the agent's exit codes changed: usage %d, corrupted %d", result.ExitUsage, result.ExitCorrupted)
+	}
+	js := JobSpec(spec(s3))
+	p := js.PodFailurePolicy
+	if p == nil || len(p.Rules) != 2 {
+		t.Fatalf("podFailurePolicy %+v", p)
+	}
+	fail, ignore := p.Rules[0], p.Rules[1]
+	if fail.Action != batchv1.PodFailurePolicyActionFailJob || fail.OnExitCodes == nil ||
+		ptr.Deref(fail.OnExitCodes.ContainerName, "") != js.Template.Spec.Containers[0].Name ||
+		fail.OnExitCodes.Operator != batchv1.PodFailurePolicyOnExitCodesOpIn ||
+		len(fail.OnExitCodes.Values) != 2 || fail.OnExitCodes.Values[0] != 2 || fail.OnExitCodes.Values[1] != 3 {
+		t.Errorf("rule 0 %+v: want FailJob on exit codes In [2 3] of the agent container", fail)
+	}
+	if ignore.Action != batchv1.PodFailurePolicyActionIgnore || len(ignore.OnPodConditions) != 1 ||
+		ignore.OnPodConditions[0].Type != corev1.DisruptionTarget || ignore.OnPodConditions[0].Status != corev1.ConditionTrue {
+		t.Errorf("rule 1 %+v: want Ignore on DisruptionTarget", ignore)
+	}
+	if js.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy %q: a pod failure policy needs Never", js.Template.Spec.RestartPolicy)
+	}
+}
+
+// The API server accepts the policy in a Job and in a CronJob's template
+// and stores it as rendered (nothing defaulted), so operators comparing
+// rendered and stored specs see no drift.
+func TestPodFailurePolicyAccepted(t *testing.T) {
+	ctx := context.Background()
+	ns, err := env.Namespace(ctx, "agentjob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]cairnv1.StorageSpec{"pvc": pvc, "s3": s3} {
+		s := spec(st)
+		s.BackoffLimit, s.ActiveDeadlineSeconds = ptr.To[int32](3), ptr.To[int64](600)
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "run-" + name}, Spec: JobSpec(s)}
+		if err := env.Client.Create(ctx, job); err != nil {
+			t.Fatalf("%s: create Job: %v", name, err)
+		}
+		cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cron-" + name}, Spec: batchv1.CronJobSpec{
+			Schedule: "0 0 * * *", JobTemplate: batchv1.JobTemplateSpec{Spec: JobSpec(s)},
+		}}
+		if err := env.Client.Create(ctx, cj); err != nil {
+			t.Fatalf("%s: create CronJob: %v", name, err)
+		}
+		gotJob, gotCJ := &batchv1.Job{}, &batchv1.CronJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), gotJob); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cj), gotCJ); err != nil {
+			t.Fatal(err)
+		}
+		for what, got := range map[string]*batchv1.PodFailurePolicy{"Job": gotJob.Spec.PodFailurePolicy, "CronJob": gotCJ.Spec.JobTemplate.Spec.PodFailurePolicy} {
+			if !apiequality.Semantic.DeepEqual(got, PodFailurePolicy()) {
+				t.Errorf("%s: %s stored podFailurePolicy %+v, rendered %+v", name, what, got, PodFailurePolicy())
+			}
+		}
 	}
 }
