@@ -55,6 +55,10 @@ const (
 	// FailHost as a BackupJob's or RestoreJob's database host makes its agent
 	// pods fail (exit code 1).
 	FailHost = "fail.invalid"
+	// ConfigErrorHost as a BackupJob's or RestoreJob's database host makes
+	// its agent pods fail with exit code 2, the agent's configuration error,
+	// which the Job's podFailurePolicy fails at once.
+	ConfigErrorHost = "config.invalid"
 	// TerminationMessageAnnotation on a Job pod becomes its first container's
 	// termination message.
 	TerminationMessageAnnotation = "cairn.dev/e2e-termination-message"
