@@ -76,4 +76,5 @@ func TestConfigErrorFailsAtOnce(t *testing.T) {
 	t.Logf("Warning Event: %s", warning)
 	g.Expect(warning).To(ContainSubstring(batchv1.JobReasonPodFailurePolicy), "the Job's failure reason reaches the Event")
 	g.Expect(warning).To(ContainSubstring("injected configuration error"), "the agent's reason reaches the Event")
+	g.Expect(warning).To(ContainSubstring("failed without retries"), "the Event says the run was not retried")
 }

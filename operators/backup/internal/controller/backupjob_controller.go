@@ -236,7 +236,7 @@ func summarise(bj *backupv1.BackupJob, running bool) {
 	case bj.Status.LastResult == backupv1.RunFailed:
 		bj.Status.Phase = backupv1.PhaseFailed
 		conditions.MarkNotReady(bj, backupv1.BackupJobLastRunFailedReason,
-			fmt.Sprintf("the last run failed after its retries (%d consecutive failures); the next scheduled run will try again", bj.Status.ConsecutiveFailures))
+			fmt.Sprintf("the last run failed (%d consecutive failures; see its BackupFailed Event); the next scheduled run will try again", bj.Status.ConsecutiveFailures))
 	case bj.Status.LastResult == backupv1.RunSucceeded:
 		bj.Status.Phase = backupv1.PhaseSucceeded
 		conditions.MarkReady(bj, cairnv1.SucceededReason, "the last run succeeded")

@@ -155,9 +155,13 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 			reason += ": " + failure
 		}
 		failures := bj.Status.ConsecutiveFailures
+		how := "after its retries"
+		if o.NotRetried {
+			how = "without retries: the agent's exit code says retrying cannot help"
+		}
 		afterStatusWrite(ctx, func() {
 			r.Recorder.Eventf(bj, job, corev1.EventTypeWarning, "BackupFailed", "Backup",
-				"backup run %s failed after its retries (%s); %d consecutive failure(s)", job.Name, reason, failures)
+				"backup run %s failed %s (%s); %d consecutive failure(s)", job.Name, how, reason, failures)
 			log.Info("backup run failed", "reason", reason, "consecutiveFailures", failures)
 		})
 	}
