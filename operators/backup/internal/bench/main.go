@@ -24,6 +24,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -230,18 +232,20 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 
 	profileAPIServer(ctx, env, strings.TrimSuffix(apiProfile, ".pprof")+".floor.pprof")
 	cpu0 := readCPU()
-	// The floor: the same writes a bare client makes (create BackupJob with the
-	// finalizer by admission, create its CronJob, patch its status once).
+	// The floor: the same writes a bare client makes — create the BackupJob
+	// (the finalizer by admission), create the very CronJob the operator
+	// renders (controller reference included), patch the status once, create
+	// one Event.
 	t0 := time.Now()
 	must(parallel(n, workers, func(i int) error {
 		bj := backupJob(floorNS, i)
 		if err := c.Create(ctx, bj); err != nil {
 			return err
 		}
-		cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: floorNS, Name: bj.Name},
-			Spec: batchv1.CronJobSpec{Schedule: bj.Spec.Schedule, TimeZone: &bj.Spec.TimeZone,
-				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "agent", Image: "agent"}}}}}}}}
+		cj := controller.DesiredCronJob(bj, "agent:bench")
+		if err := controllerutil.SetControllerReference(bj, cj, c.Scheme()); err != nil {
+			return err
+		}
 		if err := c.Create(ctx, cj); err != nil {
 			return err
 		}
@@ -249,7 +253,16 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 		bj.Status.ObservedGeneration = bj.Generation
 		bj.Status.Phase = backupv1.PhaseScheduled
 		conditions.MarkReady(bj, "Scheduled", "floor")
-		return c.Status().Patch(ctx, bj, client.MergeFrom(orig))
+		if err := c.Status().Patch(ctx, bj, client.MergeFrom(orig)); err != nil {
+			return err
+		}
+		now := metav1.NowMicro()
+		return c.Create(ctx, &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: floorNS, GenerateName: bj.Name + "-floor-"},
+			EventTime:  now, ReportingController: "cairn.dev/bench-floor", ReportingInstance: "bench",
+			Action: "Reconcile", Reason: "PhaseScheduled", Type: corev1.EventTypeNormal, Note: "phase (none) → Scheduled",
+			Regarding: corev1.ObjectReference{APIVersion: backupv1.GroupVersion.String(), Kind: "BackupJob", Namespace: floorNS, Name: bj.Name, UID: bj.UID},
+		})
 	}))
 	floor := time.Since(t0)
 	cpuFloor := readCPU().sub(cpu0)

@@ -45,6 +45,13 @@ func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
 // desiredCronJob renders the one CronJob of bj. It is named like bj (a CEL
 // rule keeps BackupJob names within the CronJob's 52 characters) and carries
 // the schedule's time zone in its own timeZone field, never as CRON_TZ=.
+// DesiredCronJob is the CronJob the operator renders for bj (without its
+// controller reference), for the bench's floor: the same object written by a
+// bare client.
+func DesiredCronJob(bj *backupv1.BackupJob, image string) *batchv1.CronJob {
+	return desiredCronJob(bj, image)
+}
+
 func desiredCronJob(bj *backupv1.BackupJob, image string) *batchv1.CronJob {
 	tz := bj.Spec.TimeZone
 	if tz == "" {
