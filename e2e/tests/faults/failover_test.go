@@ -26,7 +26,10 @@ import (
 // admission keeps working while a replica dies.
 func TestLeaderKilledOtherTakesOver(t *testing.T) {
 	g := NewWithT(t)
-	replicas := []*platform.Operator{startBackup(t, "-0", shortLease...), startBackup(t, "-1", shortLease...)}
+	// A 10 s lease leaves the CronJob controller's run ~8 s or more to finish
+	// while nobody leads.
+	lease10s := []string{"--leader-lease-duration=10s", "--leader-renew-deadline=7s", "--leader-retry-period=1s"}
+	replicas := []*platform.Operator{startBackup(t, "-0", lease10s...), startBackup(t, "-1", lease10s...)}
 
 	ns := namespace(t)
 	bj := backupJob(ns, "minutely", "* * * * *")
@@ -68,7 +71,7 @@ func TestLeaderKilledOtherTakesOver(t *testing.T) {
 	g.Eventually(func() string { return ptr.Deref(lease().Spec.HolderIdentity, "") }).WithTimeout(time.Minute).
 		WithPolling(100 * time.Millisecond).ShouldNot(Or(Equal(leaderID), BeEmpty()))
 	takeover := time.Since(killed)
-	t.Logf("takeover: %s after SIGKILL of the leader (lease duration 6s, retry period 1s)", takeover.Round(100*time.Millisecond))
+	t.Logf("takeover: %s after SIGKILL of the leader (lease duration 10s, retry period 1s)", takeover.Round(100*time.Millisecond))
 	g.Expect(acquiredLease(other)).To(BeTrue(), "the surviving replica holds the lease")
 	acquired := lease().Spec.AcquireTime.Time
 
@@ -103,6 +106,8 @@ func TestLeaderKilledOtherTakesOver(t *testing.T) {
 	for _, j := range all {
 		if j.Name == scheduled {
 			g.Expect(j.Status.CompletionTime).NotTo(BeNil())
+			t.Logf("scheduled run finished %s after its minute; the new leader acquired the lease %s after it",
+				j.Status.CompletionTime.Time.Sub(fireAt), acquired.Sub(fireAt).Round(time.Millisecond))
 			g.Expect(j.Status.CompletionTime.Time.Before(acquired)).To(BeTrue(),
 				"the scheduled run (done %s) finished while nobody led (new leader since %s)", j.Status.CompletionTime.Time, acquired)
 		}
