@@ -243,7 +243,7 @@ func JobOutcome(job *batchv1.Job) Outcome {
 // pods: the newest successful result, else the newest failure reason.
 func PodResult(pods []corev1.Pod) (*result.Result, string, error) {
 	var newest *result.Result
-	var newestAt time.Time
+	var newestAt, failureAt time.Time
 	failure := ""
 	for i := range pods {
 		for _, cs := range pods[i].Status.ContainerStatuses {
@@ -253,8 +253,9 @@ func PodResult(pods []corev1.Pod) (*result.Result, string, error) {
 			term := cs.State.Terminated
 			r, err := result.Parse(term.Message)
 			if err != nil {
-				if term.ExitCode != 0 {
-					failure = err.Error()
+				// The newest failure: retries run one pod after another.
+				if term.ExitCode != 0 && (failure == "" || term.FinishedAt.After(failureAt)) {
+					failure, failureAt = err.Error(), term.FinishedAt.Time
 				}
 				continue
 			}

@@ -2,6 +2,7 @@ package agentjob
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +101,14 @@ func TestPodResult(t *testing.T) {
 	r, failure, err = PodResult([]corev1.Pod{terminated(`{"error":"backup: connection refused"}`, 1, now)})
 	if err != nil || r != nil || failure == "" {
 		t.Fatalf("failure only: %+v %q %v", r, failure, err)
+	}
+	// Several failed pods, listed newest first: the newest failure is reported.
+	r, failure, err = PodResult([]corev1.Pod{
+		terminated(`{"error":"backup: the newest failure"}`, 1, now),
+		terminated(`{"error":"backup: an older failure"}`, 1, now.Add(-time.Minute)),
+	})
+	if err != nil || r != nil || !strings.Contains(failure, "the newest failure") {
+		t.Fatalf("newest failure: %+v %q %v", r, failure, err)
 	}
 	if _, _, err = PodResult(nil); err == nil {
 		t.Fatal("no pods: want an error")
