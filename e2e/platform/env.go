@@ -50,6 +50,10 @@ type Options struct {
 	// Operators to start a process of, e.g. "backup", "restore". The whole
 	// platform is installed either way.
 	Operators []string
+	// Binaries are operators to build before the cluster starts besides
+	// Operators (a slow build must not eat into the cluster's life), for
+	// processes a test starts itself.
+	Binaries []string
 	// Detach lets the operators outlive this process (the demo). Their
 	// webhook Services are then the processes' own ports, so each operator
 	// runs one process.
@@ -89,7 +93,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if err := os.MkdirAll(o.BinDir, 0o755); err != nil {
 		return nil, err
 	}
-	for _, name := range o.Operators {
+	for _, name := range append(append([]string{}, o.Operators...), o.Binaries...) {
 		if err := ensureBinary(ctx, o, name); err != nil {
 			return nil, err
 		}

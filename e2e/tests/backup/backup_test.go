@@ -22,6 +22,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/cluster"
+	"cairn.dev/e2e/fixtures"
 )
 
 // The CronJob fires on its schedule in its time zone, the Job completes, and
@@ -106,7 +107,7 @@ func TestFailingRunIsRetriedThenFailed(t *testing.T) {
 	// The Job controller's backoff is 10 s, 20 s: about 40 s for three pods.
 	g.Eventually(func() bool {
 		job = jobsOf(g, bj, nil)[0]
-		return jobFailed(&job)
+		return fixtures.JobHas(job, batchv1.JobFailed)
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(BeTrue())
 	g.Expect(job.Status.Failed).To(BeEquivalentTo(maxRetries+1), "one run and maxRetries retries")
 	g.Expect(ptr.Deref(job.Spec.BackoffLimit, -1)).To(BeEquivalentTo(maxRetries))
@@ -156,15 +157,6 @@ func TestFailingRunIsRetriedThenFailed(t *testing.T) {
 		HaveField("LastSuccessfulTime", Not(BeNil())),
 	))
 	g.Expect(jobsOf(g, bj, nil)).To(HaveLen(2))
-}
-
-func jobFailed(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // Each run-now request starts exactly one Job, however often the BackupJob is
@@ -252,12 +244,6 @@ func TestRestoreFromBackupJob(t *testing.T) {
 	g.Expect(got.Status.Artifact).NotTo(BeNil())
 	g.Expect(got.Status.Artifact.Path).To(Equal(st.LastArtifact.Path))
 	g.Expect(strings.TrimPrefix(got.Status.Artifact.Checksum, "sha256:")).To(HaveLen(64))
-}
-
-func mustGet(g Gomega, bj *backupv1.BackupJob) *backupv1.BackupJob {
-	got := &backupv1.BackupJob{}
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(bj), got)).To(Succeed())
-	return got
 }
 
 func count(g Gomega, ns string, list client.ObjectList, sel client.MatchingLabels) int {

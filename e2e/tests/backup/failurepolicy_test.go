@@ -13,6 +13,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/e2e/cluster"
+	"cairn.dev/e2e/fixtures"
 )
 
 // A run whose agent exits with its configuration-error code (2) is not
@@ -33,7 +34,7 @@ func TestConfigErrorFailsAtOnce(t *testing.T) {
 	// No backoff: the Job fails as soon as its one pod has.
 	g.Eventually(func() bool {
 		job = jobsOf(g, bj, nil)[0]
-		return jobFailed(&job)
+		return fixtures.JobHas(job, batchv1.JobFailed)
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue())
 	t.Logf("Job %s failed %s after it was seen", job.Name, time.Since(started).Round(time.Second))
 	g.Expect(ptr.Deref(job.Spec.BackoffLimit, -1)).To(BeEquivalentTo(maxRetries), "retries were allowed")

@@ -16,19 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	backupv1 "cairn.dev/apis/backup/v1"
-	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/e2e/cluster"
+	"cairn.dev/e2e/fixtures"
 	"cairn.dev/e2e/platform"
 )
 
@@ -46,49 +40,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctrllog.SetLogger(logr.Discard())
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	dir, err := os.MkdirTemp("", "cairn-e2e-faults-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	// Build before starting the cluster: a slow build must not eat into the
-	// cluster's life.
-	if _, err := platform.Build(ctx, root, dir+"/bin", "backup"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	env, err = platform.Up(ctx, platform.Options{Root: root, Dir: dir, Nodes: 1,
-		Logf: func(f string, a ...any) { fmt.Printf("e2e: "+f+"\n", a...) }})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	k8s = env.Client
-	undo := env.Cluster.StopOnSignal(func() {
-		for _, op := range env.Processes {
-			_ = op.Kill()
-		}
-	})
-	code := m.Run()
-	undo()
-	if code != 0 {
-		env.Cluster.DumpLogs(func(f string, a ...any) { fmt.Printf(f+"\n", a...) })
-	}
-	if err := env.Down(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: stopping:", err)
-	}
-	return code
+	// Each test starts its own backup-operator processes.
+	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, Binaries: []string{"backup"}}, &env,
+		func(e *platform.Env) { k8s = e.Client }))
 }
 
 // startBackup starts a backup-operator process for the test; it is stopped
@@ -112,41 +66,15 @@ func startBackup(t *testing.T, suffix string, extra ...string) *platform.Operato
 var shortLease = []string{"--leader-lease-duration=6s", "--leader-renew-deadline=4s", "--leader-retry-period=1s"}
 
 // namespace creates a namespace with the Secrets the BackupJobs name.
-func namespace(t *testing.T) string {
-	t.Helper()
-	g := NewWithT(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-faults-"}}
-	g.Expect(k8s.Create(ctx, ns)).To(Succeed())
-	g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "db"},
-		StringData: map[string]string{"username": "app", "password": "e2e"}})).To(Succeed())
-	g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "s3"},
-		StringData: map[string]string{"accessKeyID": "e2e", "secretAccessKey": "e2e-secret"}})).To(Succeed())
-	return ns.Name
-}
+func namespace(t *testing.T) string { return fixtures.Namespace(t, k8s, "e2e-faults-") }
 
-// yearly never fires during a test.
-const yearly = "0 0 1 1 *"
+const yearly = fixtures.Yearly
 
 func backupJob(ns, name, schedule string) *backupv1.BackupJob {
-	return &backupv1.BackupJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: backupv1.BackupJobSpec{
-			Database: cairnv1.DatabaseRef{Engine: "postgres", Host: "db.example", Port: 5432, Database: "app",
-				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
-			Schedule: schedule, TimeZone: "Asia/Shanghai", RetentionDays: 7,
-			MaxRetries: ptr.To[int32](1), ActiveDeadlineSeconds: ptr.To[int64](600),
-			Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "http://s3.example:9000", Bucket: "backups",
-				Region: "us-east-1", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}},
-			DeletionPolicy: backupv1.DeletionPolicyRetain,
-		},
-	}
+	return fixtures.BackupJob(ns, name, schedule, "db.example", 1)
 }
 
-func getBJ(g Gomega, bj *backupv1.BackupJob) *backupv1.BackupJob {
-	got := &backupv1.BackupJob{}
-	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(bj), got)).To(Succeed())
-	return got
-}
+func getBJ(g Gomega, bj *backupv1.BackupJob) *backupv1.BackupJob { return fixtures.Get(g, k8s, bj) }
 
 // cronJobs counts the CronJobs of BackupJob name in ns.
 func cronJobs(g Gomega, ns, name string) int {
@@ -170,12 +98,7 @@ func scheduledAt(j batchv1.Job) time.Time {
 }
 
 func finished(j batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	return fixtures.JobHas(j, batchv1.JobComplete) || fixtures.JobHas(j, batchv1.JobFailed)
 }
 
 // recordedRuns counts, per Job name, the BackupSucceeded/BackupFailed Events
@@ -197,19 +120,7 @@ func recordedRuns(g Gomega, ns string) map[string]int {
 	return out
 }
 
-func setRunNow(g Gomega, bj *backupv1.BackupJob, id string) {
-	g.Eventually(func() error {
-		got := &backupv1.BackupJob{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(bj), got); err != nil {
-			return err
-		}
-		if got.Annotations == nil {
-			got.Annotations = map[string]string{}
-		}
-		got.Annotations[backupv1.RunNowAnnotation] = id
-		return k8s.Update(ctx, got)
-	}).WithTimeout(30 * time.Second).Should(Succeed())
-}
+func setRunNow(g Gomega, bj *backupv1.BackupJob, id string) { fixtures.SetRunNow(g, k8s, bj, id) }
 
 // acquiredLease says whether op's log shows it became the leader.
 func acquiredLease(op *platform.Operator) bool {
