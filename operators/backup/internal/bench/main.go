@@ -181,7 +181,8 @@ func main() {
 		Scheme:              scheme(),
 	})
 	must(err)
-	defer func() { _ = env.Stop() }()
+	stopEnv = func() { _ = env.Stop() }
+	defer stopEnv()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -317,8 +318,7 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 	must(parallel(n, workers, func(i int) error { return c.Create(ctx, backupJob(benchNS, i)) }))
 	for !converged() {
 		if time.Since(t1) > 10*time.Minute {
-			fmt.Fprintln(os.Stderr, "bench: not converged after 10 minutes")
-			os.Exit(1)
+			fatal("not converged after 10 minutes")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -423,9 +423,20 @@ func settle(c *counter) {
 	}
 }
 
+// stopEnv stops the control plane; fatal calls it, so a failed run leaves no
+// kube-apiserver or etcd behind.
+var stopEnv func()
+
+func fatal(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	if stopEnv != nil {
+		stopEnv()
+	}
+	os.Exit(1)
+}
+
 func must(err error) {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		fatal("%v", err)
 	}
 }
