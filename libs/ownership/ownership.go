@@ -106,28 +106,44 @@ func (a *Applier) Ensure(ctx context.Context, owner, desired client.Object) (Op,
 	if !metav1.IsControlledBy(existing, owner) {
 		return "", &NotControlledError{Kind: gvk.Kind, Key: key}
 	}
-	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	updated, err := Drift(desired, existing)
 	if err != nil {
 		return "", err
 	}
-	have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(existing)
-	if err != nil {
-		return "", err
-	}
-	pruneForCompare(want)
-	if Subset(want, have) {
+	if updated == nil {
 		return Unchanged, nil
 	}
-	merged := Merge(have, want)
-	updated := desired.DeepCopyObject().(client.Object)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(merged, updated); err != nil {
-		return "", err
-	}
-	updated.SetResourceVersion(existing.GetResourceVersion())
 	if err := a.Client.Update(ctx, updated); err != nil {
 		return "", err
 	}
 	return Updated, nil
+}
+
+// Drift compares live with desired the way Ensure does: live matches when
+// every field desired sets (labels, annotations, owner references, and
+// everything outside metadata and status) has the same value in it; fields
+// the API server defaulted are not drift. It returns nil for a match, else
+// live with desired's fields laid over it, carrying live's resourceVersion,
+// ready for an Update.
+func Drift(desired, live client.Object) (client.Object, error) {
+	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	if err != nil {
+		return nil, err
+	}
+	have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	if err != nil {
+		return nil, err
+	}
+	pruneForCompare(want)
+	if Subset(want, have) {
+		return nil, nil
+	}
+	updated := desired.DeepCopyObject().(client.Object)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(Merge(have, want), updated); err != nil {
+		return nil, err
+	}
+	updated.SetResourceVersion(live.GetResourceVersion())
+	return updated, nil
 }
 
 // pruneForCompare keeps, of desired's metadata, only what Ensure manages.

@@ -5,13 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"reflect"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -115,18 +114,11 @@ func (r *BackupJobReconciler) reconcileLiveCronJob(ctx context.Context, bj *back
 	if !metav1.IsControlledBy(live, bj) {
 		return "", &ownership.NotControlledError{Kind: "CronJob", Key: key}
 	}
-	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
+	drifted, err := ownership.Drift(desired, live)
 	if err != nil {
 		return "", err
 	}
-	have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
-	if err != nil {
-		return "", err
-	}
-	delete(want, "status")
-	md, _ := want["metadata"].(map[string]any)
-	want["metadata"] = map[string]any{"labels": md["labels"], "ownerReferences": md["ownerReferences"]}
-	if ownership.Subset(want, have) {
+	if drifted == nil {
 		if live.Annotations[SpecHashAnnotation] == hash && live.Annotations[SpecGenerationAnnotation] == strconv.FormatInt(live.Generation, 10) {
 			return ownership.Unchanged, nil // the cache was behind
 		}
@@ -137,20 +129,14 @@ func (r *BackupJobReconciler) reconcileLiveCronJob(ctx context.Context, bj *back
 		}
 		return ownership.Unchanged, nil
 	}
-	oldSpec := have["spec"]
-	merged := ownership.Merge(have, want)
-	updated := &batchv1.CronJob{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(merged, updated); err != nil {
-		return "", err
-	}
+	updated := drifted.(*batchv1.CronJob)
 	// The API server bumps the generation when, and only when, the spec
 	// changes; record the generation this write will produce.
 	gen := live.Generation
-	if !reflect.DeepEqual(merged["spec"], oldSpec) {
+	if !equality.Semantic.DeepEqual(updated.Spec, live.Spec) {
 		gen++
 	}
 	setSpecAnnotations(updated, hash, gen)
-	updated.ResourceVersion = live.ResourceVersion
 	if err := r.Client.Update(ctx, updated); err != nil {
 		return "", err
 	}
