@@ -32,4 +32,12 @@ const (
 	SuspendedReason = "Suspended"
 	// FailedReason: the last run failed after all its retries.
 	FailedReason = "Failed"
+	// ReferenceNotFoundReason: an object the spec refers to (a credentials
+	// Secret, a PVC, a BackupJob, a kubeconfig Secret) does not exist; the
+	// message names it. Nothing runs until it exists; its creation wakes
+	// the object.
+	ReferenceNotFoundReason = "ReferenceNotFound"
+	// ReferenceKeyMissingReason: a referenced Secret lacks a key the spec
+	// needs; the message names the Secret and the key.
+	ReferenceKeyMissingReason = "ReferenceKeyMissing"
 )

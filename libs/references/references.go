@@ -1,0 +1,170 @@
+// Package references checks the objects a spec refers to — credentials
+// Secrets and the keys they must hold, PVCs — before anything runs with them,
+// so a missing or unusable reference is a clear condition ("Secret
+// default/orders-db-credentials: no key password") instead of pods stuck in
+// CreateContainerConfigError until a deadline.
+//
+// Secrets are never cached with their data: the operator watches Secrets
+// and PVCs as metadata only (for existence, and so their events wake the
+// objects that refer to them), and reads a Secret's keys past the cache
+// only when its resourceVersion changed since it last looked. The keys'
+// names are remembered, never the values.
+package references
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+)
+
+// Kinds a Ref can name.
+const (
+	Secret = "Secret"
+	PVC    = "PersistentVolumeClaim"
+)
+
+var gvks = map[string]schema.GroupVersionKind{
+	Secret: corev1.SchemeGroupVersion.WithKind("Secret"),
+	PVC:    corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
+}
+
+// Ref is one referenced object.
+type Ref struct {
+	// Kind is Secret or PersistentVolumeClaim.
+	Kind string
+	// Namespace and Name of the object.
+	Namespace, Name string
+	// Keys a Secret must hold.
+	Keys []string
+	// Field is the spec field that refers to it, for the message
+	// (e.g. "spec.database.credentialsSecretRef").
+	Field string
+}
+
+// Problem is the first unusable reference found.
+type Problem struct {
+	// Reason is cairnv1.ReferenceNotFoundReason or ReferenceKeyMissingReason.
+	Reason string
+	// Message names the object, the key and the field.
+	Message string
+	// Ref is the reference at fault.
+	Ref Ref
+}
+
+// Checker checks Refs.
+type Checker struct {
+	// Metadata reads objects' metadata, normally from a metadata-only cache.
+	Metadata client.Reader
+	// Live reads a Secret's data past the cache (the manager's APIReader).
+	Live client.Reader
+
+	mu   sync.Mutex
+	keys map[types.UID]secretKeys
+}
+
+type secretKeys struct {
+	resourceVersion string
+	names           map[string]bool
+}
+
+// Check returns the first problem among refs, nil when all are usable, or an
+// error when the API server could not tell.
+func (c *Checker) Check(ctx context.Context, refs []Ref) (*Problem, error) {
+	for _, ref := range refs {
+		p, err := c.check(ctx, ref)
+		if err != nil || p != nil {
+			return p, err
+		}
+	}
+	return nil, nil
+}
+
+func (c *Checker) check(ctx context.Context, ref Ref) (*Problem, error) {
+	gvk, ok := gvks[ref.Kind]
+	if !ok {
+		return nil, fmt.Errorf("references: unknown kind %q", ref.Kind)
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
+	if err := c.Metadata.Get(ctx, key, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &Problem{Reason: cairnv1.ReferenceNotFoundReason, Ref: ref, Message: fmt.Sprintf(
+				"%s %s/%s (%s) not found; nothing runs until it exists", ref.Kind, ref.Namespace, ref.Name, ref.Field)}, nil
+		}
+		return nil, fmt.Errorf("reading %s %s: %w", ref.Kind, key, err)
+	}
+	if ref.Kind != Secret || len(ref.Keys) == 0 {
+		return nil, nil
+	}
+	have, err := c.secretKeys(ctx, key, m)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, k := range ref.Keys {
+		if !have[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil, nil
+	}
+	sort.Strings(missing)
+	return &Problem{Reason: cairnv1.ReferenceKeyMissingReason, Ref: ref, Message: fmt.Sprintf(
+		"Secret %s/%s (%s) has no key %s; nothing runs until it has", ref.Namespace, ref.Name, ref.Field, strings.Join(missing, ", "))}, nil
+}
+
+// secretKeys returns the names of the keys of a Secret whose metadata is m,
+// read live once per resourceVersion.
+func (c *Checker) secretKeys(ctx context.Context, key client.ObjectKey, m *metav1.PartialObjectMetadata) (map[string]bool, error) {
+	c.mu.Lock()
+	if k, ok := c.keys[m.UID]; ok && k.resourceVersion == m.ResourceVersion {
+		c.mu.Unlock()
+		return k.names, nil
+	}
+	c.mu.Unlock()
+	s := &corev1.Secret{}
+	if err := c.Live.Get(ctx, key, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return map[string]bool{}, nil
+		}
+		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	names := map[string]bool{}
+	for k, v := range s.Data {
+		if len(v) > 0 {
+			names[k] = true
+		}
+	}
+	for k, v := range s.StringData {
+		if v != "" {
+			names[k] = true
+		}
+	}
+	c.mu.Lock()
+	if c.keys == nil {
+		c.keys = map[types.UID]secretKeys{}
+	}
+	c.keys[s.UID] = secretKeys{resourceVersion: s.ResourceVersion, names: names}
+	c.mu.Unlock()
+	return names, nil
+}
+
+// Forget drops what the checker remembers of a Secret (on its deletion).
+func (c *Checker) Forget(uid types.UID) {
+	c.mu.Lock()
+	delete(c.keys, uid)
+	c.mu.Unlock()
+}
