@@ -176,6 +176,15 @@ type BackupJobStatus struct {
 	// +optional
 	LastRunName string `json:"lastRunName,omitempty"`
 
+	// LastRunStartTime is when the Job of the last finished run started.
+	// +optional
+	LastRunStartTime *metav1.Time `json:"lastRunStartTime,omitempty"`
+
+	// LastRunMessage says how the last finished run ended: its artifact, or
+	// why it failed (the Job's reason and the agent's report).
+	// +optional
+	LastRunMessage string `json:"lastRunMessage,omitempty"`
+
 	// NextScheduleTime is the next time the schedule fires, computed in timeZone.
 	// Empty while suspended.
 	// +optional

@@ -129,6 +129,10 @@ func (in *BackupJobStatus) DeepCopyInto(out *BackupJobStatus) {
 		*out = new(apismetav1.Artifact)
 		**out = **in
 	}
+	if in.LastRunStartTime != nil {
+		in, out := &in.LastRunStartTime, &out.LastRunStartTime
+		*out = (*in).DeepCopy()
+	}
 	if in.NextScheduleTime != nil {
 		in, out := &in.NextScheduleTime, &out.NextScheduleTime
 		*out = (*in).DeepCopy()

@@ -218,6 +218,12 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 	benchNS := fmt.Sprintf("bench-%d", n)
 	for _, ns := range []string{floorNS, benchNS} {
 		must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+		// The Secrets every BackupJob names (the operator checks them
+		// before it schedules anything).
+		must(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+			StringData: map[string]string{"username": "app", "password": "bench"}}))
+		must(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
+			StringData: map[string]string{"accessKeyID": "bench", "secretAccessKey": "bench"}}))
 	}
 	byObject := controller.CacheByObject()
 	mopts := *o
@@ -261,7 +267,7 @@ func runOne(ctx context.Context, env *testenv.Env, o *manager.Options, cfg *rest
 		return c.Create(ctx, &eventsv1.Event{
 			ObjectMeta: metav1.ObjectMeta{Namespace: floorNS, GenerateName: bj.Name + "-floor-"},
 			EventTime:  now, ReportingController: "cairn.dev/bench-floor", ReportingInstance: "bench",
-			Action: "Reconcile", Reason: "PhaseScheduled", Type: corev1.EventTypeNormal, Note: "phase (none) → Scheduled",
+			Action: "PhaseScheduled", Reason: "Scheduled", Type: corev1.EventTypeNormal, Note: "the CronJob is in place; waiting for the first run",
 			Regarding: corev1.ObjectReference{APIVersion: backupv1.GroupVersion.String(), Kind: "BackupJob", Namespace: floorNS, Name: bj.Name, UID: bj.UID},
 		})
 	}))

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -12,10 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
 )
 
 // The operator caches its CronJobs as metadata only (no pod template): these
@@ -47,8 +52,43 @@ func cronJobMeta() *metav1.PartialObjectMetadata {
 // it unchanged since it last matched, else read it in full from the API
 // server and revert any drift (fields the API server defaulted are not drift).
 // Someone else's CronJob with the same name is never adopted or changed.
-func (r *BackupJobReconciler) ensureCronJob(ctx context.Context, bj *backupv1.BackupJob) (ownership.Op, error) {
+// ensureCronJob is the step that keeps the CronJob: a CronJob of the same
+// name that another controller owns stalls the BackupJob.
+func (r *BackupJobReconciler) ensureCronJob(ctx context.Context, p *pass) error {
+	bj := p.Obj
+	op, err := r.applyCronJob(ctx, bj, bj.Spec.Suspend)
+	var nc *ownership.NotControlledError
+	if errors.As(err, &nc) {
+		bj.Status.Phase = backupv1.PhasePending
+		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("ensuring the CronJob: %w", err)
+	}
+	if op != ownership.Unchanged {
+		ctrl.LoggerFrom(ctx).Info("CronJob "+string(op), "CronJob", bj.Name)
+	}
+	return nil
+}
+
+// suspendCronJob suspends bj's CronJob if it exists (a reference it needs is
+// missing): no run starts until the BackupJob is reconciled again.
+func (r *BackupJobReconciler) suspendCronJob(ctx context.Context, bj *backupv1.BackupJob) error {
+	cached := cronJobMeta()
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name}, cached)
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(cached, bj)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = r.applyCronJob(ctx, bj, true)
+	return err
+}
+
+func (r *BackupJobReconciler) applyCronJob(ctx context.Context, bj *backupv1.BackupJob, suspend bool) (ownership.Op, error) {
 	desired := desiredCronJob(bj, r.AgentImage)
+	desired.Spec.Suspend = &suspend
 	if err := ownership.SetController(bj, desired, r.Scheme); err != nil {
 		return "", err
 	}

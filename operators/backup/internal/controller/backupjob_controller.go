@@ -1,34 +1,34 @@
 // Package controller reconciles BackupJobs: one CronJob per BackupJob, whose
 // pods run the Cairn agent; status from the runs it observes; run-now; and
-// cleanup through a finalizer.
+// cleanup through a finalizer. It is written on libs/reconcile: this package
+// holds the BackupJob's steps and nothing else.
 package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
+	"cairn.dev/libs/references"
 	"cairn.dev/libs/schedule"
 	"cairn.dev/libs/status"
 )
@@ -39,6 +39,7 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // BackupJobReconciler reconciles BackupJobs.
@@ -56,9 +57,10 @@ type BackupJobReconciler struct {
 	ResultGrace time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-}
 
-var _ reconcile.Reconciler = &BackupJobReconciler{}
+	skeleton *reconcile.Reconciler[*backupv1.BackupJob, state]
+	refs     *references.Checker
+}
 
 func (r *BackupJobReconciler) now() time.Time {
 	if r.Now != nil {
@@ -67,9 +69,19 @@ func (r *BackupJobReconciler) now() time.Time {
 	return time.Now()
 }
 
+// Reconcile runs one pass of the skeleton (libs/reconcile) with the
+// BackupJob's steps.
+func (r *BackupJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.skeleton.Reconcile(ctx, req)
+}
+
+// pass is the state the steps of one pass share.
+type pass = reconcile.Pass[*backupv1.BackupJob, state]
+
 // SetupWithManager registers the controller: For BackupJob (status-only
 // updates ignored), Owns CronJob (metadata only), Jobs and Pods mapped by
-// label to their one BackupJob.
+// label to their one BackupJob, Secrets and PVCs (metadata only) mapped to
+// the BackupJobs that refer to them.
 func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	if r.CleanupDeadline == 0 {
 		r.CleanupDeadline = 10 * time.Minute
@@ -80,19 +92,56 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
+	r.skeleton = &reconcile.Reconciler[*backupv1.BackupJob, state]{
+		Kind:     "BackupJob",
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		New:      func() *backupv1.BackupJob { return &backupv1.BackupJob{} },
+		Finalizer: &finalizer.Finalizer{Name: backupv1.CleanupFinalizer, Deadline: r.CleanupDeadline,
+			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder, Now: r.Now},
+		Steps: []reconcile.Step[*backupv1.BackupJob, state]{
+			{Name: "validate", Run: r.validate},
+			{Name: "references", Run: r.checkReferences},
+			{Name: "cronjob", Run: r.ensureCronJob},
+			{Name: "runs", Run: r.observeRuns},
+			{Name: "run-now", Run: r.runNow},
+			{Name: "summarise", Run: r.summarise},
+		},
+		Cleanup:    r.cleanup,
+		Deleting:   deleting,
+		Transition: r.transition,
+		Observe:    observe,
+		Forget:     func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) },
+	}
+	if err := references.Register(context.Background(), mgr.GetFieldIndexer(), &backupv1.BackupJob{}, backupJobReferences); err != nil {
+		return fmt.Errorf("indexing BackupJobs by reference: %w", err)
+	}
+	newList := func() client.ObjectList { return &backupv1.BackupJobList{} }
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupjob").
 		WithOptions(opts).
 		For(&backupv1.BackupJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		// CronJobs are watched and cached as metadata only (see
-		// ensureCronJob). The CronJob's own creation is this controller's
-		// write: skip its create event. Updates (drift) and deletes bring the
-		// owner back.
+		// CronJobs are watched and cached as metadata only. The CronJob's
+		// own creation is this controller's write: skip its create event.
+		// Updates (drift) and deletes bring the owner back.
 		Owns(&batchv1.CronJob{}, builder.OnlyMetadata,
 			builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
 		Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)).
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())).
+		Watches(&corev1.Secret{}, references.EnqueueReferrers(r.Client, references.Secret, newList), builder.OnlyMetadata).
+		Watches(&corev1.PersistentVolumeClaim{}, references.EnqueueReferrers(r.Client, references.PVC, newList), builder.OnlyMetadata).
 		Complete(r)
+}
+
+// backupJobReferences are the objects a BackupJob's runs need.
+func backupJobReferences(o client.Object) []references.Ref {
+	bj, ok := o.(*backupv1.BackupJob)
+	if !ok {
+		return nil
+	}
+	db := bj.Spec.Database
+	return agentjob.References(bj.Namespace, &db, "spec.database", bj.Spec.Storage, "spec.storage")
 }
 
 // podTerminated passes pod events only when the agent container's termination
@@ -118,125 +167,69 @@ func podTerminated() predicate.Predicate {
 	}
 }
 
-var _ handler.EventHandler = ownership.EnqueueOwnerByLabel(BackupJobLabel)
-
-// Reconcile: get → deletion through the finalizer → ensure the finalizer →
-// validate → ensure the CronJob → run-now → observe runs → write status only
-// if it changed. Safe to interrupt and to repeat at any point.
-func (r *BackupJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	bj := &backupv1.BackupJob{}
-	if err := r.Client.Get(ctx, req.NamespacedName, bj); err != nil {
-		if apierrors.IsNotFound(err) {
-			forgetMetrics(req.Namespace, req.Name)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	log := ctrl.LoggerFrom(ctx).WithValues("BackupJob", klog.KObj(bj), "phase", bj.Status.Phase)
-	ctx = ctrl.LoggerInto(ctx, log)
-
-	fin := &finalizer.Finalizer{Name: backupv1.CleanupFinalizer, Deadline: r.CleanupDeadline, PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder, Now: r.Now}
-	if !bj.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, bj, fin)
-	}
-	if _, err := fin.Ensure(ctx, bj); err != nil {
-		return ctrl.Result{}, err
-	}
-	original := bj.DeepCopy()
-	ctx, after := withAfterWrite(ctx)
-	res, err := r.reconcileNormal(ctx, bj)
-	if werr := r.writeStatus(ctx, original, bj); werr != nil {
-		return ctrl.Result{}, errors.Join(err, werr)
-	}
-	after.run()
-	return res, err
-}
-
-func (r *BackupJobReconciler) writeStatus(ctx context.Context, original, bj *backupv1.BackupJob) error {
-	bj.Status.ObservedGeneration = bj.Generation
-	wrote, err := status.Write(ctx, r.Client, original, bj)
-	if err != nil {
-		return err
-	}
-	if wrote && original.Status.Phase != bj.Status.Phase {
-		ctrl.LoggerFrom(ctx).Info("phase changed", "from", original.Status.Phase, "to", bj.Status.Phase)
-		r.Recorder.Eventf(bj, nil, corev1.EventTypeNormal, "Phase"+string(bj.Status.Phase), "Reconcile",
-			"phase %s → %s", phaseOrNone(original.Status.Phase), bj.Status.Phase)
+// validate: a schedule or time zone admission should have refused stalls the
+// BackupJob instead of being retried.
+func (r *BackupJobReconciler) validate(_ context.Context, p *pass) error {
+	bj := p.Obj
+	if _, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone); err != nil {
+		bj.Status.Phase = backupv1.PhasePending
+		bj.Status.NextScheduleTime = nil
+		return reconcile.Stalled(cairnv1.InvalidSpecReason, "spec.schedule/spec.timeZone: %s", err.Error())
 	}
 	return nil
 }
 
-func phaseOrNone(p backupv1.Phase) string {
-	if p == "" {
-		return "(none)"
+// checkReferences: every Secret and PVC a run needs exists and holds its
+// keys. Otherwise the CronJob is suspended (no run starts with them), the
+// BackupJob is Stalled with a message naming the object and key, and the
+// referenced object's creation or change wakes it.
+func (r *BackupJobReconciler) checkReferences(ctx context.Context, p *pass) error {
+	bj := p.Obj
+	prob, err := r.refs.Check(ctx, backupJobReferences(bj))
+	if err != nil {
+		return err
 	}
-	return string(p)
+	if prob == nil {
+		return nil
+	}
+	bj.Status.Phase = backupv1.PhasePending
+	bj.Status.NextScheduleTime = nil
+	if err := r.suspendCronJob(ctx, bj); err != nil {
+		return err
+	}
+	return reconcile.Stalled(prob.Reason, "%s", prob.Message)
 }
 
-func (r *BackupJobReconciler) reconcileNormal(ctx context.Context, bj *backupv1.BackupJob) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone)
-	if err != nil {
-		// Admission should have refused this; report it instead of retrying.
-		bj.Status.Phase = backupv1.PhasePending
-		bj.Status.NextScheduleTime = nil
-		conditions.MarkStalled(bj, cairnv1.InvalidSpecReason, "spec.schedule/spec.timeZone: "+err.Error())
-		log.Info("invalid spec", "error", err.Error())
-		return ctrl.Result{}, reconcile.TerminalError(err)
-	}
-
-	op, err := r.ensureCronJob(ctx, bj)
-	var nc *ownership.NotControlledError
-	if errors.As(err, &nc) {
-		bj.Status.Phase = backupv1.PhasePending
-		conditions.MarkStalled(bj, cairnv1.NotControlledReason, nc.Error())
-		return ctrl.Result{}, reconcile.TerminalError(err)
-	}
-	if err != nil {
-		conditions.MarkReconciling(bj, cairnv1.ReconcileErrorReason, "ensuring the CronJob: "+err.Error())
-		return ctrl.Result{}, err
-	}
-	if op != ownership.Unchanged {
-		log.Info("CronJob "+string(op), "CronJob", bj.Name)
-	}
-
-	if err := r.runNow(ctx, bj); err != nil {
-		return ctrl.Result{}, err
-	}
-	running, requeue, err := r.observeRuns(ctx, bj)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-
+// summarise sets nextScheduleTime, phase and conditions from what the steps
+// observed.
+func (r *BackupJobReconciler) summarise(_ context.Context, p *pass) error {
+	bj := p.Obj
 	now := r.now()
 	if bj.Spec.Suspend {
 		bj.Status.NextScheduleTime = nil
-	} else {
+	} else if sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone); err == nil {
 		next := sched.Next(now)
 		bj.Status.NextScheduleTime = metaTime(next)
-		intervalGauge.WithLabelValues(bj.Namespace, bj.Name).Set(sched.Interval(now).Seconds())
 		// Look again just after the next run is due, even if no Job event
 		// comes (a skipped run), so nextScheduleTime never goes stale.
-		if until := next.Sub(now) + time.Second; requeue == 0 || until < requeue {
-			requeue = until
-		}
+		p.RequeueAfter(next.Sub(now) + time.Second)
 	}
-	summarise(bj, running)
-	return ctrl.Result{RequeueAfter: requeue}, nil
-}
-
-// summarise sets phase and conditions from what was observed.
-func summarise(bj *backupv1.BackupJob, running bool) {
+	pending := bj.Annotations[backupv1.RunNowAnnotation] != "" && bj.Annotations[backupv1.RunNowAnnotation] != bj.Status.LastRunNowRequest
 	switch {
-	case running:
+	case runActive(p):
 		bj.Status.Phase = backupv1.PhaseRunning
 		conditions.MarkReady(bj, backupv1.BackupJobScheduledReason, "a backup run is in progress")
 	case bj.Spec.Suspend:
 		bj.Status.Phase = backupv1.PhaseSuspended
-		conditions.MarkReady(bj, cairnv1.SuspendedReason, "suspended: no new runs start")
+		msg := "suspended: no new runs start"
+		if pending {
+			msg += fmt.Sprintf("; the run-now request %q starts when spec.suspend is false", bj.Annotations[backupv1.RunNowAnnotation])
+		}
+		conditions.MarkReady(bj, cairnv1.SuspendedReason, msg)
 	case bj.Status.LastResult == backupv1.RunFailed:
 		bj.Status.Phase = backupv1.PhaseFailed
 		conditions.MarkNotReady(bj, backupv1.BackupJobLastRunFailedReason,
-			fmt.Sprintf("the last run failed (%d consecutive failures; see its BackupFailed Event); the next scheduled run will try again", bj.Status.ConsecutiveFailures))
+			fmt.Sprintf("the last run failed (%d consecutive failures): %s; the next scheduled run will try again", bj.Status.ConsecutiveFailures, bj.Status.LastRunMessage))
 	case bj.Status.LastResult == backupv1.RunSucceeded:
 		bj.Status.Phase = backupv1.PhaseSucceeded
 		conditions.MarkReady(bj, cairnv1.SucceededReason, "the last run succeeded")
@@ -244,4 +237,19 @@ func summarise(bj *backupv1.BackupJob, running bool) {
 		bj.Status.Phase = backupv1.PhaseScheduled
 		conditions.MarkReady(bj, backupv1.BackupJobScheduledReason, "the CronJob is in place; waiting for the first run")
 	}
+	return nil
+}
+
+// deleting is the status of a BackupJob whose cleanup is not finished.
+func deleting(p *pass, err error) {
+	bj := p.Obj
+	bj.Status.Phase = backupv1.PhaseDeleting
+	msg := "deleting: removing the CronJob and its Jobs"
+	if bj.Spec.DeletionPolicy == backupv1.DeletionPolicyDelete {
+		msg += ", then the stored artifacts"
+	}
+	if err != nil {
+		msg += " (" + err.Error() + ")"
+	}
+	conditions.MarkReconciling(bj, cairnv1.DeletingReason, msg)
 }

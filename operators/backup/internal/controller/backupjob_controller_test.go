@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -301,13 +302,20 @@ func TestRunNowStartsOneJobPerRequest(t *testing.T) {
 	annotate("unrelated", "2")
 	g.Consistently(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(HaveLen(1)) }).WithTimeout(2 * time.Second).Should(Succeed())
 
+	// A second request while the first run is active waits for it: two
+	// runs of one BackupJob never overlap.
 	annotate(backupv1.RunNowAnnotation, "req-2")
+	g.Consistently(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(HaveLen(1)) }).WithTimeout(2 * time.Second).Should(Succeed())
+	completeJob(t, &runNowJobs(g, ns)[0])
 	g.Eventually(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(HaveLen(2)) }).WithTimeout(30 * time.Second).Should(Succeed())
 	jobs := runNowJobs(g, ns)
 	for _, j := range jobs {
 		g.Expect(j.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"backup"}))
 		g.Expect(metav1.IsControlledBy(&j, get(g, key))).To(BeTrue())
 	}
+	// The first run is recorded (after the result grace: it has no pod),
+	// so nothing of this test is still moving when the next one starts.
+	g.Eventually(func(g Gomega) { g.Expect(get(g, key).Status.LastRunName).NotTo(BeEmpty()) }).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
 func TestZeroWritesAtRest(t *testing.T) {
@@ -485,5 +493,125 @@ func metricValue(g Gomega, name, ns, result string) float64 {
 		}
 	}
 	g.Expect(name).To(BeEmpty(), "metric %s for %s/orders not found", name, ns)
+	return 0
+}
+
+// completeJob marks a Job complete, as the Job controller would.
+func completeJob(t *testing.T, job *batchv1.Job) {
+	t.Helper()
+	now := metav1.Now()
+	job.Status.StartTime = &now
+	job.Status.Succeeded = 1
+	job.Status.CompletionTime = &now
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
+	NewWithT(t).Expect(env.Client.Status().Update(context.Background(), job)).To(Succeed())
+}
+
+func TestRunNowWaitsWhileSuspended(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	b := backupJob(ns, "paused")
+	b.Spec.Suspend = true
+	bj := create(t, b)
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseSuspended)
+	update(t, key, func(bj *backupv1.BackupJob) {
+		bj.Annotations = map[string]string{backupv1.RunNowAnnotation: "now"}
+	})
+	g.Eventually(func(g Gomega) {
+		c := meta.FindStatusCondition(get(g, key).Status.Conditions, cairnv1.ReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring(`run-now request "now" starts when spec.suspend is false`))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Consistently(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(BeEmpty()) }).WithTimeout(2 * time.Second).Should(Succeed())
+	update(t, key, func(bj *backupv1.BackupJob) { bj.Spec.Suspend = false })
+	g.Eventually(func(g Gomega) { g.Expect(runNowJobs(g, ns)).To(HaveLen(1)) }).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// A BackupJob whose credentials Secret is missing, or lacks a key, is
+// Stalled with a message naming the Secret and the key, with one Warning
+// Event; its CronJob is suspended; it recovers by itself when the Secret is
+// fixed.
+func TestMissingReferenceIsReportedAndRecovers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	b := backupJob(ns, "norefs")
+	b.Spec.Database.CredentialsSecretRef.Name = "later-credentials"
+	bj := create(t, b)
+	key := client.ObjectKeyFromObject(bj)
+	stalledWith := func(reason, text string) {
+		g.Eventually(func(g Gomega) {
+			got := get(g, key)
+			c := meta.FindStatusCondition(got.Status.Conditions, cairnv1.StalledCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(reason))
+			g.Expect(c.Message).To(ContainSubstring(text))
+			g.Expect(got.Status.Phase).To(Equal(backupv1.PhasePending))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+	stalledWith(cairnv1.ReferenceNotFoundReason, "Secret "+ns+"/later-credentials (spec.database.credentialsSecretRef) not found")
+	g.Expect(env.Client.Get(ctx, key, &batchv1.CronJob{})).NotTo(Succeed(), "no CronJob while a reference is missing")
+
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later-credentials"},
+		StringData: map[string]string{"username": "app"}})).To(Succeed())
+	stalledWith(cairnv1.ReferenceKeyMissingReason, "has no key password")
+
+	s := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "later-credentials"}, s)).To(Succeed())
+	s.StringData = map[string]string{"password": "pw"}
+	g.Expect(env.Client.Update(ctx, s)).To(Succeed())
+	converged(t, key, backupv1.PhaseScheduled)
+	g.Expect(*cronJob(g, key).Spec.Suspend).To(BeFalse())
+
+	// The Secret goes away again: the CronJob is suspended, no run starts.
+	g.Expect(env.Client.Delete(ctx, s)).To(Succeed())
+	stalledWith(cairnv1.ReferenceNotFoundReason, "later-credentials")
+	g.Eventually(func(g Gomega) { g.Expect(*cronJob(g, key).Spec.Suspend).To(BeTrue()) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(warningEvents(g, ns, "norefs", cairnv1.ReferenceNotFoundReason)).To(HaveLen(2), "one Warning per time it went missing")
+		g.Expect(warningEvents(g, ns, "norefs", cairnv1.ReferenceKeyMissingReason)).To(HaveLen(1))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// The gauges users alert on are set from status on every reconcile: after
+// an operator restart (metrics gone) the next reconcile brings them back.
+func TestAlertGaugesComeBackFromStatus(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "gauges"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	finishRun(t, bj, "gauges-1", true, agentResult("cairn/"+ns+"/gauges/a1.pgdump.zst"))
+	converged(t, key, backupv1.PhaseSucceeded)
+	lastSuccess := func() float64 { return gauge(g, "cairn_backupjob_last_success_timestamp_seconds", ns, "gauges") }
+	g.Eventually(lastSuccess).WithTimeout(10 * time.Second).Should(BeNumerically(">", 0))
+	controller.ForgetMetrics(ns, "gauges")
+	g.Expect(lastSuccess()).To(BeZero())
+	update(t, key, func(bj *backupv1.BackupJob) { bj.Labels = map[string]string{"wake": "up"} })
+	g.Eventually(lastSuccess).WithTimeout(30 * time.Second).Should(BeNumerically(">", 0))
+}
+
+// gauge reads a per-BackupJob gauge; 0 when the series does not exist.
+func gauge(g Gomega, metric, ns, name string) float64 {
+	mfs, err := crmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, mf := range mfs {
+		if mf.GetName() != metric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["namespace"] == ns && l["name"] == name {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
 	return 0
 }

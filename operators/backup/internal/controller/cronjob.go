@@ -111,12 +111,17 @@ func deleteJob(bj *backupv1.BackupJob, image string) *batchv1.Job {
 	spec.Command = "delete"
 	spec.Database = nil
 	spec.RetentionDays = 0
+	// The name carries a hash of the BackupJob's UID: it never collides with
+	// the delete Job of another BackupJob (or of an earlier one of the same
+	// name), and the finalizer also checks the controller reference.
+	sum := sha256.Sum256([]byte(bj.UID))
+	h := hex.EncodeToString(sum[:])[:8]
 	prefix := bj.Name
 	if len(prefix) > 45 {
 		prefix = prefix[:45]
 	}
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: prefix + "-delete-data", Labels: spec.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: prefix + "-delete-" + h, Labels: spec.Labels},
 		Spec:       agentjob.JobSpec(spec),
 	}
 }

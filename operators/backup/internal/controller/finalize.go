@@ -7,50 +7,31 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	ctrl "sigs.k8s.io/controller-runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
 )
 
-// reconcileDelete runs cleanup for a BackupJob being deleted: first the
+// cleanup is the finalizer's work for a BackupJob being deleted: first the
 // CronJob and every run Job with its pods (no new run can start), then, with
 // deletionPolicy Delete, one agent Job that deletes the stored artifacts. The
 // finalizer goes when that is done, or at the cleanup deadline, or with the
 // escape-hatch annotation — then a Warning Event says what was left behind.
-func (r *BackupJobReconciler) reconcileDelete(ctx context.Context, bj *backupv1.BackupJob, fin *finalizer.Finalizer) (ctrl.Result, error) {
-	original := bj.DeepCopy()
-	res, err := fin.Finalize(ctx, bj, finalizer.Cleanup{
-		Run:        func(ctx context.Context) (bool, error) { return r.cleanup(ctx, bj) },
+func (r *BackupJobReconciler) cleanup(p *pass) finalizer.Cleanup {
+	bj := p.Obj
+	return finalizer.Cleanup{
+		Run:        func(ctx context.Context) (bool, error) { return r.cleanupStep(ctx, bj) },
 		LeftBehind: func(ctx context.Context) string { return r.leftBehind(ctx, bj) },
-	})
-	if res.Removed {
-		forgetMetrics(bj.Namespace, bj.Name)
-		ctrl.LoggerFrom(ctx).Info("cleanup finished; finalizer removed")
-		return ctrl.Result{}, nil
 	}
-	bj.Status.Phase = backupv1.PhaseDeleting
-	msg := "deleting: removing the CronJob and its Jobs"
-	if bj.Spec.DeletionPolicy == backupv1.DeletionPolicyDelete {
-		msg += ", then the stored artifacts"
-	}
-	if err != nil {
-		msg += " (" + err.Error() + ")"
-	}
-	conditions.MarkReconciling(bj, cairnv1.DeletingReason, msg)
-	if werr := r.writeStatus(ctx, original, bj); werr != nil && !apierrors.IsNotFound(werr) && err == nil {
-		err = werr
-	}
-	return ctrl.Result{RequeueAfter: res.RequeueAfter}, err
 }
 
-// cleanup does the next step; true when nothing is left.
-func (r *BackupJobReconciler) cleanup(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
+// cleanupStep does the next step; true when nothing is left.
+func (r *BackupJobReconciler) cleanupStep(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
 	bg := client.PropagationPolicy("Background")
 	cj := cronJobMeta()
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name}, cj)
@@ -66,7 +47,7 @@ func (r *BackupJobReconciler) cleanup(ctx context.Context, bj *backupv1.BackupJo
 	case !apierrors.IsNotFound(err):
 		return false, err
 	}
-	runs, err := r.runJobs(ctx, bj)
+	runs, err := r.liveRuns(ctx, bj)
 	if err != nil {
 		return false, err
 	}
@@ -99,6 +80,9 @@ func (r *BackupJobReconciler) cleanup(ctx context.Context, bj *backupv1.BackupJo
 	if err != nil {
 		return false, err
 	}
+	if !metav1.IsControlledBy(job, bj) {
+		return false, fmt.Errorf("Job %s exists and is not controlled by this BackupJob; delete or rename it, or set %s=true", job.Name, finalizer.SkipCleanupAnnotation)
+	}
 	o := agentjob.JobOutcome(job)
 	switch {
 	case !o.Finished:
@@ -108,21 +92,6 @@ func (r *BackupJobReconciler) cleanup(ctx context.Context, bj *backupv1.BackupJo
 	default:
 		return false, fmt.Errorf("the artifact delete Job %s failed (%s %s); it is not retried: fix the store and delete the Job, or set %s=true", job.Name, o.Reason, o.Message, finalizer.SkipCleanupAnnotation)
 	}
-}
-
-// runJobs are the BackupJob's Jobs other than the artifact delete Job.
-func (r *BackupJobReconciler) runJobs(ctx context.Context, bj *backupv1.BackupJob) ([]batchv1.Job, error) {
-	list := &batchv1.JobList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(bj.Namespace), client.MatchingLabels{BackupJobLabel: bj.Name}); err != nil {
-		return nil, err
-	}
-	var out []batchv1.Job
-	for _, j := range list.Items {
-		if j.Labels[RunKindLabel] != runDelete && j.DeletionTimestamp.IsZero() {
-			out = append(out, j)
-		}
-	}
-	return out, nil
 }
 
 func ownsIt(bj *backupv1.BackupJob, obj client.Object) bool {
@@ -141,13 +110,13 @@ func (r *BackupJobReconciler) leftBehind(ctx context.Context, bj *backupv1.Backu
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name}, cj); err == nil && ownsIt(bj, cj) {
 		parts = append(parts, fmt.Sprintf("CronJob %s/%s (garbage-collected with the BackupJob)", bj.Namespace, bj.Name))
 	}
-	if runs, err := r.runJobs(ctx, bj); err == nil && len(runs) > 0 {
+	if runs, err := r.liveRuns(ctx, bj); err == nil && len(runs) > 0 {
 		parts = append(parts, fmt.Sprintf("%d run Job(s) (garbage-collected with the BackupJob)", len(runs)))
 	}
 	if bj.Spec.DeletionPolicy == backupv1.DeletionPolicyDelete {
 		done := false
 		job := &batchv1.Job{}
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(deleteJob(bj, "")), job); err == nil {
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(deleteJob(bj, "")), job); err == nil && metav1.IsControlledBy(job, bj) {
 			done = agentjob.JobOutcome(job).Succeeded
 		}
 		if !done {
@@ -165,4 +134,19 @@ func storeLocation(s cairnv1.StorageSpec) string {
 		return fmt.Sprintf("PVC %s/%s", s.PVC.ClaimName, s.PVC.SubPath)
 	}
 	return "(no store)"
+}
+
+// liveRuns are bj's run Jobs not being deleted yet.
+func (r *BackupJobReconciler) liveRuns(ctx context.Context, bj *backupv1.BackupJob) ([]batchv1.Job, error) {
+	runs, err := r.listRuns(ctx, bj)
+	if err != nil {
+		return nil, err
+	}
+	out := runs[:0]
+	for _, j := range runs {
+		if j.DeletionTimestamp.IsZero() {
+			out = append(out, j)
+		}
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -9,25 +10,49 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/schedule"
 )
+
+// state is what the BackupJob's steps share within one pass.
+type state struct {
+	// runs are the BackupJob's run Jobs (scheduled and run-now; not the
+	// artifact delete Job), recognised by their controller: the BackupJob
+	// or its CronJob.
+	runs []batchv1.Job
+	// active: a run has not finished yet.
+	active bool
+}
+
+// runNowHistory is how many finished, recorded run-now Jobs are kept (like
+// the CronJob's successful/failed history limits); older ones are deleted.
+const runNowHistory = 3
 
 func metaTime(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t.UTC().Truncate(time.Second))
 	return &mt
 }
 
-// runNow starts one Job per distinct value of the run-now annotation. The Job
-// name derives from the value, so a repeated reconcile (or a stale read of the
-// status that records the value) never starts a second Job for it.
-func (r *BackupJobReconciler) runNow(ctx context.Context, bj *backupv1.BackupJob) error {
+func runActive(p *pass) bool { return p.State.active }
+
+// runNow starts one Job per distinct value of the run-now annotation: not
+// while the BackupJob is suspended (the request waits for spec.suspend to be
+// false, as the webhook's warning says) and not while another run is active
+// (it starts when that run finished: two runs of one BackupJob never
+// overlap). The Job name derives from the value, so a repeated reconcile (or
+// a stale read of the status that records the value) never starts a second
+// Job for it.
+func (r *BackupJobReconciler) runNow(ctx context.Context, p *pass) error {
+	bj := p.Obj
 	id := bj.Annotations[backupv1.RunNowAnnotation]
-	if id == "" || id == bj.Status.LastRunNowRequest {
+	if id == "" || id == bj.Status.LastRunNowRequest || bj.Spec.Suspend || p.State.active {
 		return nil
 	}
 	job := runNowJob(bj, r.AgentImage, id)
@@ -35,47 +60,46 @@ func (r *BackupJobReconciler) runNow(ctx context.Context, bj *backupv1.BackupJob
 		return err
 	}
 	if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+		return fmt.Errorf("creating run-now Job %s: %w", job.Name, err)
 	} else if err == nil {
 		ctrl.LoggerFrom(ctx).Info("run-now Job created", "Job", job.Name, "request", id)
-		r.Recorder.Eventf(bj, job, corev1.EventTypeNormal, "RunNow", "CreateJob", "started Job %s for run-now request %q", job.Name, id)
 	}
 	bj.Status.LastRunNowRequest = id
+	p.State.active = true
 	return nil
 }
 
 // observeRuns lists the BackupJob's run Jobs and records every run that
 // finished since the last one recorded, oldest first, exactly once: the
-// status keeps (lastBackupTime, lastRunName) as the high-water mark. It
-// reports whether a run is active and, when a finished run's agent result
-// has not reached the cache yet, how soon to look again.
-func (r *BackupJobReconciler) observeRuns(ctx context.Context, bj *backupv1.BackupJob) (bool, time.Duration, error) {
-	jobs := &batchv1.JobList{}
-	if err := r.Client.List(ctx, jobs, client.InNamespace(bj.Namespace), client.MatchingLabels{BackupJobLabel: bj.Name}); err != nil {
-		return false, 0, err
+// status keeps (lastBackupTime, lastRunName) as the high-water mark. Each
+// recorded run is stored (a checkpoint) before the next is recorded, so each
+// one's Event and metrics follow from its own status change. When a
+// finished run's agent result has not reached the cache yet, it looks again
+// soon.
+func (r *BackupJobReconciler) observeRuns(ctx context.Context, p *pass) error {
+	bj := p.Obj
+	runs, err := r.listRuns(ctx, bj)
+	if err != nil {
+		return err
 	}
+	p.State.runs = runs
 	type finished struct {
 		job     *batchv1.Job
 		outcome agentjob.Outcome
 	}
 	var done []finished
-	running := false
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
-		if j.Labels[RunKindLabel] == runDelete {
-			continue
-		}
+	for i := range runs {
+		j := &runs[i]
 		o := agentjob.JobOutcome(j)
 		if !o.Finished {
 			if j.DeletionTimestamp.IsZero() {
-				running = true
+				p.State.active = true
 			}
 			continue
 		}
-		if recorded(bj, j.Name, o.At) {
-			continue
+		if !recorded(bj, j.Name, o.At) {
+			done = append(done, finished{j, o})
 		}
-		done = append(done, finished{j, o})
 	}
 	sort.Slice(done, func(a, b int) bool {
 		ta, tb := done[a].outcome.At.Truncate(time.Second), done[b].outcome.At.Truncate(time.Second)
@@ -84,13 +108,77 @@ func (r *BackupJobReconciler) observeRuns(ctx context.Context, bj *backupv1.Back
 		}
 		return done[a].job.Name < done[b].job.Name
 	})
-	for _, f := range done {
+	for i, f := range done {
+		if i > 0 {
+			if err := p.Checkpoint(ctx); err != nil {
+				return err
+			}
+		}
 		wait, err := r.recordRun(ctx, bj, f.job, f.outcome)
-		if err != nil || wait > 0 {
-			return running, wait, err
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			p.RequeueAfter(wait)
+			break
 		}
 	}
-	return running, 0, nil
+	return r.pruneRunNowJobs(ctx, bj, runs)
+}
+
+// listRuns returns the Jobs that are runs of bj: labelled with its name and
+// controlled by bj (run-now) or by bj's CronJob (scheduled). A Job that only
+// carries the label is not a run of bj.
+func (r *BackupJobReconciler) listRuns(ctx context.Context, bj *backupv1.BackupJob) ([]batchv1.Job, error) {
+	jobs := &batchv1.JobList{}
+	if err := r.Client.List(ctx, jobs, client.InNamespace(bj.Namespace), client.MatchingLabels{BackupJobLabel: bj.Name}); err != nil {
+		return nil, err
+	}
+	var cronJobUID types.UID
+	cj := cronJobMeta()
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name}, cj); err == nil && metav1.IsControlledBy(cj, bj) {
+		cronJobUID = cj.UID
+	}
+	var runs []batchv1.Job
+	for _, j := range jobs.Items {
+		if j.Labels[RunKindLabel] == runDelete {
+			continue
+		}
+		ref := metav1.GetControllerOf(&j)
+		if ref == nil {
+			continue
+		}
+		// Once the CronJob is gone (deletion), its Jobs still name it.
+		formerCronJob := cronJobUID == "" && ref.Kind == "CronJob" && ref.Name == bj.Name
+		if ref.UID == bj.UID || (cronJobUID != "" && ref.UID == cronJobUID) || formerCronJob {
+			runs = append(runs, j)
+		}
+	}
+	return runs, nil
+}
+
+// pruneRunNowJobs deletes finished, recorded run-now Jobs beyond the newest
+// runNowHistory (the CronJob keeps its own Jobs' history).
+func (r *BackupJobReconciler) pruneRunNowJobs(ctx context.Context, bj *backupv1.BackupJob, runs []batchv1.Job) error {
+	var old []*batchv1.Job
+	for i := range runs {
+		j := &runs[i]
+		o := agentjob.JobOutcome(j)
+		if j.Labels[RunKindLabel] == runNow && o.Finished && j.DeletionTimestamp.IsZero() && recorded(bj, j.Name, o.At) {
+			old = append(old, j)
+		}
+	}
+	if len(old) <= runNowHistory {
+		return nil
+	}
+	sort.Slice(old, func(a, b int) bool { return agentjob.JobOutcome(old[a]).At.After(agentjob.JobOutcome(old[b]).At) })
+	for _, j := range old[runNowHistory:] {
+		err := r.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID})
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting old run-now Job %s: %w", j.Name, err)
+		}
+	}
+	return nil
 }
 
 // recorded reports whether the run (name, finished at) is at or before the
@@ -107,10 +195,9 @@ func recorded(bj *backupv1.BackupJob, name string, at time.Time) bool {
 	return at.Equal(last.Time) && name <= bj.Status.LastRunName
 }
 
-// recordRun folds one finished run into the status, emits its Event and
-// metrics. A successful run whose pod result is not cached yet waits up to
-// ResultGrace for it (the Job controller's update can arrive before the
-// kubelet's pod update).
+// recordRun folds one finished run into the status. A successful run whose
+// pod result is not cached yet waits up to ResultGrace for it (the Job
+// controller's update can arrive before the kubelet's pod update).
 func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.BackupJob, job *batchv1.Job, o agentjob.Outcome) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Job", job.Name)
 	pods := &corev1.PodList{}
@@ -128,81 +215,82 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 	at := metaTime(o.At)
 	bj.Status.LastBackupTime = at
 	bj.Status.LastRunName = job.Name
-	result := "Succeeded"
+	bj.Status.LastRunStartTime = nil
+	if job.Status.StartTime != nil {
+		bj.Status.LastRunStartTime = metaTime(job.Status.StartTime.Time)
+	}
 	if o.Succeeded {
 		bj.Status.LastResult = backupv1.RunSucceeded
 		bj.Status.LastSuccessfulTime = at
 		bj.Status.ConsecutiveFailures = 0
-		if res != nil {
-			bj.Status.LastArtifact = agentjob.Artifact(res)
-		}
-		lastSuccessGauge.WithLabelValues(bj.Namespace, bj.Name).Set(float64(o.At.Unix()))
 		msg := "backup run " + job.Name + " succeeded"
 		if res != nil {
+			bj.Status.LastArtifact = agentjob.Artifact(res)
 			msg += ": " + res.Artifact
 		}
-		afterStatusWrite(ctx, func() {
-			r.Recorder.Eventf(bj, job, corev1.EventTypeNormal, "BackupSucceeded", "Backup", "%s", msg)
-			log.Info("backup run succeeded")
-		})
-	} else {
-		result = "Failed"
-		bj.Status.LastResult = backupv1.RunFailed
-		bj.Status.LastFailureTime = at
-		bj.Status.ConsecutiveFailures++
-		reason := o.Reason
-		if failure != "" {
-			reason += ": " + failure
-		}
-		failures := bj.Status.ConsecutiveFailures
-		how := "after its retries"
-		if o.NotRetried {
-			how = "without retries: the agent's exit code says retrying cannot help"
-		}
-		afterStatusWrite(ctx, func() {
-			r.Recorder.Eventf(bj, job, corev1.EventTypeWarning, "BackupFailed", "Backup",
-				"backup run %s failed %s (%s); %d consecutive failure(s)", job.Name, how, reason, failures)
-			log.Info("backup run failed", "reason", reason, "consecutiveFailures", failures)
-		})
+		bj.Status.LastRunMessage = msg
+		log.Info("backup run succeeded")
+		return 0, nil
 	}
-	failures := float64(bj.Status.ConsecutiveFailures)
-	afterStatusWrite(ctx, func() {
-		consecutiveFailuresGauge.WithLabelValues(bj.Namespace, bj.Name).Set(failures)
-		runsTotal.WithLabelValues(bj.Namespace, bj.Name, result).Inc()
-		if job.Status.StartTime != nil {
-			runDuration.WithLabelValues(bj.Namespace, bj.Name, result).Observe(o.At.Sub(job.Status.StartTime.Time).Seconds())
-		}
-	})
+	bj.Status.LastResult = backupv1.RunFailed
+	bj.Status.LastFailureTime = at
+	bj.Status.ConsecutiveFailures++
+	reason := o.Reason
+	if failure != "" {
+		reason += ": " + failure
+	}
+	how := "after its retries"
+	if o.NotRetried {
+		how = "without retries: the agent's exit code says retrying cannot help"
+	}
+	bj.Status.LastRunMessage = fmt.Sprintf("backup run %s failed %s (%s)", job.Name, how, reason)
+	log.Info("backup run failed", "reason", reason, "consecutiveFailures", bj.Status.ConsecutiveFailures)
 	return 0, nil
 }
 
-// A run is recorded once: its Event and metrics follow the status write that
-// records it. A write that conflicts (the status was computed from a stale
-// read, e.g. of a run another reconcile recorded meanwhile) drops them; the
-// next reconcile decides again from fresh status.
-type afterWriteKey struct{}
-
-type afterWrite struct{ fns []func() }
-
-// withAfterWrite collects afterStatusWrite's functions for one reconcile.
-func withAfterWrite(ctx context.Context) (context.Context, *afterWrite) {
-	a := &afterWrite{}
-	return context.WithValue(ctx, afterWriteKey{}, a), a
-}
-
-// afterStatusWrite runs fn once the reconcile's status write succeeded (at
-// once outside a reconcile).
-func afterStatusWrite(ctx context.Context, fn func()) {
-	if a, ok := ctx.Value(afterWriteKey{}).(*afterWrite); ok {
-		a.fns = append(a.fns, fn)
+// transition emits the BackupJob's own Events and counts its runs for a
+// status change that was just stored: a run-now Job started, a run
+// recorded. Derived from old → new status only, so a pass whose write
+// conflicted emits nothing and each run is counted once.
+func (r *BackupJobReconciler) transition(_ context.Context, rec events.EventRecorder, old, bj *backupv1.BackupJob) {
+	if id := bj.Status.LastRunNowRequest; id != "" && id != old.Status.LastRunNowRequest {
+		job := runNowJob(bj, "", id)
+		rec.Eventf(bj, jobRef(job.Namespace, job.Name), corev1.EventTypeNormal, "RunNow", "CreateJob",
+			"started Job %s for run-now request %q", job.Name, id)
+	}
+	st := bj.Status
+	if st.LastBackupTime == nil || (old.Status.LastBackupTime.Equal(st.LastBackupTime) && old.Status.LastRunName == st.LastRunName) {
 		return
 	}
-	fn()
+	result := string(st.LastResult)
+	related := jobRef(bj.Namespace, st.LastRunName)
+	if st.LastResult == backupv1.RunSucceeded {
+		rec.Eventf(bj, related, corev1.EventTypeNormal, "BackupSucceeded", "Backup", "%s", st.LastRunMessage)
+	} else {
+		rec.Eventf(bj, related, corev1.EventTypeWarning, "BackupFailed", "Backup",
+			"%s; %d consecutive failure(s)", st.LastRunMessage, st.ConsecutiveFailures)
+	}
+	runsTotal.WithLabelValues(bj.Namespace, bj.Name, result).Inc()
+	if st.LastRunStartTime != nil {
+		runDuration.WithLabelValues(bj.Namespace, bj.Name, result).Observe(st.LastBackupTime.Sub(st.LastRunStartTime.Time).Seconds())
+	}
 }
 
-func (a *afterWrite) run() {
-	for _, fn := range a.fns {
-		fn()
+// observe sets the gauges users alert on from the stored status, on every
+// pass: they exist after an operator restart or a failover too.
+func observe(bj *backupv1.BackupJob) {
+	if t := bj.Status.LastSuccessfulTime; t != nil {
+		lastSuccessGauge.WithLabelValues(bj.Namespace, bj.Name).Set(float64(t.Unix()))
 	}
-	a.fns = nil
+	consecutiveFailuresGauge.WithLabelValues(bj.Namespace, bj.Name).Set(float64(bj.Status.ConsecutiveFailures))
+	if sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone); err == nil {
+		intervalGauge.WithLabelValues(bj.Namespace, bj.Name).Set(sched.Interval(time.Now()).Seconds())
+	}
+}
+
+// jobRef is the related object of a run's Event.
+func jobRef(namespace, name string) *batchv1.Job {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	j.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
+	return j
 }

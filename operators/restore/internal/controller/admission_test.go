@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -210,6 +212,16 @@ func TestSampleRestoreJob(t *testing.T) {
 	g.Expect(rj.Spec.Source.BackupJob.Name).To(Equal(bj.Name))
 	g.Expect(rj.Namespace).To(Equal(bj.Namespace))
 
+	// The sample Secrets they name (secrets.yaml) exist first.
+	raw, err := os.ReadFile(filepath.Join(root, "platform", "samples", "secrets.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		s := &corev1.Secret{}
+		g.Expect(yaml.Unmarshal([]byte(doc), s)).To(Succeed())
+		if err := env.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
 	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), bj) })
 	last := artifactOf(bj.Name, "20260102T020000.000Z")

@@ -19,12 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
+	"cairn.dev/libs/references"
 	"cairn.dev/libs/status"
 )
 
@@ -34,6 +36,7 @@ import (
 // +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets;persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -69,11 +72,22 @@ type RestoreJobReconciler struct {
 	// CleanupDeadline bounds the finalizer's cleanup after a deletion request.
 	CleanupDeadline time.Duration
 
-	applier   *ownership.Applier
-	finalizer *finalizer.Finalizer
+	applier  *ownership.Applier
+	refs     *references.Checker
+	skeleton *reconcile.Reconciler[*restorev1.RestoreJob, state]
 }
 
-var _ reconcile.Reconciler = &RestoreJobReconciler{}
+// pass is one reconcile of one RestoreJob.
+type pass = reconcile.Pass[*restorev1.RestoreJob, state]
+
+// state is what the RestoreJob's steps share within one pass.
+type state struct {
+	// spec is the RestoreJob's spec with defaults applied (for objects
+	// admitted while the defaulting webhook was not running).
+	spec restorev1.RestoreJobSpec
+	// job is the RestoreJob's Job, once it exists.
+	job *batchv1.Job
+}
 
 // backupJobIndex indexes RestoreJobs by the "namespace/name" of the BackupJob
 // their source refers to.
@@ -91,89 +105,73 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		r.CleanupDeadline = DefaultCleanupDeadline
 	}
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
-	r.finalizer = &finalizer.Finalizer{
-		Name:         restorev1.CleanupFinalizer,
-		Deadline:     r.CleanupDeadline,
-		PollInterval: 2 * time.Second,
-		Client:       r.Client,
-		Recorder:     r.Recorder,
+	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
+	r.skeleton = &reconcile.Reconciler[*restorev1.RestoreJob, state]{
+		Kind:     "RestoreJob",
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		New:      func() *restorev1.RestoreJob { return &restorev1.RestoreJob{} },
+		Finalizer: &finalizer.Finalizer{Name: restorev1.CleanupFinalizer, Deadline: r.CleanupDeadline,
+			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder},
+		Steps: []reconcile.Step[*restorev1.RestoreJob, state]{
+			{Name: "prepare", Run: r.prepare},
+			{Name: "start", Run: r.start},
+			{Name: "observe", Run: r.observe},
+		},
+		Cleanup:    r.cleanup,
+		Transition: transition,
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &restorev1.RestoreJob{}, backupJobIndex, indexSourceBackupJob); err != nil {
 		return fmt.Errorf("indexing RestoreJobs by source BackupJob: %w", err)
 	}
+	if err := references.Register(ctx, mgr.GetFieldIndexer(), &restorev1.RestoreJob{}, restoreJobReferences); err != nil {
+		return fmt.Errorf("indexing RestoreJobs by reference: %w", err)
+	}
+	newList := func() client.ObjectList { return &restorev1.RestoreJobList{} }
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("restorejob").
 		For(&restorev1.RestoreJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(restorev1.RestoreJobLabel)).
 		Watches(&backupv1.BackupJob{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor)).
+		Watches(&corev1.Secret{}, references.EnqueueReferrers(r.Client, references.Secret, newList), builder.OnlyMetadata).
+		Watches(&corev1.PersistentVolumeClaim{}, references.EnqueueReferrers(r.Client, references.PVC, newList), builder.OnlyMetadata).
 		WithOptions(opts).
 		Complete(r)
 }
 
-// Reconcile is one pass of the skeleton: get → deletion → finalizer →
-// restore (resolve the artifact, ensure the Job, observe it) → write status
-// if it changed.
+// Reconcile runs one pass of the skeleton (libs/reconcile) with the
+// RestoreJob's steps.
 func (r *RestoreJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	rj := &restorev1.RestoreJob{}
-	if err := r.Client.Get(ctx, req.NamespacedName, rj); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	log := ctrl.LoggerFrom(ctx).WithValues("phase", rj.Status.Phase)
-	ctx = ctrl.LoggerInto(ctx, log)
-
-	if !rj.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, rj)
-	}
-	if added, err := r.finalizer.Ensure(ctx, rj); err != nil || added {
-		if added {
-			log.V(1).Info("added finalizer", "finalizer", restorev1.CleanupFinalizer)
-		}
-		return ctrl.Result{}, err
-	}
-
-	p := &pass{r: r, rj: rj, original: rj.DeepCopy()}
-	res, recErr := p.reconcile(ctx)
-	rj.Status.ObservedGeneration = rj.Generation
-	if err := p.writeStatus(ctx); err != nil {
-		return ctrl.Result{}, errors.Join(recErr, err)
-	}
-	return res, recErr
+	return r.skeleton.Reconcile(ctx, req)
 }
 
-// reconcileDelete removes the restore Job (and, by background propagation,
-// its pods) and then the finalizer. It never touches stored data.
-func (r *RestoreJobReconciler) reconcileDelete(ctx context.Context, rj *restorev1.RestoreJob) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	res, err := r.finalizer.Finalize(ctx, rj, finalizer.Cleanup{
+// cleanup is the finalizer's work: remove the restore Job (and, by
+// background propagation, its pods). It never touches stored data.
+func (r *RestoreJobReconciler) cleanup(p *pass) finalizer.Cleanup {
+	rj := p.Obj
+	return finalizer.Cleanup{
 		Run: func(ctx context.Context) (bool, error) { return r.deleteJob(ctx, rj) },
 		LeftBehind: func(context.Context) string {
 			return fmt.Sprintf("Job %s/%s and its pods, if they still exist", rj.Namespace, rj.JobName())
 		},
-	})
-	if err != nil {
-		return ctrl.Result{}, err
 	}
-	if res.Removed {
-		log.Info("cleanup done; finalizer removed")
-	}
-	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
 }
 
 // waitingFor maps a BackupJob event to the RestoreJobs that refer to it and
 // have not started yet: they may be waiting for it or for its first
 // successful artifact. Started RestoreJobs no longer depend on it.
-func (r *RestoreJobReconciler) waitingFor(ctx context.Context, obj client.Object) []reconcile.Request {
+func (r *RestoreJobReconciler) waitingFor(ctx context.Context, obj client.Object) []crreconcile.Request {
 	list := &restorev1.RestoreJobList{}
 	if err := r.Client.List(ctx, list, client.MatchingFields{backupJobIndex: obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing RestoreJobs for a BackupJob", "BackupJob", client.ObjectKeyFromObject(obj))
 		return nil
 	}
-	var reqs []reconcile.Request
+	var reqs []crreconcile.Request
 	for i := range list.Items {
 		rj := &list.Items[i]
 		if rj.Status.StartTime == nil && !rj.Finished() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(rj)})
+			reqs = append(reqs, crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(rj)})
 		}
 	}
 	return reqs

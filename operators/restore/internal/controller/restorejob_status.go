@@ -7,24 +7,23 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/result"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/conditions"
-	"cairn.dev/libs/status"
+	"cairn.dev/libs/references"
 	"cairn.dev/operators/restore/internal/restorespec"
 )
 
 // podResult reads the agent's report from the termination messages of the
 // Job's pods.
-func (p *pass) podResult(ctx context.Context, job *batchv1.Job) (*result.Result, string, error) {
+func (r *RestoreJobReconciler) podResult(ctx context.Context, rj *restorev1.RestoreJob, job *batchv1.Job) (*result.Result, string, error) {
 	pods := &corev1.PodList{}
-	if err := p.r.Client.List(ctx, pods, client.InNamespace(job.Namespace),
-		client.MatchingLabels{restorev1.RestoreJobLabel: p.rj.Name}); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(job.Namespace),
+		client.MatchingLabels{restorev1.RestoreJobLabel: rj.Name}); err != nil {
 		return nil, "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
 	}
 	var mine []corev1.Pod
@@ -36,56 +35,32 @@ func (p *pass) podResult(ctx context.Context, job *batchv1.Job) (*result.Result,
 	return agentjob.PodResult(mine)
 }
 
-// writeStatus writes status if it changed, and emits the transition Events.
-func (p *pass) writeStatus(ctx context.Context) error {
-	wrote, err := status.Write(ctx, p.r.Client, p.original, p.rj)
-	if err != nil {
-		return fmt.Errorf("writing status: %w", err)
+// transition counts a RestoreJob that just reached Succeeded or Failed (the
+// skeleton has emitted the transition Event).
+func transition(_ context.Context, _ events.EventRecorder, old, rj *restorev1.RestoreJob) {
+	if rj.Finished() && !old.Finished() {
+		recordFinished(rj)
 	}
-	if wrote {
-		ctrl.LoggerFrom(ctx).V(1).Info("status written", "newPhase", p.rj.Status.Phase)
-		p.emitTransition(p.original, p.rj)
-		if p.rj.Finished() && !p.original.Finished() {
-			recordFinished(p.rj)
-		}
-	}
-	return nil
 }
 
-// emitTransition emits one Event when the phase or the Ready condition's
-// reason changed from before to after: Warning when the RestoreJob is
-// Stalled (failed, or a spec that cannot be acted on), Normal otherwise.
-func (p *pass) emitTransition(before, after *restorev1.RestoreJob) {
-	if p.r.Recorder == nil {
-		return
-	}
-	ready := conditions.Get(after, cairnv1.ReadyCondition)
-	if ready == nil {
-		return
-	}
-	oldReason := ""
-	if c := conditions.Get(before, cairnv1.ReadyCondition); c != nil {
-		oldReason = c.Reason
-	}
-	if before.Status.Phase == after.Status.Phase && oldReason == ready.Reason {
-		return
-	}
-	typ := corev1.EventTypeNormal
-	if conditions.IsTrue(after, cairnv1.StalledCondition) {
-		typ = corev1.EventTypeWarning
-	}
-	p.r.Recorder.Eventf(after, nil, typ, ready.Reason, eventAction(after.Status.Phase), "%s", ready.Message)
+// restoreReferences are the objects a restore of rj needs: the target's
+// credentials Secret and the store's PVC or S3 credentials.
+func restoreReferences(namespace string, spec *restorev1.RestoreJobSpec, storage cairnv1.StorageSpec) []references.Ref {
+	return agentjob.References(namespace, &spec.Target, "spec.target", storage, "spec.source.store.storage")
 }
 
-// eventAction is the Event's action for a phase.
-func eventAction(ph restorev1.Phase) string {
-	switch ph {
-	case restorev1.PhaseRunning:
-		return "RunRestore"
-	case restorev1.PhaseSucceeded, restorev1.PhaseFailed:
-		return "FinishRestore"
+// restoreJobReferences indexes a RestoreJob by the objects it needs (for
+// their events to wake it).
+func restoreJobReferences(o client.Object) []references.Ref {
+	rj, ok := o.(*restorev1.RestoreJob)
+	if !ok {
+		return nil
 	}
-	return "PrepareRestore"
+	var st cairnv1.StorageSpec
+	if rj.Spec.Source.Store != nil {
+		st = rj.Spec.Source.Store.Storage
+	}
+	return restoreReferences(rj.Namespace, &rj.Spec, st)
 }
 
 // indexSourceBackupJob is the field index backupJobIndex: the

@@ -351,3 +351,28 @@ func TestControllerRefusesToOverwriteSource(t *testing.T) {
 	g.Consistently(func(g Gomega) []batchv1.Job { return jobs(g, ns) }).WithTimeout(2 * time.Second).Should(BeEmpty())
 	g.Eventually(eventReasons(ns, "oops")).WithTimeout(timeout).Should(ContainElement("Warning/" + restorev1.RestoreJobOverwritesSourceReason))
 }
+
+// A RestoreJob whose target credentials Secret is missing is Stalled with a
+// message naming it, creates no Job, and starts by itself once the Secret
+// exists.
+func TestMissingReferenceIsReportedAndRecovers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startOperator(t, operatorOptions{})
+	ns := namespace(t)
+	newest := artifactOf("orders-db", "20260102T030405.123Z")
+	createBackupJob(t, ns, "orders-db", sourceDB(), &newest)
+	rj := restoreJob(ns, "norefs", fromBackupJob("orders-db", ""))
+	rj.Spec.Target.CredentialsSecretRef.Name = "later-credentials"
+	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := conditions.Get(current(g, rj), cairnv1.StalledCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(cairnv1.ReferenceNotFoundReason))
+		g.Expect(c.Message).To(ContainSubstring("Secret " + ns + "/later-credentials (spec.target.credentialsSecretRef) not found"))
+	}).WithTimeout(timeout).Should(Succeed())
+	g.Eventually(eventReasons(ns, "norefs")).WithTimeout(timeout).Should(ContainElement("Warning/" + cairnv1.ReferenceNotFoundReason))
+	g.Consistently(func(g Gomega) []batchv1.Job { return jobs(g, ns) }).WithTimeout(2 * time.Second).Should(BeEmpty())
+	g.Expect(env.Secret(ctx, ns, "later-credentials", "username", "password")).To(Succeed())
+	waitForJob(t, rj)
+}

@@ -137,8 +137,22 @@ func (op *operator) stop(t *testing.T) {
 
 func namespace(t *testing.T) string {
 	t.Helper()
-	ns, err := env.Namespace(context.Background(), "restore")
+	ctx := context.Background()
+	ns, err := env.Namespace(ctx, "restore")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The objects the tests' RestoreJobs name: a RestoreJob whose references
+	// are missing runs nothing (TestMissingReference*).
+	for _, name := range []string{"orders-db-credentials", "scratch-db-credentials"} {
+		if err := env.Secret(ctx, ns, name, "username", "password"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Secret(ctx, ns, "s3-credentials", "accessKeyID", "secretAccessKey"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PVC(ctx, ns, "backups"); err != nil {
 		t.Fatal(err)
 	}
 	return ns
