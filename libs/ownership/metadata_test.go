@@ -33,6 +33,8 @@ type requestCounter struct {
 	writes     atomic.Int64
 	fullReads  atomic.Int64
 	otherReads atomic.Int64
+	// metaReads counts metadata-only reads of the resource.
+	metaReads atomic.Int64
 	// fullLists counts lists and watches of whole objects; never reset.
 	fullLists atomic.Int64
 }
@@ -47,6 +49,8 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			if strings.HasSuffix(r.URL.Path, "/"+c.resource) {
 				c.fullLists.Add(1)
 			}
+		case strings.Contains(r.URL.Path, "/"+c.resource):
+			c.metaReads.Add(1)
 		default:
 			c.otherReads.Add(1)
 		}
@@ -54,7 +58,12 @@ func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
-func (c *requestCounter) reset() { c.writes.Store(0); c.fullReads.Store(0); c.otherReads.Store(0) }
+func (c *requestCounter) reset() {
+	c.writes.Store(0)
+	c.fullReads.Store(0)
+	c.otherReads.Store(0)
+	c.metaReads.Store(0)
+}
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
 

@@ -1,8 +1,18 @@
-// Package ownership keeps an owner's children: it sets and checks the
-// controller reference, creates a missing child, reverts a drifted one and
-// leaves a matching one alone (never a second child), and maps a child's
-// events to exactly its one owner by label — never a full requeue of every
-// owner.
+// Package ownership keeps an owner's children and follows its references:
+//
+//   - Applier.Ensure sets and checks the controller reference, creates a
+//     missing child, reverts a drifted one and leaves a matching one alone
+//     (never a second child, never someone else's object adopted). With
+//     MetadataOnly it does so for children cached as metadata only, from two
+//     annotations (spec hash, generation), reading a child in full only when
+//     they disagree.
+//   - DeleteChildren deletes an owner's children (by label and/or controller
+//     reference, UID precondition, background propagation) and says when they
+//     are gone: a finalizer's "delete the children and wait".
+//   - EnqueueOwnerByLabel maps a child's events to exactly its one owner;
+//     IndexReferences with EnqueueReferrers maps a referenced object's events
+//     (a Secret, another operator's object) to exactly the objects that
+//     reference it — never a full requeue of every owner.
 package ownership
 
 import (
