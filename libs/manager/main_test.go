@@ -132,7 +132,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 			}
 			resp.Body.Close()
 			return resp.StatusCode, nil
-		}).WithTimeout(30 * time.Second).Should(Equal(http.StatusOK), path)
+		}).WithTimeout(30*time.Second).Should(Equal(http.StatusOK), path)
 	}
 	g.Expect(setups.Load()).To(Equal(int32(1)))
 
