@@ -15,6 +15,13 @@ func CRDDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "crds")
 }
 
+// RBACDir is the folder with the Widget operator's RBAC (hand-written, as
+// an operator's generated role.yaml and leader_election_role.yaml).
+func RBACDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "rbac", "widget")
+}
+
 // Scheme has client-go's kinds and Widget.
 func Scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
