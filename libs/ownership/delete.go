@@ -19,8 +19,14 @@ type Children struct {
 	// (e.g. "CronJobList") for a kind the cache holds as metadata only.
 	Kinds []client.ObjectList
 	// Labels, when set, select children by label (e.g. the owner's name
-	// label) — in the owner's namespace.
+	// label).
 	Labels map[string]string
+	// Namespace to look in; empty means the owner's. ClusterWide looks in
+	// every namespace and at cluster-scoped kinds — e.g. the labelled
+	// objects an owner made in another cluster (pass that cluster's
+	// client), where owner references cannot point.
+	Namespace   string
+	ClusterWide bool
 	// Controlled keeps only objects whose controller reference is the owner
 	// (by UID). At least one of Labels and Controlled must be set. Without
 	// Controlled, labelled objects controlled by something else go too — e.g.
@@ -41,7 +47,14 @@ func DeleteChildren(ctx context.Context, c client.Client, owner client.Object, c
 	if len(ch.Labels) == 0 && !ch.Controlled {
 		return false, errors.New("ownership: DeleteChildren needs Labels or Controlled, or it would select every object in the namespace")
 	}
-	opts := []client.ListOption{client.InNamespace(owner.GetNamespace())}
+	ns := ch.Namespace
+	switch {
+	case ch.ClusterWide:
+		ns = ""
+	case ns == "":
+		ns = owner.GetNamespace()
+	}
+	opts := []client.ListOption{client.InNamespace(ns)}
 	if len(ch.Labels) > 0 {
 		opts = append(opts, client.MatchingLabels(ch.Labels))
 	}

@@ -169,6 +169,25 @@ func TestDeleteChildrenAndWaitUntilGone(t *testing.T) {
 		t.Fatalf("by controller: gone=%v err=%v, unlabelled exists=%v", gone, err, exists(t, unlabelled))
 	}
 
+	// Labelled objects elsewhere (as in another cluster, where no owner
+	// reference can point): by namespace, or cluster-wide.
+	elsewhere, err := env.Namespace(ctx, "del")
+	if err != nil {
+		t.Fatal(err)
+	}
+	far := configMap(t, elsewhere, "far", mine, nil)
+	if gone, err := ownership.DeleteChildren(ctx, c, w, ownership.Children{Kinds: []client.ObjectList{&corev1.ConfigMapList{}}, Labels: mine}); err != nil || !gone || !exists(t, far) {
+		t.Fatalf("in the owner's namespace: gone=%v err=%v, far exists=%v (want true, true)", gone, err, exists(t, far))
+	}
+	if gone, err := ownership.DeleteChildren(ctx, c, w, ownership.Children{Kinds: []client.ObjectList{&corev1.ConfigMapList{}}, Labels: mine, Namespace: elsewhere}); err != nil || gone || exists(t, far) {
+		t.Fatalf("in namespace %s: gone=%v err=%v, far exists=%v", elsewhere, gone, err, exists(t, far))
+	}
+	unique := map[string]string{"test.cairn.dev/made-for": elsewhere} // cluster-wide: touch no other test's objects
+	far2 := configMap(t, elsewhere, "far2", unique, nil)
+	if gone, err := ownership.DeleteChildren(ctx, c, w, ownership.Children{Kinds: []client.ObjectList{&corev1.ConfigMapList{}}, Labels: unique, ClusterWide: true}); err != nil || gone || exists(t, far2) {
+		t.Fatalf("cluster-wide: gone=%v err=%v, far2 exists=%v", gone, err, exists(t, far2))
+	}
+
 	if _, err := ownership.DeleteChildren(ctx, c, w, ownership.Children{Kinds: []client.ObjectList{&corev1.ConfigMapList{}}}); err == nil {
 		t.Fatal("neither Labels nor Controlled: accepted")
 	}
