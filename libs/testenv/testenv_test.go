@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"cairn.dev/libs/internal/testtype"
 	"cairn.dev/libs/manager"
@@ -25,7 +27,8 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Scheme: testtype.Scheme(), CRDDirectoryPaths: []string{testtype.CRDDir()}}, &env)
+	testenv.Main(m, testenv.Options{Scheme: testtype.Scheme(), CRDDirectoryPaths: []string{testtype.CRDDir()},
+		WebhookManifestDirs: []string{testtype.WebhookDir()}}, &env)
 }
 
 // noter writes the operator's --note flag into each Widget's status.
@@ -197,4 +200,48 @@ func TestTwoOperatorsInOneProcess(t *testing.T) {
 
 	_, err = env.StartOperator(context.Background(), widgetOperator(), testenv.OperatorOptions{Args: []string{"--no-such-flag"}})
 	g.Expect(err).To(MatchError(ContainSubstring("no-such-flag")))
+}
+
+// sizeLimit refuses Widgets larger than 10.
+type sizeLimit struct{}
+
+func (sizeLimit) ValidateCreate(_ context.Context, w *testtype.Widget) (admission.Warnings, error) {
+	if w.Spec.Size > 10 {
+		return nil, fmt.Errorf("size %d is larger than 10", w.Spec.Size)
+	}
+	return nil, nil
+}
+
+func (s sizeLimit) ValidateUpdate(ctx context.Context, _, w *testtype.Widget) (admission.Warnings, error) {
+	return s.ValidateCreate(ctx, w)
+}
+
+func (sizeLimit) ValidateDelete(context.Context, *testtype.Widget) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// The operator's webhooks are served where the installed configuration
+// points, as soon as StartOperator returns: the very next create is judged
+// by them (the policy is Ignore, so a webhook not served lets it through).
+// With --enable-webhooks=false they are not served.
+func TestWebhooksServeWhenStartOperatorReturns(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, err := env.Namespace(ctx, "hook")
+	g.Expect(err).NotTo(HaveOccurred())
+	op := widgetOperator()
+	op.Webhooks = func(mgr ctrl.Manager) error {
+		return ctrl.NewWebhookManagedBy(mgr, &testtype.Widget{}).WithValidator(sizeLimit{}).Complete()
+	}
+	running := env.StartOperatorForTest(t, op, testenv.OperatorOptions{})
+	g.Expect(running.Options.EnableWebhooks).To(BeTrue())
+	big := &testtype.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"}, Spec: testtype.WidgetSpec{Size: 11}}
+	g.Expect(env.Client.Create(ctx, big)).To(MatchError(ContainSubstring("size 11 is larger than 10")))
+	small := &testtype.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "small"}, Spec: testtype.WidgetSpec{Size: 3}}
+	g.Expect(env.Client.Create(ctx, small)).To(Succeed())
+	g.Expect(running.Stop()).To(Succeed())
+
+	// --enable-webhooks=false: not served (the Ignore policy lets it in).
+	env.StartOperatorForTest(t, op, testenv.OperatorOptions{Args: []string{"--enable-webhooks=false"}})
+	g.Expect(env.Client.Create(ctx, big)).To(Succeed())
 }

@@ -22,6 +22,14 @@ func RBACDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "rbac", "widget")
 }
 
+// WebhookDir is the folder with a validating webhook configuration for
+// Widgets (failure policy Ignore): a Widget operator that serves
+// /validate-test-cairn-dev-v1-widget refuses what it likes.
+func WebhookDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "webhook")
+}
+
 // Scheme has client-go's kinds and Widget.
 func Scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
