@@ -155,9 +155,11 @@ func Render(root, op, version string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No namespace: the base puts its objects in cairn-system itself, and
+	// kustomize would also set one on cluster-scoped kinds it does not know
+	// (MutatingAdmissionPolicy).
 	k := types.Kustomization{
 		TypeMeta:  types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind},
-		Namespace: "cairn-system",
 		Resources: []string{"namespace.yaml", filepath.ToSlash(rel)},
 		Images:    images,
 	}
