@@ -66,4 +66,3 @@ func TestSetDefaults(t *testing.T) {
 		})
 	}
 }
-

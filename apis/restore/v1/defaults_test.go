@@ -33,4 +33,3 @@ func TestSetDefaults(t *testing.T) {
 		})
 	}
 }
-
