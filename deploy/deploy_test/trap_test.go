@@ -189,7 +189,7 @@ spec:
 				left = append(left, o.GetKind()+" "+o.GetName())
 				if o.GetDeletionTimestamp() != nil && len(o.GetFinalizers()) > 0 {
 					if err := patch(o, `{"metadata":{"finalizers":null}}`); err != nil {
-						t.Errorf("removing the finalizer of %s %s: %v", o.GetKind(), o.GetName(), err)
+						t.Fatalf("removing the finalizer of %s %s in the deleted namespace: %v", o.GetKind(), o.GetName(), err)
 					}
 				}
 			}
