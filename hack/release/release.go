@@ -199,10 +199,11 @@ func GitTags(dir, op string) ([]string, error) {
 	return strings.Fields(out), nil
 }
 
-// CheckClean fails if op's own paths (operators/<op>, deploy/<op>) have
+// CheckClean fails if the paths op's release is made of (operators/<op>,
+// deploy/<op> and the component every base includes, deploy/components) have
 // uncommitted changes, so a tag names exactly what was released.
 func CheckClean(dir, op string) error {
-	out, err := git(dir, "status", "--porcelain", "--", "operators/"+op, "deploy/"+op)
+	out, err := git(dir, "status", "--porcelain", "--", "operators/"+op, "deploy/"+op, "deploy/components")
 	if err != nil {
 		return err
 	}
