@@ -41,11 +41,13 @@ func TestDownOperatorTrapsNothing(t *testing.T) {
 
 	// The platform without its webhook configurations (and without
 	// whatever an earlier test left of them), so objects can be created.
+	// The port policies' bindings are left out too, so the objects are
+	// stored without a port, like objects created before the policy existed.
 	objs := build(t, "platform")
 	var hooks, rest []*unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GetKind() {
-		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "MutatingAdmissionPolicyBinding":
 			hooks = append(hooks, o)
 			_ = env.Client.Delete(ctx, o.DeepCopy())
 		default:
@@ -89,8 +91,15 @@ spec:
 	}
 	// Created while no webhook is installed, with the finalizers the
 	// operators' webhooks would have added.
-	poll(ctx, t, "creates to pass without webhooks", func() error {
-		return env.Client.Create(ctx, backupJob("probe"), client.DryRunAll)
+	poll(ctx, t, "creates to pass without webhooks and port policy", func() error {
+		probe := backupJob("probe")
+		if err := env.Client.Create(ctx, probe, client.DryRunAll); err != nil {
+			return err
+		}
+		if port, found, _ := unstructured.NestedInt64(probe.Object, "spec", "database", "port"); found {
+			return fmt.Errorf("port %d set", port)
+		}
+		return nil
 	})
 	var created []*unstructured.Unstructured
 	for i := range 3 {
@@ -148,8 +157,14 @@ spec:
 	if err := patch(bj("bj-0"), `{"metadata":{"finalizers":null}}`); err != nil {
 		t.Errorf("removing the finalizer: %v", err)
 	}
-	if got := bj("bj-0"); len(got.GetFinalizers()) != 0 || got.GetAnnotations()[finalizer.SkipCleanupAnnotation] != "true" {
+	got := bj("bj-0")
+	if len(got.GetFinalizers()) != 0 || got.GetAnnotations()[finalizer.SkipCleanupAnnotation] != "true" {
 		t.Errorf("bj-0: finalizers %q, annotations %v", got.GetFinalizers(), got.GetAnnotations())
+	}
+	// Releasing it did not change its spec (the port policy leaves
+	// metadata-only updates alone, which would otherwise need the webhook).
+	if port, found, _ := unstructured.NestedInt64(got.Object, "spec", "database", "port"); found || got.GetGeneration() != 1 {
+		t.Errorf("bj-0: releasing it changed the spec: port %d, generation %d", port, got.GetGeneration())
 	}
 	// An object being deleted takes any metadata change, e.g. with
 	// kubectl edit: the annotation and the finalizer in one update.
