@@ -12,11 +12,18 @@ CONTROLPLANE_DIR := $(ROOT)/bin/controlplane-$(CONTROLPLANE_VERSION)
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
 export CAIRN_CONTROLPLANE_DIR := $(CONTROLPLANE_DIR)
 
+# Operators are found, not listed: every operators/<name> module is built,
+# tested and tidied; every deploy/<name> base gets its CRDs (from
+# apis/<group>, the group folder being the operator's name unless
+# API_GROUP_<name> says otherwise), RBAC and webhook manifests generated. The
+# one list to edit when an operator is added is platform/kustomization.yaml
+# (its base and image pin); the deploy tests fail if a base is missing there.
+OPERATORS := $(patsubst operators/%/go.mod,%,$(wildcard operators/*/go.mod))
+BASES := $(patsubst deploy/%/kustomization.yaml,%,$(wildcard deploy/*/kustomization.yaml))
+API_GROUP_orchestrator := platform
+api_group = $(or $(API_GROUP_$(1)),$(1))
 # Every Go module of the workspace (go.work) plus the tool modules outside it.
-MODULES := apis libs agent e2e deploy operators/backup operators/restore operators/migration operators/orchestrator hack/controlplane hack/controlplane/etcd hack/tools hack/release
-# Operators that own API kinds, and the API group folder of each.
-API_OPERATORS := backup restore
-OPERATORS := backup restore migration orchestrator
+MODULES := apis libs agent e2e deploy $(addprefix operators/,$(OPERATORS)) hack/controlplane hack/controlplane/etcd hack/tools hack/release
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 comma := ,
 
@@ -48,13 +55,11 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into deploy/<operator>/ (and libs' test CRD).
 	cd libs && $(CONTROLLER_GEN) crd paths=./internal/testtype/... output:crd:dir=testdata/crds
-	@for op in $(API_OPERATORS); do \
-	  echo "manifests: $$op"; \
-	  rm -rf deploy/$$op/crd/bases deploy/$$op/rbac/generated deploy/$$op/webhook/generated; \
-	  $(CONTROLLER_GEN) crd paths=./apis/$$op/... output:crd:dir=deploy/$$op/crd/bases; \
-	  $(CONTROLLER_GEN) rbac:roleName=cairn-$$op-manager paths=./operators/$$op/... output:rbac:dir=deploy/$$op/rbac/generated; \
-	  $(CONTROLLER_GEN) webhook paths=./operators/$$op/... output:webhook:dir=deploy/$$op/webhook/generated; \
-	done
+	@$(foreach op,$(BASES),echo "manifests: $(op)"; \
+	  rm -rf deploy/$(op)/crd/bases deploy/$(op)/rbac/generated deploy/$(op)/webhook/generated; \
+	  if [ -d apis/$(call api_group,$(op)) ]; then $(CONTROLLER_GEN) crd paths=./apis/$(call api_group,$(op))/... output:crd:dir=deploy/$(op)/crd/bases; fi; \
+	  $(CONTROLLER_GEN) rbac:roleName=cairn-$(op)-manager paths=./operators/$(op)/... output:rbac:dir=deploy/$(op)/rbac/generated; \
+	  $(CONTROLLER_GEN) webhook paths=./operators/$(op)/... output:webhook:dir=deploy/$(op)/webhook/generated;)
 
 .PHONY: fmt
 fmt: ## Format all Go code.

@@ -21,12 +21,14 @@ type BackupJobSpec struct {
 	Schedule string `json:"schedule"`
 	// RetentionDays is how long stored artifacts are kept. Defaults to 7.
 	// +optional
+	// +kubebuilder:default=7
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3650
 	RetentionDays int32 `json:"retentionDays,omitempty"`
 	// MaxRetries is how many times Kubernetes retries one failed run.
 	// Defaults to 3.
 	// +optional
+	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=20
 	MaxRetries *int32 `json:"maxRetries,omitempty"`

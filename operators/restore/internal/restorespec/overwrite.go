@@ -74,7 +74,7 @@ func CheckOverwrite(ctx context.Context, r client.Reader, rj *restorev1.RestoreJ
 func SameDatabase(a cairnv1.DatabaseRef, aNS string, b cairnv1.DatabaseRef, bNS string) bool {
 	port := func(d cairnv1.DatabaseRef) int32 {
 		if d.Port == 0 {
-			return DefaultPort(d.Engine)
+			return cairnv1.DefaultPort(d.Engine)
 		}
 		return d.Port
 	}
