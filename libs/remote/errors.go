@@ -1,8 +1,11 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -50,12 +53,41 @@ func (e *Error) Unwrap() error { return e.Err }
 // fixed — and a change of it wakes a controller that watches it.
 func (e *Error) Retryable() bool { return e.Reason == UnreachableReason }
 
+// Classify turns the error of a request made with the client Get returned
+// for ref into an *Error when the remote cluster is the cause — it did not
+// answer (in time): UnreachableReason; it refused the credentials:
+// UnauthorizedReason — so the condition says so. Any other error (NotFound,
+// Conflict, a refused object, ...) is returned as it is, and nil stays nil.
+func Classify(ref SecretRef, err error) error {
+	var re *Error
+	switch {
+	case err == nil || errors.As(err, &re):
+		return err
+	case apierrors.IsUnauthorized(err):
+		return classify(SecretRef{Namespace: ref.Namespace, Name: ref.Name, Key: ref.key()}, "", err)
+	case isNetwork(err):
+		return classify(SecretRef{Namespace: ref.Namespace, Name: ref.Name, Key: ref.key()}, "", err)
+	}
+	return err
+}
+
+func isNetwork(err error) bool {
+	var netErr net.Error
+	var urlErr *url.Error
+	return errors.As(err, &netErr) || errors.As(err, &urlErr) || errors.Is(err, context.DeadlineExceeded) ||
+		apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsServiceUnavailable(err)
+}
+
 // classify turns a failed probe of host into an *Error.
 func classify(ref SecretRef, host string, err error) *Error {
+	cluster := "the cluster"
+	if host != "" {
+		cluster = "cluster " + host
+	}
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
 		return &Error{Reason: UnauthorizedReason, Ref: ref, Err: errors.Join(ErrUnauthorized, err),
-			Message: fmt.Sprintf("cluster %s (from %s) refused the credentials: %v", host, ref, err)}
+			Message: fmt.Sprintf("%s (from %s) refused the credentials: %v", cluster, ref, err)}
 	}
 	return &Error{Reason: UnreachableReason, Ref: ref, Err: errors.Join(ErrUnreachable, err),
-		Message: fmt.Sprintf("cluster %s (from %s) unreachable: %v", host, ref, err)}
+		Message: fmt.Sprintf("%s (from %s) unreachable: %v", cluster, ref, err)}
 }

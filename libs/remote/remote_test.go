@@ -3,8 +3,10 @@ package remote_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -303,3 +305,83 @@ func TestWithAManagerCacheNoSecretDataIsCached(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// proxy forwards TCP connections to target until closed (then refuses them
+// and cuts the open ones): a remote cluster that goes away.
+type proxy struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{l: l}
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) close() {
+	_ = p.l.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// A cached client whose cluster went away: Classify turns the request's
+// error into RemoteClusterUnreachable; other errors pass as they are.
+func TestClassifyErrorsOfACachedClient(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, err := local.Namespace(ctx, "remote")
+	g.Expect(err).NotTo(HaveOccurred())
+	u, err := url.Parse(target.Config.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	p := startProxy(t, u.Host)
+	viaProxy := rest.CopyConfig(target.Config)
+	viaProxy.Host = "https://" + p.l.Addr().String()
+	ref := remote.SecretRef{Namespace: ns, Name: "via-proxy"}
+	secret(t, ns, ref.Name, map[string][]byte{remote.DefaultKey: kubeconfig(t, viaProxy)})
+	c, err := clients().Get(ctx, ref)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	err = c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "no-such-widget"}, &testtype.Widget{})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(remote.Classify(ref, err)).To(BeIdenticalTo(err), "NotFound is not the cluster's fault")
+	g.Expect(remote.Classify(ref, nil)).To(Succeed())
+
+	p.close()
+	err = c.List(ctx, &testtype.WidgetList{})
+	g.Expect(err).To(HaveOccurred())
+	classified := remote.Classify(ref, err)
+	var re *remote.Error
+	g.Expect(errors.As(classified, &re)).To(BeTrue(), "%v (%T)", err, err)
+	g.Expect(re.Reason).To(Equal(remote.UnreachableReason))
+	g.Expect(errors.Is(classified, remote.ErrUnreachable)).To(BeTrue())
+	g.Expect(classified.Error()).To(ContainSubstring("via-proxy"))
+	g.Expect(remote.Classify(ref, classified)).To(BeIdenticalTo(classified))
+}
