@@ -28,7 +28,8 @@ type RoleOptions struct {
 	// deploy/<operator>/rbac/generated/role.yaml (generated from markers).
 	ClusterRoleFile string
 	// LeaderElectionRoleFile holds the Role for its Lease (its first Role
-	// document is used); default deploy/<operator>/rbac/leader_election_role.yaml.
+	// document is used); default deploy/components/operator/leader_election_role.yaml
+	// (the Role every operator base gets from the shared component).
 	LeaderElectionRoleFile string
 	// NoLeaderElection skips the leader-election Role.
 	NoLeaderElection bool
@@ -53,7 +54,7 @@ func (e *Env) AsGeneratedRole(ctx context.Context, ro RoleOptions) (*rest.Config
 		ro.ClusterRoleFile = filepath.Join(root, "deploy", ro.Operator, "rbac", "generated", "role.yaml")
 	}
 	if ro.LeaderElectionRoleFile == "" {
-		ro.LeaderElectionRoleFile = filepath.Join(root, "deploy", ro.Operator, "rbac", "leader_election_role.yaml")
+		ro.LeaderElectionRoleFile = filepath.Join(root, "deploy", "components", "operator", "leader_election_role.yaml")
 	}
 	const saNamespace = "cairn-system"
 	sa := "cairn-" + ro.Operator + "-controller-manager"

@@ -2,22 +2,13 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
@@ -38,7 +29,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyYAML(t, h.c, filepath.Join(root, "deploy", "backup", "admission", "port_default.yaml"))
+	testenv.ApplyYAML(t, h.c, filepath.Join(root, "deploy", "backup", "admission", "port_default.yaml"))
 
 	inputs := map[string]func(name string) *backupv1.BackupJob{
 		"postgres": h.postgres,
@@ -52,7 +43,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 	// Without webhooks: remove the configurations envtest installed (kept
 	// to put back), and wait until the API server neither calls the webhook
 	// (no finalizer added) and applies the port policy.
-	hooks := takeWebhooks(t, h.c)
+	hooks := testenv.TakeWebhooks(t, h.c)
 	poll(t, 30*time.Second, "the API server to admit without webhooks, with the port policy", func() error {
 		probe := h.postgres("probe")
 		if err := h.c.Create(ctx, probe, client.DryRunAll); err != nil {
@@ -97,70 +88,14 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 
 		want := in("want").Spec
 		want.SetDefaults()
-		for _, d := range fieldDiff("spec", plain[engine].Spec, hooked.Spec) {
+		for _, d := range testenv.FieldDiff("spec", plain[engine].Spec, hooked.Spec) {
 			t.Errorf("%s: without webhooks vs through them: %s", engine, d)
 		}
-		for _, d := range fieldDiff("spec", want, plain[engine].Spec) {
+		for _, d := range testenv.FieldDiff("spec", want, plain[engine].Spec) {
 			t.Errorf("%s: API defaults vs without webhooks: %s", engine, d)
 		}
 		if want.Database.Port == 0 || want.TimeZone == "" {
 			t.Fatalf("%s: SetDefaults left fields empty: %+v", engine, want)
-		}
-	}
-}
-
-// takeWebhooks deletes the Cairn webhook configurations installed in the
-// test API server and returns them, ready to be created again.
-func takeWebhooks(t *testing.T, c client.Client) []client.Object {
-	t.Helper()
-	ctx := t.Context()
-	var out []client.Object
-	var ms admissionregistrationv1.MutatingWebhookConfigurationList
-	var vs admissionregistrationv1.ValidatingWebhookConfigurationList
-	if err := c.List(ctx, &ms); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.List(ctx, &vs); err != nil {
-		t.Fatal(err)
-	}
-	for i := range ms.Items {
-		out = append(out, &ms.Items[i])
-	}
-	for i := range vs.Items {
-		out = append(out, &vs.Items[i])
-	}
-	if len(out) == 0 {
-		t.Fatal("no webhook configurations installed")
-	}
-	for _, o := range out {
-		if err := c.Delete(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		o.SetResourceVersion("")
-		o.SetUID("")
-		o.SetManagedFields(nil)
-		o.SetCreationTimestamp(metav1.Time{})
-	}
-	return out
-}
-
-// applyYAML creates every object of a multi-document YAML file.
-func applyYAML(t *testing.T, c client.Client, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		o := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(o.Object) == 0 {
-			continue
-		}
-		if err := c.Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("%s: creating %s %s: %v", path, o.GetKind(), o.GetName(), err)
 		}
 	}
 }
@@ -172,50 +107,4 @@ func get(t *testing.T, c client.Client, bj *backupv1.BackupJob) *backupv1.Backup
 		t.Fatal(err)
 	}
 	return got
-}
-
-// fieldDiff lists every field (by JSON path) whose value differs between a
-// and b, both of which must marshal to JSON objects.
-func fieldDiff(path string, a, b any) []string {
-	toMap := func(v any) (map[string]any, error) {
-		data, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		m := map[string]any{}
-		return m, json.Unmarshal(data, &m)
-	}
-	am, err := toMap(a)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	bm, err := toMap(b)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	var out []string
-	walkDiff(path, am, bm, &out)
-	slices.Sort(out)
-	return out
-}
-
-func walkDiff(path string, a, b any, out *[]string) {
-	am, aok := a.(map[string]any)
-	bm, bok := b.(map[string]any)
-	if aok && bok {
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		for k := range keys {
-			walkDiff(path+"."+k, am[k], bm[k], out)
-		}
-		return
-	}
-	if !reflect.DeepEqual(a, b) {
-		*out = append(*out, fmt.Sprintf("%s: %v != %v", path, a, b))
-	}
 }

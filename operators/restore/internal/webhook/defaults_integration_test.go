@@ -2,27 +2,19 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/yaml"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
@@ -94,7 +86,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applyYAML(t, c, filepath.Join(root, "deploy", "restore", "admission", "port_default.yaml"))
+	testenv.ApplyYAML(t, c, filepath.Join(root, "deploy", "restore", "admission", "port_default.yaml"))
 
 	restoreJob := func(name string, engine cairnv1.DatabaseEngine) *restorev1.RestoreJob {
 		return &restorev1.RestoreJob{
@@ -108,7 +100,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 	}
 	engines := []cairnv1.DatabaseEngine{cairnv1.PostgresEngine, cairnv1.MySQLEngine}
 
-	hooks := takeWebhooks(t, c)
+	hooks := testenv.TakeWebhooks(t, c)
 	poll(t, 30*time.Second, "the API server to admit without webhooks, with the port policy", func() error {
 		probe := restoreJob("probe", cairnv1.PostgresEngine)
 		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
@@ -155,10 +147,10 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 		if want.Target.Port == 0 || want.MaxRetries == nil {
 			t.Fatalf("%s: SetDefaults left fields empty: %+v", e, want)
 		}
-		for _, d := range fieldDiff("spec", plain[e].Spec, hooked.Spec) {
+		for _, d := range testenv.FieldDiff("spec", plain[e].Spec, hooked.Spec) {
 			t.Errorf("%s: without webhooks vs through them: %s", e, d)
 		}
-		for _, d := range fieldDiff("spec", want, plain[e].Spec) {
+		for _, d := range testenv.FieldDiff("spec", want, plain[e].Spec) {
 			t.Errorf("%s: API defaults vs without webhooks: %s", e, d)
 		}
 	}
@@ -184,62 +176,6 @@ func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
 	}
 }
 
-// takeWebhooks deletes the webhook configurations installed in the test API
-// server and returns them, ready to be created again.
-func takeWebhooks(t *testing.T, c client.Client) []client.Object {
-	t.Helper()
-	ctx := t.Context()
-	var ms admissionregistrationv1.MutatingWebhookConfigurationList
-	var vs admissionregistrationv1.ValidatingWebhookConfigurationList
-	if err := c.List(ctx, &ms); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.List(ctx, &vs); err != nil {
-		t.Fatal(err)
-	}
-	var out []client.Object
-	for i := range ms.Items {
-		out = append(out, &ms.Items[i])
-	}
-	for i := range vs.Items {
-		out = append(out, &vs.Items[i])
-	}
-	if len(out) == 0 {
-		t.Fatal("no webhook configurations installed")
-	}
-	for _, o := range out {
-		if err := c.Delete(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		o.SetResourceVersion("")
-		o.SetUID("")
-		o.SetManagedFields(nil)
-		o.SetCreationTimestamp(metav1.Time{})
-	}
-	return out
-}
-
-// applyYAML creates every object of a multi-document YAML file.
-func applyYAML(t *testing.T, c client.Client, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		o := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(o.Object) == 0 {
-			continue
-		}
-		if err := c.Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("%s: creating %s %s: %v", path, o.GetKind(), o.GetName(), err)
-		}
-	}
-}
-
 func get(t *testing.T, c client.Client, rj *restorev1.RestoreJob) *restorev1.RestoreJob {
 	t.Helper()
 	got := &restorev1.RestoreJob{}
@@ -247,50 +183,4 @@ func get(t *testing.T, c client.Client, rj *restorev1.RestoreJob) *restorev1.Res
 		t.Fatal(err)
 	}
 	return got
-}
-
-// fieldDiff lists every field (by JSON path) whose value differs between a
-// and b, both of which must marshal to JSON objects.
-func fieldDiff(path string, a, b any) []string {
-	toMap := func(v any) (map[string]any, error) {
-		data, err := json.Marshal(v)
-		if err != nil {
-			return nil, err
-		}
-		m := map[string]any{}
-		return m, json.Unmarshal(data, &m)
-	}
-	am, err := toMap(a)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	bm, err := toMap(b)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	var out []string
-	walkDiff(path, am, bm, &out)
-	slices.Sort(out)
-	return out
-}
-
-func walkDiff(path string, a, b any, out *[]string) {
-	am, aok := a.(map[string]any)
-	bm, bok := b.(map[string]any)
-	if aok && bok {
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		for k := range keys {
-			walkDiff(path+"."+k, am[k], bm[k], out)
-		}
-		return
-	}
-	if !reflect.DeepEqual(a, b) {
-		*out = append(*out, fmt.Sprintf("%s: %v != %v", path, a, b))
-	}
 }
