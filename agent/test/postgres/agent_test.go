@@ -72,3 +72,9 @@ func TestDeleteJob(t *testing.T) {
 }
 
 func TestWrongS3Credentials(t *testing.T) { suite.WrongS3Credentials(t, e(t)) }
+
+func TestConcurrentWriters(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.ConcurrentWriters(t, e(t), kind) })
+	}
+}

@@ -185,6 +185,18 @@ func (s *Store) Read(t *testing.T, key string) []byte {
 	return b
 }
 
+// TryRead returns a stored object's bytes, or the error reading it.
+func (s *Store) TryRead(key string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc, err := s.Open.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
 // Write replaces a stored object.
 func (s *Store) Write(t *testing.T, key string, b []byte) {
 	t.Helper()
