@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
 	"cairn.dev/agent/result"
@@ -38,6 +40,11 @@ func ConcurrentWriters(t *testing.T, e *Env, kind string) {
 
 	var succeeded []*result.Result
 	for round := 1; round <= concurrentRounds; round++ {
+		// Expired backups give the concurrent prunes work: each round
+		// they delete these while the backups list theirs.
+		if len(succeeded) > 0 {
+			plantExpired(t, st, job, succeeded[len(succeeded)-1], 3)
+		}
 		runs := make([]testenv.Run, concurrentBackups+concurrentPrunes)
 		var wg sync.WaitGroup
 		for i := range runs {
@@ -70,6 +77,11 @@ func ConcurrentWriters(t *testing.T, e *Env, kind string) {
 			t.Errorf("round %d: %d of %d concurrent runs failed:\n%s", round, len(failed), len(runs), strings.Join(failed, "\n"))
 		}
 		assertAllKept(t, e, st, db, job, succeeded, round)
+		for _, x := range st.Index(t, job).Entries {
+			if time.Since(x.Start) > 7*24*time.Hour {
+				t.Errorf("round %d: expired %s is still listed after the prunes", round, x.Name)
+			}
+		}
 		if t.Failed() {
 			return
 		}
@@ -118,5 +130,25 @@ func assertAllKept(t *testing.T, e *Env, st *Store, db string, job naming.Job, o
 	}
 	if len(lost) > 0 {
 		t.Errorf("round %d: %d successful backups, %d listed; lost or damaged:\n%s", round, len(ok), len(listed), strings.Join(lost, "\n"))
+	}
+}
+
+// plantExpired stores n copies of a successful backup as if taken 30 days
+// ago, listed the way the agent lists them.
+func plantExpired(t *testing.T, st *Store, job naming.Job, from *result.Result, n int) {
+	t.Helper()
+	data := st.Read(t, st.KeyOf(t, job, from.Artifact))
+	for i := 0; i < n; i++ {
+		e := catalog.Entry{Size: from.Size, Checksum: from.Checksum, Engine: from.Engine,
+			Start: from.Start.Add(-30*24*time.Hour + time.Duration(i)*time.Minute).UTC().Truncate(time.Millisecond),
+			Format: "aged", Compression: "zstd"}
+		e.End = e.Start.Add(time.Second)
+		var err error
+		e.Name, err = naming.ArtifactNameToken(job, e.Engine, e.Start, naming.NewToken())
+		check(t, err)
+		st.Write(t, job.Key(e.Name), data)
+		m, err := catalog.EncodeManifest(job, e)
+		check(t, err)
+		st.Write(t, job.ManifestKey(e.Name), m)
 	}
 }
