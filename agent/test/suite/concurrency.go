@@ -140,7 +140,7 @@ func plantExpired(t *testing.T, st *Store, job naming.Job, from *result.Result, 
 	data := st.Read(t, st.KeyOf(t, job, from.Artifact))
 	for i := 0; i < n; i++ {
 		e := catalog.Entry{Size: from.Size, Checksum: from.Checksum, Engine: from.Engine,
-			Start: from.Start.Add(-30*24*time.Hour + time.Duration(i)*time.Minute).UTC().Truncate(time.Millisecond),
+			Start:  from.Start.Add(-30*24*time.Hour + time.Duration(i)*time.Minute).UTC().Truncate(time.Millisecond),
 			Format: "aged", Compression: "zstd"}
 		e.End = e.Start.Add(time.Second)
 		var err error
