@@ -78,3 +78,11 @@ func TestConcurrentWriters(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.ConcurrentWriters(t, e(t), kind) })
 	}
 }
+
+func TestHostileDatabaseNames(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.HostileDatabaseNames(t, e(t), kind) })
+	}
+}
+
+func TestHostileHosts(t *testing.T) { suite.HostileHosts(t, e(t), "pvc") }

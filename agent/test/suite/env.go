@@ -51,6 +51,8 @@ type DB interface {
 	// Fingerprint returns row counts and per-table checksums computed by
 	// SQL, plus schema facts (sequences, views, routines), one per line.
 	Fingerprint(db string) (string, error)
+	// SQL runs sql in database db and returns the rows, tab-separated.
+	SQL(db, sql string) (string, error)
 	// Stop stops the server.
 	Stop()
 }
