@@ -13,12 +13,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Conn are the coordinates of a database.
@@ -44,6 +47,43 @@ type Engine interface {
 	Restore(ctx context.Context, r io.Reader) error
 }
 
+// CheckConn refuses coordinates that no tool can be given safely, whatever
+// admission let through: a host that is not a host name or IP address (a
+// socket directory, a host list, an option, spaces), and a control
+// character in the host, database or user (a newline in a database name
+// ends up on a line of its own in mysqldump's header comment, which the
+// mysql client would run as a command). Everything else is passed as data
+// (see connArgs), however it looks.
+func CheckConn(c Conn) error {
+	if c.Host != "" && !validHost(c.Host) {
+		return fmt.Errorf("database host %q: want a host name or an IP address (letters, digits, '.', '-', '_'; not starting with '-')", c.Host)
+	}
+	for _, f := range []struct{ what, v string }{{"host", c.Host}, {"name", c.Database}, {"user", c.User}} {
+		if i := strings.IndexFunc(f.v, unicode.IsControl); i >= 0 {
+			return fmt.Errorf("database %s %q contains a control character at byte %d", f.what, f.v, i)
+		}
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("database %s %q is not valid UTF-8", f.what, f.v)
+		}
+	}
+	return nil
+}
+
+func validHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	if len(h) > 253 || h[0] == '-' || h[0] == '.' {
+		return false
+	}
+	for _, c := range h {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // New returns the engine called name.
 func New(name string, c Conn) (Engine, error) {
 	if c.Host == "" {
@@ -54,6 +94,9 @@ func New(name string, c Conn) (Engine, error) {
 	}
 	if c.User == "" {
 		return nil, errors.New("database user is empty (set CAIRN_DB_USER or --db-user)")
+	}
+	if err := CheckConn(c); err != nil {
+		return nil, err
 	}
 	switch name {
 	case "postgres":
