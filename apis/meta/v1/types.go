@@ -19,7 +19,7 @@ type DatabaseRef struct {
 	// Host name or address of the database server, as the backup pods resolve it.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$')`,message="host: use a DNS name or an IP address, without a scheme, port, spaces or a leading '-'"
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]+)?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$')`,message="host: use a DNS name or an IP address, without a scheme, port, spaces or a leading '-'"
 	Host string `json:"host"`
 	// Port of the database server. Defaults to 5432 for postgres, 3306 for mysql.
 	// +optional
