@@ -86,3 +86,5 @@ func TestHostileDatabaseNames(t *testing.T) {
 }
 
 func TestHostileHosts(t *testing.T) { suite.HostileHosts(t, e(t), "pvc") }
+
+func TestRestoreStreamFailsCommitsNothing(t *testing.T) { suite.RestoreStreamFails(t, e(t)) }
