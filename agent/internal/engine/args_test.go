@@ -1,6 +1,11 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -96,5 +101,44 @@ func TestCheckConn(t *testing.T) {
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("%s: CheckConn(%+v) = %v, want %q", tt.name, c, err, tt.wantErr)
 		}
+	}
+}
+
+// failAfter yields n bytes, then fails.
+type failAfter struct{ n int }
+
+func (f *failAfter) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, errors.New("store connection reset")
+	}
+	k := min(len(p), f.n)
+	f.n -= k
+	return k, nil
+}
+
+// A broken input kills the tool: it never sees a clean end of input, on
+// which it would finish (commit) what it read.
+func TestBrokenInputKillsTool(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "finished")
+	script := `cat >/dev/null && touch "$MARK"`
+	err := run(context.Background(), "", &failAfter{n: 1 << 20}, io.Discard, childEnv("MARK="+mark), "sh", "-c", script)
+	var se *StreamError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "store connection reset") {
+		t.Fatalf("err = %v, want a StreamError with the input's error", err)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the tool saw a clean end of input and finished")
+	}
+	// A complete input ends cleanly and the tool finishes.
+	if err := run(context.Background(), "", strings.NewReader("data"), io.Discard, childEnv("MARK="+mark), "sh", "-c", script); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("the tool did not finish on a complete input: %v", err)
+	}
+	// A tool that stops reading early is not a stream error.
+	err = run(context.Background(), "", strings.NewReader(strings.Repeat("x", 4<<20)), io.Discard, childEnv(), "sh", "-c", "exit 3")
+	if err == nil || errors.As(err, &se) || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("early exit: err = %v", err)
 	}
 }

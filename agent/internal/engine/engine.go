@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode"
@@ -127,9 +128,28 @@ func childEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
+// StreamError is the error of run's stdin stream: the tool was killed
+// before it could see the end of its input.
+type StreamError struct {
+	Tool string
+	Err  error
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("input of %s failed, %s killed before the end of its input: %v", e.Tool, e.Tool, e.Err)
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
 // run runs a tool with stdin and stdout wired to the given streams. On
 // failure the error carries the tool's last stderr lines, with secret
 // removed.
+//
+// stdin is copied into the tool through a pipe run owns. If reading stdin
+// fails, the tool is killed (SIGKILL) before its end of the pipe is
+// closed, so it never sees a clean end of input: a restore tool must not
+// take a broken stream for a complete one and commit what it read. The
+// error is then a *StreamError wrapping stdin's error.
 func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, env []string, name string, args ...string) error {
 	path, err := lookTool(name)
 	if err != nil {
@@ -137,7 +157,6 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = env
-	cmd.Stdin = stdin
 	cmd.Stdout = stdout
 	tail := &tailBuffer{max: 16 << 10}
 	cmd.Stderr = tail
@@ -145,7 +164,52 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 	// On cancellation ask the tool to stop, then kill it.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
-	err = cmd.Run()
+
+	var pw *os.File
+	if stdin != nil {
+		var pr *os.File
+		if pr, pw, err = os.Pipe(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		cmd.Stdin = pr
+		defer pr.Close()
+	}
+	if err := cmd.Start(); err != nil {
+		if pw != nil {
+			pw.Close()
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	in := &readErr{r: stdin}
+	copied := make(chan struct{})
+	if pw != nil {
+		cmd.Stdin.(*os.File).Close() // the child has its copy
+		go func() {
+			defer close(copied)
+			io.CopyBuffer(onlyWriter{pw}, in, make([]byte, 256<<10))
+			if in.get() != nil {
+				// The input broke (not the tool): kill the tool first,
+				// then close its input.
+				cmd.Process.Kill()
+			}
+			pw.Close()
+		}()
+	} else {
+		close(copied)
+	}
+	err = cmd.Wait()
+	if pw != nil {
+		// A tool that exited early stops reading: its input's next write
+		// fails, or this close makes it fail.
+		pw.Close()
+		select {
+		case <-copied:
+		case <-time.After(cmd.WaitDelay):
+		}
+	}
+	if serr := in.get(); serr != nil {
+		return &StreamError{Tool: name, Err: serr}
+	}
 	if err == nil {
 		return nil
 	}
@@ -160,9 +224,37 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 		}
 		return fmt.Errorf("%s failed (%s): %s", name, exitErr.ProcessState, msg)
 	}
-	// Not the tool's exit: a broken stdin/stdout stream (e.g. the store
-	// failed); the caller reports the stream's own error.
 	return fmt.Errorf("%s: %w", name, err)
+}
+
+// onlyWriter hides ReadFrom so that CopyBuffer uses its buffer.
+type onlyWriter struct{ w io.Writer }
+
+func (o onlyWriter) Write(b []byte) (int, error) { return o.w.Write(b) }
+
+// readErr records the first error of its reader other than io.EOF.
+type readErr struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (e *readErr) Read(b []byte) (int, error) {
+	n, err := e.r.Read(b)
+	if err != nil && err != io.EOF {
+		e.mu.Lock()
+		if e.err == nil {
+			e.err = err
+		}
+		e.mu.Unlock()
+	}
+	return n, err
+}
+
+func (e *readErr) get() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
 }
 
 // aliases are the MariaDB names of the MySQL tools: newer MariaDB client
