@@ -269,6 +269,10 @@ func (s *S3) AbortIncomplete(ctx context.Context, dir string, before time.Time, 
 			continue
 		}
 		if err := s.client.RemoveIncompleteUpload(ctx, s.cfg.Bucket, up.Key); err != nil {
+			var resp minio.ErrorResponse
+			if errors.As(err, &resp) && resp.Code == "NoSuchUpload" {
+				continue // completed or aborted meanwhile
+			}
 			return n, s.wrap("abort upload "+up.Key, err)
 		}
 		n++

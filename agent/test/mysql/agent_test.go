@@ -79,6 +79,12 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 }
 
+func TestConcurrentDelete(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.ConcurrentDelete(t, e(t), kind) })
+	}
+}
+
 func TestHostileDatabaseNames(t *testing.T) {
 	for _, kind := range suite.Stores {
 		t.Run(kind, func(t *testing.T) { suite.HostileDatabaseNames(t, e(t), kind) })

@@ -3,6 +3,7 @@ package suite
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,7 @@ func ConcurrentWriters(t *testing.T, e *Env, kind string) {
 			t.Errorf("round %d: %d of %d concurrent runs failed:\n%s", round, len(failed), len(runs), strings.Join(failed, "\n"))
 		}
 		assertAllKept(t, e, st, db, job, succeeded, round)
+		assertConsistent(t, st, job, round)
 		for _, x := range st.Index(t, job).Entries {
 			if time.Since(x.Start) > 7*24*time.Hour {
 				t.Errorf("round %d: expired %s is still listed after the prunes", round, x.Name)
@@ -84,6 +86,59 @@ func ConcurrentWriters(t *testing.T, e *Env, kind string) {
 		}
 		if t.Failed() {
 			return
+		}
+	}
+}
+
+// ConcurrentDelete runs deletes (deletionPolicy: Delete) among concurrent
+// backups and prunes. Deletes and prunes succeed; a backup may fail (a
+// delete removes what it is writing: the operator stops a BackupJob's runs
+// before it deletes) but says so; and whatever `agent list` shows
+// afterwards is stored with the size and checksum listed: a delete may take
+// backups, never leave the catalog pointing at missing or different data.
+func ConcurrentDelete(t *testing.T, e *Env, kind string) {
+	st := e.NewStore(t, kind)
+	db := "concdel_" + kind
+	job := naming.Job{Namespace: "shop", Name: "concdel-" + kind}
+	check(t, e.DB.Seed(db))
+	t.Cleanup(func() { e.DB.Drop(db) })
+	base := append(append(append([]string{}, e.DB.AgentEnv(db)...), st.Env...),
+		"CAIRN_BACKUPJOB="+job.String(), "CAIRN_RETENTION_DAYS=7", "CAIRN_LOG_LEVEL=info")
+	for round := 1; round <= 2; round++ {
+		cmds := []string{"backup", "backup", "backup", "prune", "delete", "backup", "backup", "backup", "prune", "delete"}
+		runs := make([]testenv.Run, len(cmds))
+		var wg sync.WaitGroup
+		for i, cmd := range cmds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runs[i] = e.Agent.Run(base, cmd)
+			}()
+		}
+		wg.Wait()
+		for i, r := range runs {
+			switch {
+			case r.Code == 0:
+			case cmds[i] == "backup" && r.Code == result.ExitFailure:
+				t.Logf("round %d: backup #%d failed beside a delete: %s", round, i, lastLine(r.Stderr))
+			default:
+				t.Errorf("round %d: %s #%d: exit %d: %s", round, cmds[i], i, r.Code, lastLine(r.Stderr))
+			}
+		}
+		lr := e.Agent.Run(base, "list")
+		if lr.Code != 0 {
+			t.Fatalf("list: %s", lr.Stderr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(lr.Stdout), "\n") {
+			if line == "" {
+				continue
+			}
+			var l result.Result
+			check(t, json.Unmarshal([]byte(line), &l))
+			b, err := st.TryRead(st.KeyOf(t, job, l.Artifact))
+			if err != nil || int64(len(b)) != l.Size || sha256Hex(b) != l.Checksum {
+				t.Errorf("round %d: listed %s (%d bytes %s) but stored: %d bytes, %v", round, l.Artifact, l.Size, l.Checksum, len(b), err)
+			}
 		}
 	}
 }
@@ -150,5 +205,37 @@ func plantExpired(t *testing.T, st *Store, job naming.Job, from *result.Result, 
 		m, err := catalog.EncodeManifest(job, e)
 		check(t, err)
 		st.Write(t, job.ManifestKey(e.Name), m)
+	}
+}
+
+// assertConsistent checks the store after runs that all succeeded: every
+// artifact has its manifest and every manifest its artifact, no marker or
+// temporary file is left.
+func assertConsistent(t *testing.T, st *Store, job naming.Job, round int) {
+	t.Helper()
+	keys := st.Keys(t, job)
+	has := map[string]bool{}
+	for _, k := range keys {
+		has[k] = true
+	}
+	for _, k := range keys {
+		if name, ok := catalog.ManifestName(job, k); ok {
+			if !has[job.Key(name)] {
+				t.Errorf("round %d: manifest %s without its artifact", round, k)
+			}
+			continue
+		}
+		if _, ok := catalog.MarkerName(job, k); ok {
+			t.Errorf("round %d: marker %s left by a finished run", round, k)
+			continue
+		}
+		name := path.Base(k)
+		if _, _, err := naming.ParseArtifactName(job, name); err != nil || k != job.Key(name) {
+			t.Errorf("round %d: unexpected object %s", round, k)
+			continue
+		}
+		if !has[job.ManifestKey(name)] {
+			t.Errorf("round %d: artifact %s has no manifest", round, k)
+		}
 	}
 }
