@@ -190,6 +190,9 @@ func newLogger(w io.Writer, cfg *config.Config) *slog.Logger {
 }
 
 type app struct {
+	// markerRefresh overrides catalog.MarkerRefresh (tests).
+	markerRefresh time.Duration
+
 	cfg     *config.Config
 	log     *slog.Logger
 	now     func() time.Time

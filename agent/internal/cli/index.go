@@ -177,7 +177,11 @@ func (a *app) startMarker(ctx context.Context, st store.Store, name string, star
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(catalog.MarkerRefresh)
+		every := a.markerRefresh
+		if every == 0 {
+			every = catalog.MarkerRefresh
+		}
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
