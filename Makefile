@@ -81,6 +81,18 @@ build: ## Build every operator binary into bin/ (static, CGO_ENABLED=0), also wi
 test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
 	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
 	$(MAKE) test-agent
+	$(MAKE) fuzz
+
+FUZZTIME ?= 5s
+FUZZ_TARGETS := libs/validation:FuzzDatabase libs/validation:FuzzStorage agent/internal/config:FuzzLoad agent/internal/engine:FuzzQuoteConninfo
+
+.PHONY: fuzz
+fuzz: ## Fuzz the admission validators and the agent's config parsing, FUZZTIME (5s) each; seed corpora in testdata/fuzz.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; mod=$${pkg%%/*}; \
+	  echo "fuzz: $$pkg $$fn ($(FUZZTIME))"; \
+	  (cd $$mod && go test ./$${pkg#*/} -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME)); \
+	done
 
 .PHONY: print-modules
 print-modules:

@@ -13,6 +13,7 @@ type BackupJobSpec struct {
 	// (spec.database.host in v1).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]+)?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$')`,message="databaseHost: use a DNS name or an IP address, without a scheme, port, spaces or a leading '-'"
 	DatabaseHost string `json:"databaseHost"`
 	// Schedule in standard 5-field cron format, e.g. "0 2 * * *" for 02:00
 	// every day (UTC unless the v1 timeZone says otherwise).
