@@ -78,8 +78,15 @@ func SameDatabase(a cairnv1.DatabaseRef, aNS string, b cairnv1.DatabaseRef, bNS 
 		}
 		return d.Port
 	}
+	sameName := a.Database == b.Database
+	if a.Engine == cairnv1.MySQLEngine {
+		// A MySQL server with lower_case_table_names=1 (the default on
+		// case-insensitive file systems) names SHOP and shop the same
+		// database: when in doubt, it is the same one.
+		sameName = strings.EqualFold(a.Database, b.Database)
+	}
 	return a.Engine == b.Engine &&
-		a.Database == b.Database &&
+		sameName &&
 		port(a) == port(b) &&
 		CanonicalHost(a.Host, aNS) == CanonicalHost(b.Host, bNS)
 }

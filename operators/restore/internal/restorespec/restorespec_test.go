@@ -163,6 +163,22 @@ func TestSameDatabase(t *testing.T) {
 			}
 		})
 	}
+	// MySQL names differ only in case: the same database on a server with
+	// lower_case_table_names=1, so the overwrite guard must see them as one.
+	my := cairnv1.DatabaseRef{Engine: cairnv1.MySQLEngine, Host: "shop-db", Port: 3306, Database: "shop"}
+	for _, tc := range []struct {
+		name string
+		db   string
+		want bool
+	}{{"mysql upper case", "SHOP", true}, {"mysql mixed case", "Shop", true}, {"mysql other", "shop2", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := my
+			target.Database = tc.db
+			if got := SameDatabase(target, "shop", my, "shop"); got != tc.want {
+				t.Errorf("SameDatabase = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
 
 func TestOverwriteError(t *testing.T) {
