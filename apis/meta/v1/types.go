@@ -100,6 +100,13 @@ type S3Storage struct {
 	// Insecure uses plain HTTP instead of HTTPS.
 	// +optional
 	Insecure bool `json:"insecure,omitempty"`
+	// PartSizeMiB is the size of each part of a multipart upload, 5 to 512
+	// MiB (the agent's default, 16, when empty). Larger parts mean fewer
+	// requests for large databases and more memory per upload.
+	// +optional
+	// +kubebuilder:validation:Minimum=5
+	// +kubebuilder:validation:Maximum=512
+	PartSizeMiB *int32 `json:"partSizeMiB,omitempty"`
 	// CredentialsSecretRef names a Secret with the keys `accessKeyID` and
 	// `secretAccessKey`.
 	CredentialsSecretRef LocalObjectReference `json:"credentialsSecretRef"`
