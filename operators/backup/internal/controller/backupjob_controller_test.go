@@ -615,3 +615,52 @@ func gauge(g Gomega, metric, ns, name string) float64 {
 	}
 	return 0
 }
+
+// Finished run-now Jobs beyond the newest three are deleted once recorded;
+// a Job that only carries the BackupJob's label, controlled by nobody, is
+// not a run of it (never recorded, never deleted).
+func TestRunNowHistoryAndRunsByOwner(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+
+	stray := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stray",
+		Labels: map[string]string{controller.BackupJobLabel: "orders", controller.RunKindLabel: "run-now"}},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "x", Image: "x"}}}}}}
+	g.Expect(env.Client.Create(ctx, stray)).To(Succeed())
+	completeJob(t, stray)
+
+	for i := 1; i <= 5; i++ {
+		req := fmt.Sprintf("req-%d", i)
+		update(t, key, func(bj *backupv1.BackupJob) {
+			bj.Annotations = map[string]string{backupv1.RunNowAnnotation: req}
+		})
+		var job batchv1.Job
+		g.Eventually(func(g Gomega) {
+			for _, j := range runNowJobs(g, ns) {
+				if j.Annotations[backupv1.RunNowAnnotation] == req {
+					job = j
+					return
+				}
+			}
+			g.Expect(req).To(BeEmpty(), "no Job for "+req)
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		completeJob(t, &job)
+		g.Eventually(func(g Gomega) { g.Expect(get(g, key).Status.LastRunName).To(Equal(job.Name)) }).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		var mine []string
+		for _, j := range runNowJobs(g, ns) {
+			if j.Name != "stray" && j.DeletionTimestamp.IsZero() {
+				mine = append(mine, j.Annotations[backupv1.RunNowAnnotation])
+			}
+		}
+		g.Expect(mine).To(ConsistOf("req-3", "req-4", "req-5"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(stray), &batchv1.Job{})).To(Succeed(), "a Job that is not the BackupJob's is left alone")
+	g.Expect(get(g, key).Status.LastRunName).NotTo(Equal("stray"))
+}
