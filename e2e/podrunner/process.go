@@ -105,7 +105,6 @@ type processInstance struct {
 	done    chan struct{}
 	exit    exitStatus
 
-	mu  sync.Mutex
 	out lockedBuffer
 }
 

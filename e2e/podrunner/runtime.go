@@ -71,7 +71,7 @@ type hostMount struct {
 type exitStatus struct {
 	Code int32
 	// Reason as a kubelet writes it: Completed, Error, OOMKilled.
-	Reason             string
+	Reason            string
 	Started, Finished time.Time
 	// Err is set when the runtime lost track of the container.
 	Err error
