@@ -83,6 +83,10 @@ type Options struct {
 	// the scheduler places every pod on the pod runner; without RealPods
 	// kwok's Stages play every pod (stages.yaml).
 	RealPods bool
+	// ExternalPodRunner: with RealPods, the caller starts the pod runner
+	// (StartPodRunner) — the demo runs it in a process of its own that
+	// outlives `demo up`. Pods wait Pending until its node is Ready.
+	ExternalPodRunner bool
 	// AgentImage is the local image run for the platform's agent image
 	// (AgentRepository:<any tag>); default $CAIRN_AGENT_IMAGE, else
 	// DefaultAgentImage (`make images`).
@@ -210,8 +214,13 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if o.RealPods {
-		if err := c.startPodRunner(ctx, o); err != nil {
+		if err := c.taintKwokNodes(ctx); err != nil {
 			return nil, err
+		}
+		if !o.ExternalPodRunner {
+			if c.Pods, err = StartPodRunner(ctx, c.Config, c.Workdir, o.AgentImage, c.logf); err != nil {
+				return nil, err
+			}
 		}
 	}
 	c.Started = time.Since(start)
@@ -447,9 +456,9 @@ func (c *Cluster) waitReadyz(ctx context.Context) error {
 	}
 }
 
-// startPodRunner taints the kwok nodes FakeTaint and starts the pod runner's
-// node, which takes every pod from then on.
-func (c *Cluster) startPodRunner(ctx context.Context, o Options) error {
+// taintKwokNodes taints the kwok nodes FakeTaint: from then on the scheduler
+// places every pod on the pod runner's node.
+func (c *Cluster) taintKwokNodes(ctx context.Context) error {
 	cl, err := client.New(c.Config, client.Options{})
 	if err != nil {
 		return err
@@ -466,14 +475,19 @@ func (c *Cluster) startPodRunner(ctx context.Context, o Options) error {
 			return fmt.Errorf("cluster: tainting kwok node %s: %w", n.Name, err)
 		}
 	}
-	image := o.AgentImage
+	return nil
+}
+
+// StartPodRunner starts the pod runner's node on the cluster cfg connects
+// to, keeping its folders under workdir/podrunner. image is the local agent
+// image (empty: $CAIRN_AGENT_IMAGE, else DefaultAgentImage).
+func StartPodRunner(ctx context.Context, cfg *rest.Config, workdir, image string, logf func(string, ...any)) (*podrunner.Runner, error) {
 	if image == "" {
 		image = os.Getenv("CAIRN_AGENT_IMAGE")
 	}
 	if image == "" {
 		image = DefaultAgentImage
 	}
-	c.Pods, err = podrunner.Start(ctx, podrunner.Options{Config: c.Config, Dir: filepath.Join(c.Workdir, "podrunner"),
-		Images: map[string]string{AgentRepository: image}, Logf: c.logf})
-	return err
+	return podrunner.Start(ctx, podrunner.Options{Config: cfg, Dir: filepath.Join(workdir, "podrunner"),
+		Images: map[string]string{AgentRepository: image}, Logf: logf})
 }

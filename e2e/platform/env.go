@@ -61,6 +61,10 @@ type Options struct {
 	// RealData runs pods on the pod runner (cluster.Options.RealPods) and
 	// starts the data servers (StartServers) before the cluster.
 	RealData bool
+	// ExternalData: with RealData, the caller starts the data servers and
+	// the pod runner (cluster.StartPodRunner) in a process of its own, as the
+	// demo does so they outlive it.
+	ExternalData bool
 	// AgentImage is cluster.Options.AgentImage.
 	AgentImage string
 	// Logf receives progress lines.
@@ -110,13 +114,13 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	var servers *Servers
-	if o.RealData {
+	if o.RealData && !o.ExternalData {
 		if servers, err = StartServers(o.Logf); err != nil {
 			return nil, err
 		}
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Name: o.ClusterName, Nodes: o.Nodes, Workdir: filepath.Join(o.Dir, "kwok"),
-		RealPods: o.RealData, AgentImage: o.AgentImage, Logf: o.Logf})
+		RealPods: o.RealData, ExternalPodRunner: o.ExternalData, AgentImage: o.AgentImage, Logf: o.Logf})
 	if err != nil {
 		servers.Stop()
 		return nil, err
