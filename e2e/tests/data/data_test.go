@@ -3,6 +3,9 @@ package data_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +174,89 @@ func TestMissingCredentialsSecretIsReported(t *testing.T) {
 			g.Expect(cs.State.Running).To(BeNil(), "pod %s ran without its Secret", p.Name)
 			g.Expect(cs.State.Terminated).To(BeNil(), "pod %s ran without its Secret", p.Name)
 		}
+	}
+}
+
+// Retention prunes real artifacts across runs and keeps the newest: two
+// backups are made, their catalog entries aged by three days (the store's
+// catalog.json rewritten; the artifacts stay the real bytes), and the next
+// run, with retentionDays 1, deletes both and keeps its own.
+func TestRetentionPrunesOldArtifactsKeepsNewest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	e := postgres()
+	ns := namespace(t, e)
+	src := dbName(ns, "shop")
+	g.Expect(e.seed(src, 300)).To(Succeed())
+	bj := backupJob(ns, "shop", e, src, fixtures.Yearly, pvcStorage(t, ns, "backups"))
+	bj.Spec.RetentionDays = 1
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	var old []string
+	for _, id := range []string{"one", "two"} {
+		before := time.Now()
+		fixtures.SetRunNow(g, env.Client, bj, id)
+		old = append(old, waitSucceeded(t, bj, before, 2*time.Minute).LastArtifact.Path)
+	}
+	g.Expect(artifacts(t, bj)).To(ConsistOf(old), "two runs, two artifacts, none pruned yet")
+
+	ageCatalog(t, bj, 72*time.Hour)
+	aged := artifacts(t, bj)
+	g.Expect(aged).To(HaveLen(2))
+	before := time.Now()
+	fixtures.SetRunNow(g, env.Client, bj, "three")
+	newest := waitSucceeded(t, bj, before, 2*time.Minute).LastArtifact.Path
+	g.Expect(artifacts(t, bj)).To(ConsistOf(newest), "the artifacts older than retentionDays (%v) are deleted, the newest kept", aged)
+	g.Expect(stored(t, bj, newest)).NotTo(BeEmpty())
+}
+
+// ageCatalog moves every backup of bj (in its PVC) back by d: its
+// catalog entry's times and the timestamp in its name, with the artifact
+// file renamed to match (the agent checks that an entry's start is its
+// name's). The bytes stay what the real backup wrote.
+func ageCatalog(t *testing.T, bj *backupv1.BackupJob, d time.Duration) {
+	t.Helper()
+	const layout = "20060102T150405.000Z" // the agent's artifact timestamp (agent/internal/naming.TimeLayout)
+	dir := pvcPath(bj, filepath.Join(bj.Namespace, bj.Name))
+	path := filepath.Join(dir, "catalog.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cat map[string]any
+	if err := json.Unmarshal(b, &cat); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := cat["entries"].([]any)
+	if len(entries) == 0 {
+		t.Fatalf("catalog %s has no entries: %s", path, b)
+	}
+	for _, x := range entries {
+		en := x.(map[string]any)
+		start, err := time.Parse(time.RFC3339Nano, en["start"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := en["name"].(string)
+		renamed := strings.Replace(name, start.UTC().Format(layout), start.Add(-d).UTC().Format(layout), 1)
+		if renamed == name {
+			t.Fatalf("catalog entry %s: no timestamp %s in its name", name, start.UTC().Format(layout))
+		}
+		if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, renamed)); err != nil {
+			t.Fatal(err)
+		}
+		en["name"] = renamed
+		for _, k := range []string{"start", "end"} {
+			at, err := time.Parse(time.RFC3339Nano, en[k].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			en[k] = at.Add(-d).Format(time.RFC3339Nano)
+		}
+	}
+	if b, err = json.Marshal(cat); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
