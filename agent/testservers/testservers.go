@@ -31,7 +31,9 @@ func StartPostgres(password string) (*Postgres, error) { return testenv.StartPos
 
 // StartMariaDB initialises and starts a MariaDB server with user (all
 // privileges) and password.
-func StartMariaDB(user, password string) (*MariaDB, error) { return testenv.StartMariaDB(user, password) }
+func StartMariaDB(user, password string) (*MariaDB, error) {
+	return testenv.StartMariaDB(user, password)
+}
 
 // StartS3 starts versitygw serving root (a new temporary folder when root is
 // empty) with one access key.

@@ -101,7 +101,9 @@ func pvcStorage(t *testing.T, ns, claim string) cairnv1.StorageSpec {
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/nonexistent/" + pvName}},
 		},
 	})).To(Succeed())
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName}}) })
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName}})
+	})
 	g.Expect(env.Client.Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim},
 		Spec: corev1.PersistentVolumeClaimSpec{
