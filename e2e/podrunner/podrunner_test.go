@@ -176,3 +176,36 @@ func TestDeleteStopsContainer(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), "the container never got SIGTERM")
 	g.Expect(string(b)).To(Equal("got TERM\n"))
 }
+
+// Without Docker the same pod runs as a local process of the agent binary
+// (built from agent/): its args reach the binary, its exit code and output
+// come back.
+func TestProcessModeRunsAgentBinary(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, err := env.Namespace(ctx, "prp")
+	g.Expect(err).NotTo(HaveOccurred())
+	r, err := podrunner.Start(ctx, podrunner.Options{NodeName: "procs-" + ns, Config: env.Config, Dir: t.TempDir(),
+		Runtime: podrunner.RuntimeProcess, Images: map[string]string{"ghcr.io/cairn-dev/agent": "cairn.local/agent:dev"}, Logf: t.Logf})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = r.Stop() })
+	g.Expect(r.Runtime).To(ContainSubstring("local processes"))
+
+	p := pod(ns, r.NodeName, "agent-version", "")
+	p.Spec.Containers[0].Image = "ghcr.io/cairn-dev/agent:v0.1.0"
+	p.Spec.Containers[0].Command, p.Spec.Containers[0].Args = nil, []string{"--version"}
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	var term *corev1.ContainerStateTerminated
+	g.Eventually(func(g Gomega) { term = terminated(g, env.Client, p) }, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+	g.Expect(p.Status.Phase).To(Equal(corev1.PodSucceeded))
+	g.Expect(term.ExitCode).To(BeZero())
+	g.Expect(r.Logs(ns, "agent-version", "main")).NotTo(BeEmpty(), "the agent printed its version")
+
+	bad := pod(ns, r.NodeName, "agent-unknown", "")
+	bad.Spec.Containers[0].Image = "ghcr.io/cairn-dev/agent:v0.1.0"
+	bad.Spec.Containers[0].Command, bad.Spec.Containers[0].Args = nil, []string{"no-such-command"}
+	g.Expect(env.Client.Create(ctx, bad)).To(Succeed())
+	g.Eventually(func(g Gomega) { term = terminated(g, env.Client, bad) }, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+	g.Expect(bad.Status.Phase).To(Equal(corev1.PodFailed))
+	g.Expect(term.ExitCode).To(BeEquivalentTo(2), "the agent's usage error")
+}

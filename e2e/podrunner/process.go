@@ -16,10 +16,10 @@ import (
 // without a Docker engine: the image's entrypoint is mapped to a host binary
 // (the agent image to the agent binary built from agent/), the container's
 // mount paths in its environment to their host folders, and the termination
-// message to CAIRN_TERMINATION_LOG. It runs as the pod's user when the runner
-// is root. What it cannot give: a read-only root filesystem, dropped
-// capabilities and the image's own tools (the host's pg_dump and mysqldump
-// are used).
+// message to CAIRN_TERMINATION_LOG. What it cannot give: the pod's user (the
+// process runs as the runner's: its folders need not be open to others), a
+// read-only root filesystem, dropped capabilities and the image's own tools
+// (the host's pg_dump and mysqldump are used).
 type processRuntime struct {
 	// entrypoints maps a local image to the host binary run for it.
 	entrypoints map[string]string
@@ -30,7 +30,7 @@ func (p *processRuntime) Describe() string {
 	for img, bin := range p.entrypoints {
 		m = append(m, img+" → "+bin)
 	}
-	return "local processes (no Docker engine reachable; " + strings.Join(m, ", ") + "; no read-only root filesystem or dropped capabilities)"
+	return "local processes (" + strings.Join(m, ", ") + "; the runner's user, no read-only root filesystem or dropped capabilities)"
 }
 
 func (p *processRuntime) Cleanup(context.Context) error { return nil }
@@ -61,16 +61,6 @@ func (p *processRuntime) Start(_ context.Context, c containerSpec) (instance, er
 	inst := &processInstance{cmd: cmd, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &inst.out, &inst.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if os.Geteuid() == 0 && c.UID != nil {
-		cred := &syscall.Credential{Uid: uint32(*c.UID), Gid: uint32(*c.UID)}
-		if c.GID != nil {
-			cred.Gid = uint32(*c.GID)
-		}
-		for _, g := range c.Groups {
-			cred.Groups = append(cred.Groups, uint32(g))
-		}
-		cmd.SysProcAttr.Credential = cred
-	}
 	inst.started = time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
