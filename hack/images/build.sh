@@ -85,7 +85,12 @@ log "agent $AGENT_IMAGE: docker build --target local (base $BASE_IMAGE)"
 t0=$SECONDS
 # Host network for the build's apt-get (the default bridge may have no route
 # out on a sandboxed machine); the image itself does not depend on it.
-DOCKER_BUILDKIT=0 "$DOCKER" build --network host -q -f "$ROOT/agent/Containerfile" --target local \
-  --build-arg "BASE=$BASE_IMAGE" -t "$AGENT_IMAGE" "$ctx" >/dev/null
+# The classic builder (no BuildKit plugin on Docker 20.10 here) prints a
+# deprecation notice: its output is shown only when the build fails.
+if ! out=$(DOCKER_BUILDKIT=0 "$DOCKER" build --network host -f "$ROOT/agent/Containerfile" --target local \
+  --build-arg "BASE=$BASE_IMAGE" -t "$AGENT_IMAGE" "$ctx" 2>&1); then
+  printf '%s\n' "$out" >&2
+  die "docker build of $AGENT_IMAGE failed"
+fi
 log "agent $AGENT_IMAGE: built in $((SECONDS - t0))s ($("$DOCKER" image inspect -f '{{.Size}}' "$AGENT_IMAGE" | numfmt --to=iec)); $("$DOCKER" run --rm --read-only --user 65532:65532 "$AGENT_IMAGE" --version)"
 log "done in $((SECONDS - start))s"
