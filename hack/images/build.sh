@@ -36,7 +36,7 @@ start=$SECONDS
 
 # 1. Base image.
 if "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-  log "base $BASE_IMAGE: present ($("$DOCKER" image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec) ), debootstrap skipped"
+  log "base $BASE_IMAGE: present ($("$DOCKER" image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec)), debootstrap skipped"
 else
   if ! command -v debootstrap >/dev/null; then
     [ "$(id -u)" -eq 0 ] || die "debootstrap not found and not root: apt-get install debootstrap"
