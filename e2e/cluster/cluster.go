@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/e2e/podrunner"
 	"cairn.dev/libs/testenv"
 )
 
@@ -76,9 +77,50 @@ type Options struct {
 	// Workdir is where kwokctl keeps the cluster; a new temporary folder when
 	// empty. Stop removes it either way.
 	Workdir string
+	// RealPods adds the pod runner's node (e2e/podrunner): pods run as real
+	// containers of the local agent image (or local processes where no
+	// Docker engine answers). The kwok nodes are then tainted FakeTaint, so
+	// the scheduler places every pod on the pod runner; without RealPods
+	// kwok's Stages play every pod (stages.yaml).
+	RealPods bool
+	// ExternalPodRunner: with RealPods, the caller starts the pod runner
+	// (StartPodRunner) — the demo runs it in a process of its own that
+	// outlives `demo up`. Pods wait Pending until its node is Ready.
+	ExternalPodRunner bool
+	// AgentImage is the local image run for the platform's agent image
+	// (AgentRepository:<any tag>); default $CAIRN_AGENT_IMAGE, else
+	// DefaultAgentImage (`make images`).
+	AgentImage string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
 }
+
+// kwokOwnNodesOnly makes kwok manage only the nodes `kwokctl scale node`
+// creates (annotated kwok.x-k8s.io/node=fake): kwokctl's binary runtime
+// starts kwok with --manage-all-nodes=true, which would also play the pods
+// of the pod runner's node.
+var kwokOwnNodesOnly = []byte(`---
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - key: manage-all-nodes
+    value: "false"
+    override: true
+  - key: manage-nodes-with-annotation-selector
+    value: kwok.x-k8s.io/node=fake
+`)
+
+// FakeTaint is the taint (effect NoSchedule) of the kwok nodes of a cluster
+// with RealPods: no pod lands on a fake kubelet there.
+const FakeTaint = "cairn.dev/fake-kubelet"
+
+// AgentRepository is the platform's agent image without its tag.
+const AgentRepository = "ghcr.io/cairn-dev/agent"
+
+// DefaultAgentImage is the agent image `make images` builds.
+const DefaultAgentImage = "cairn.local/agent:dev"
 
 // Cluster is a running control plane.
 type Cluster struct {
@@ -91,6 +133,8 @@ type Cluster struct {
 	Config *rest.Config
 	// Started is how long creating the cluster and its nodes took.
 	Started time.Duration
+	// Pods is the pod runner (RealPods), else nil.
+	Pods *podrunner.Runner
 
 	dir      string
 	logf     func(string, ...any)
@@ -141,7 +185,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}()
 	start := time.Now()
 	stages := filepath.Join(o.Workdir, "stages.yaml")
-	if err := os.WriteFile(stages, Stages, 0o644); err != nil {
+	config := Stages
+	if o.RealPods {
+		config = append(append(append([]byte{}, Stages...), "\n"...), kwokOwnNodesOnly...)
+	}
+	if err := os.WriteFile(stages, config, 0o644); err != nil {
 		return nil, err
 	}
 	if err := c.kwokctl(ctx, "create", "cluster", "--name", c.Name, "--runtime", "binary",
@@ -164,6 +212,16 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	c.Config.QPS, c.Config.Burst = 200, 400
 	if err := c.waitNodesReady(ctx, o.Nodes); err != nil {
 		return nil, err
+	}
+	if o.RealPods {
+		if err := c.taintKwokNodes(ctx); err != nil {
+			return nil, err
+		}
+		if !o.ExternalPodRunner {
+			if c.Pods, err = StartPodRunner(ctx, c.Config, c.Workdir, o.AgentImage, c.logf); err != nil {
+				return nil, err
+			}
+		}
 	}
 	c.Started = time.Since(start)
 	c.logf("cluster %s: %d node(s) ready in %s (workdir %s)", c.Name, o.Nodes, c.Started.Round(time.Millisecond), c.Workdir)
@@ -201,6 +259,10 @@ func (c *Cluster) Client(s *runtime.Scheme) (client.Client, error) {
 // directory. It is safe to call more than once and from a signal handler.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
+		var podsErr error
+		if c.Pods != nil {
+			podsErr = c.Pods.Stop()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name, "--kubeconfig", c.Kubeconfig)
@@ -209,7 +271,7 @@ func (c *Cluster) Stop() error {
 			_ = p.Kill()
 		}
 		c.mu.Unlock()
-		c.stopErr = errors.Join(err, os.RemoveAll(c.Workdir))
+		c.stopErr = errors.Join(podsErr, err, os.RemoveAll(c.Workdir))
 		c.logf("cluster %s: deleted", c.Name)
 	})
 	return c.stopErr
@@ -392,4 +454,40 @@ func (c *Cluster) waitReadyz(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// taintKwokNodes taints the kwok nodes FakeTaint: from then on the scheduler
+// places every pod on the pod runner's node.
+func (c *Cluster) taintKwokNodes(ctx context.Context) error {
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	nodes := &corev1.NodeList{}
+	if err := cl.List(ctx, nodes); err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		patch := client.MergeFrom(n.DeepCopy())
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: FakeTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+		if err := cl.Patch(ctx, n, patch); err != nil {
+			return fmt.Errorf("cluster: tainting kwok node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// StartPodRunner starts the pod runner's node on the cluster cfg connects
+// to, keeping its folders under workdir/podrunner. image is the local agent
+// image (empty: $CAIRN_AGENT_IMAGE, else DefaultAgentImage).
+func StartPodRunner(ctx context.Context, cfg *rest.Config, workdir, image string, logf func(string, ...any)) (*podrunner.Runner, error) {
+	if image == "" {
+		image = os.Getenv("CAIRN_AGENT_IMAGE")
+	}
+	if image == "" {
+		image = DefaultAgentImage
+	}
+	return podrunner.Start(ctx, podrunner.Options{Config: cfg, Dir: filepath.Join(workdir, "podrunner"),
+		Images: map[string]string{AgentRepository: image}, Logf: logf})
 }

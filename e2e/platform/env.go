@@ -58,6 +58,15 @@ type Options struct {
 	// webhook Services are then the processes' own ports, so each operator
 	// runs one process.
 	Detach bool
+	// RealData runs pods on the pod runner (cluster.Options.RealPods) and
+	// starts the data servers (StartServers) before the cluster.
+	RealData bool
+	// ExternalData: with RealData, the caller starts the data servers and
+	// the pod runner (cluster.StartPodRunner) in a process of its own, as the
+	// demo does so they outlive it.
+	ExternalData bool
+	// AgentImage is cluster.Options.AgentImage.
+	AgentImage string
 	// Logf receives progress lines.
 	Logf func(string, ...any)
 }
@@ -77,7 +86,9 @@ type Env struct {
 	Services map[string]*Service
 	// Manifests are the objects of `kustomize build platform`.
 	Manifests []*unstructured.Unstructured
-	Opts      Options
+	// Servers are the data servers (RealData), else nil.
+	Servers *Servers
+	Opts    Options
 }
 
 // Up builds the operators, starts the cluster, installs the platform from
@@ -102,11 +113,19 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Options{Name: o.ClusterName, Nodes: o.Nodes, Workdir: filepath.Join(o.Dir, "kwok"), Logf: o.Logf})
+	var servers *Servers
+	if o.RealData && !o.ExternalData {
+		if servers, err = StartServers(o.Logf); err != nil {
+			return nil, err
+		}
+	}
+	c, err := cluster.Start(ctx, cluster.Options{Name: o.ClusterName, Nodes: o.Nodes, Workdir: filepath.Join(o.Dir, "kwok"),
+		RealPods: o.RealData, ExternalPodRunner: o.ExternalData, AgentImage: o.AgentImage, Logf: o.Logf})
 	if err != nil {
+		servers.Stop()
 		return nil, err
 	}
-	e := &Env{Cluster: c, Operators: map[string]*Operator{}, Services: map[string]*Service{}, Manifests: objs, Opts: o}
+	e := &Env{Cluster: c, Operators: map[string]*Operator{}, Services: map[string]*Service{}, Manifests: objs, Servers: servers, Opts: o}
 	defer func() {
 		if err != nil && os.Getenv("CAIRN_E2E_KEEP") == "" {
 			_ = e.Down()
@@ -218,6 +237,7 @@ func (e *Env) Down() error {
 	if e.Cluster != nil {
 		errs = append(errs, e.Cluster.Stop())
 	}
+	e.Servers.Stop()
 	return errors.Join(errs...)
 }
 

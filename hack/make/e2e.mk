@@ -1,17 +1,19 @@
 ##@ End-to-end
 
 # The suite runs one package at a time: each package starts its own control
-# plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)
-# and the operators as local processes; two at once would crowd 2 cores.
+# plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok),
+# the operators as local processes and, for real data (tests/data, the demo),
+# the pod runner's node and PostgreSQL, MariaDB and versitygw; two at once
+# would crowd 2 cores.
 E2E_FLAGS ?= -count=1 -timeout 45m -v
 E2E_STATE := $(ROOT)/e2e/.state
 
 .PHONY: e2e
-e2e: controlplane ## Run the end-to-end suite (full control plane with kwok, operators as local processes).
+e2e: controlplane agent-deps images ## Run the end-to-end suite (full control plane, operators as local processes; agent pods as real containers on the pod runner against real PostgreSQL, MariaDB and S3; kwok for faults).
 	go test $(E2E_FLAGS) -p 1 ./e2e/...
 
 .PHONY: demo
-demo: controlplane ## Start a local cluster with the operators and a sample BackupJob; show it until the first backup and restore ran.
+demo: controlplane agent-deps images ## Start a local cluster with the operators, real PostgreSQL/S3 and the samples; show it until the first real backup and restore ran.
 	go run ./e2e/cmd/demo up --state $(E2E_STATE)
 
 .PHONY: demo-down

@@ -1,13 +1,19 @@
-// Command demo starts Cairn on a local control plane (kwok for kubelets) —
-// the platform installed from `kustomize build platform`, the backup and
-// restore operators as local processes — applies platform/samples (the
+// Command demo starts Cairn on a local control plane — the platform
+// installed from `kustomize build platform`, the backup and restore operators
+// as local processes, agent pods run as real containers of the agent image
+// on the pod runner's node — with a real PostgreSQL 15, MariaDB and S3 server
+// (versitygw) on loopback ports. It creates the sample `orders` database with
+// real rows, applies platform/samples mapped to those servers (the
 // BackupJob's schedule set to every minute; it runs in Asia/Shanghai), applies
 // the sample RestoreJob after the first backup, shows progress until the
-// restore succeeded, and leaves everything running. `demo down` stops it.
-// State lives in --state (e2e/.state).
+// restore succeeded, prints the artifact (name, size, checksum, checked
+// against the stored object) and the source and restored tables side by
+// side, and leaves everything running. `demo down` stops it. State lives in
+// --state (e2e/.state).
 //
 //	go run ./e2e/cmd/demo up --state e2e/.state
 //	go run ./e2e/cmd/demo down --state e2e/.state
+//	(`demo plane --state DIR` is the data-plane process `up` starts and `down` stops.)
 package main
 
 import (
@@ -57,6 +63,8 @@ func main() {
 			err = up(dir, *timeout)
 		case "down":
 			err = down(dir)
+		case "plane":
+			err = plane(dir)
 		default:
 			err = fmt.Errorf("unknown command %q: up or down", os.Args[1])
 		}
@@ -99,18 +107,32 @@ func up(dir string, timeout time.Duration) (err error) {
 		}
 		logf("built the %s operator in %s", op, time.Since(start).Round(time.Millisecond))
 	}
-	env, err := platform.Up(ctx, platform.Options{Root: root, Dir: dir, BinDir: bin, Nodes: 2, ClusterName: clusterName,
-		Operators: operators, Detach: true, Logf: logf})
+	env, err := platform.Up(ctx, platform.Options{Root: root, Dir: dir, BinDir: bin, Nodes: 1, ClusterName: clusterName,
+		Operators: operators, Detach: true, RealData: true, ExternalData: true, Logf: logf})
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if err != nil {
 			logf("stopping everything: %v", err)
+			_ = stopPlane(dir)
 			_ = env.Down()
 			_ = os.Remove(filepath.Join(dir, "pids"))
 		}
 	}()
+	planeStart := time.Now()
+	pl, err := startPlane(ctx, dir)
+	if err != nil {
+		return err
+	}
+	logf("data plane up in %s (pid %d, log %s/plane.log): PostgreSQL 15 on 127.0.0.1:%d, MariaDB on 127.0.0.1:%d, S3 on %s; agent pods run as %s",
+		time.Since(planeStart).Round(time.Millisecond), pl.Pid, dir, pl.Postgres.Port, pl.MariaDB.Port, pl.S3Endpoint, pl.Runtime)
+	if err := seed(pl, smp); err != nil {
+		return err
+	}
+	if err := mapSamples(smp, pl); err != nil {
+		return err
+	}
 	var pids []string
 	for _, op := range env.Operators {
 		pids = append(pids, strconv.Itoa(op.Cmd.Process.Pid))
@@ -127,11 +149,14 @@ func up(dir string, timeout time.Duration) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := report(ctx, env.Client, pl, smp); err != nil {
+		return err
+	}
 	fmt.Printf("\nCairn demo is running (up in %s: platform %s, cluster %s; first backup %s after the sample was applied, restore %s later).\n",
 		time.Since(begin).Round(time.Second), platformUp.Round(100*time.Millisecond), env.Cluster.Started.Round(100*time.Millisecond),
 		firstBackup.Sub(applied).Round(time.Second), restored.Sub(firstBackup).Round(time.Second))
 	fmt.Printf("  export KUBECONFIG=%s\n", env.Cluster.Kubeconfig)
-	fmt.Printf("  operator logs: %s/{backup,restore}.log\n", dir)
+	fmt.Printf("  operator logs: %s/{backup,restore}.log; data plane (servers, pod runner): %s/plane.log\n", dir, dir)
 	fmt.Printf("  stop it with: make demo-down\n")
 	return nil
 }
@@ -292,6 +317,9 @@ func isTerminal() bool {
 }
 
 func down(dir string) error {
+	if err := stopPlane(dir); err != nil {
+		return err
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "pids"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -1,39 +1,80 @@
 // Package backup_test runs the backup and restore operators as local
-// processes against a full control plane (kwok for kubelets) and checks what
-// only the real controllers decide: CronJobs firing on schedule, Job retries,
-// garbage collection, webhooks served over TLS.
+// processes against a full control plane and checks what only the real
+// controllers decide: CronJobs firing on schedule, Job retries, garbage
+// collection, webhooks served over TLS. Agent pods are real (the pod
+// runner's node, the agent image, a real PostgreSQL and S3): a run fails
+// because its database host does not resolve, not because a fake says so.
 package backup_test
 
 import (
+	"context"
 	"os"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	"cairn.dev/e2e/dbcheck"
 	"cairn.dev/e2e/fixtures"
 	"cairn.dev/e2e/platform"
 )
 
 var env *platform.Env
 
+// dbHost is where the harness's PostgreSQL listens; appDB is the database
+// every BackupJob here backs up (a small shop, made once).
+const (
+	dbHost = "127.0.0.1"
+	appDB  = "app"
+)
+
+var seedErr error
+
 func TestMain(m *testing.M) {
 	// The RestoreJob test needs both operators.
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 2, Operators: []string{"backup", "restore"}}, &env))
+	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, RealData: true, Operators: []string{"backup", "restore"}}, &env,
+		func(e *platform.Env) { seedErr = dbcheck.SeedPostgres(e.Servers.Postgres, appDB, 100) }))
 }
 
 // namespace creates a namespace for one test with the Secrets its
-// BackupJobs name.
-func namespace(t *testing.T) string { return fixtures.Namespace(t, env.Client, "e2e-") }
+// BackupJobs name, holding the harness's servers' credentials.
+func namespace(t *testing.T) string {
+	t.Helper()
+	if seedErr != nil {
+		t.Fatalf("creating database %s: %v", appDB, seedErr)
+	}
+	g := NewWithT(t)
+	ns := fixtures.Namespace(t, env.Client, "e2e-")
+	for name, data := range map[string]map[string]string{
+		"db": {"username": platform.PostgresUser, "password": platform.PostgresPassword},
+		"s3": {"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey},
+	} {
+		sec := &corev1.Secret{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, sec)).To(Succeed())
+		sec.StringData = data
+		g.Expect(env.Client.Update(context.Background(), sec)).To(Succeed())
+	}
+	return ns
+}
 
 // yearly never fires during a test: runs come from run-now.
 const yearly = fixtures.Yearly
 
-// backupJob has every field set: nothing depends on defaulting.
+// backupJob has every field set: nothing depends on defaulting. It backs up
+// appDB on host (dbHost, or a host that does not resolve) to the harness's
+// S3 server, under the namespace as prefix.
 func backupJob(ns, name, schedule, host string, maxRetries int32) *backupv1.BackupJob {
-	return fixtures.BackupJob(ns, name, schedule, host, maxRetries)
+	bj := fixtures.BackupJob(ns, name, schedule, host, maxRetries)
+	bj.Spec.Database.Port = int32(env.Servers.Postgres.Port)
+	bj.Spec.Database.Database = appDB
+	bj.Spec.Storage.S3.Endpoint = env.Servers.S3.Endpoint()
+	bj.Spec.Storage.S3.Insecure = true
+	bj.Spec.Storage.S3.Bucket = platform.Bucket
+	bj.Spec.Storage.S3.Prefix = ns
+	return bj
 }
 
 func get(g Gomega, bj *backupv1.BackupJob) func() backupv1.BackupJobStatus {

@@ -1,7 +1,6 @@
-package backup_test
+package faults_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -18,15 +17,24 @@ import (
 
 // A run whose agent exits with its configuration-error code (2) is not
 // retried: the Job's podFailurePolicy fails it after its first pod, although
-// maxRetries allows three more, and the BackupJob records one failure.
+// maxRetries allows three more, and the BackupJob records one failure. The
+// exit code comes from kwok's Stages (a configuration the webhooks admit
+// but the real agent rejects cannot be made on demand), so this test lives
+// in the kwok-only faults package.
 func TestConfigErrorFailsAtOnce(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
+	startBackup(t, "")
 	ns := namespace(t)
 	const maxRetries = 3
-	bj := backupJob(ns, "misconfigured", yearly, cluster.ConfigErrorHost, maxRetries)
+	bj := fixtures.BackupJob(ns, "misconfigured", yearly, cluster.ConfigErrorHost, maxRetries)
 	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
-	setRunNow(t, bj, "first")
+	fixtures.SetRunNow(g, env.Client, bj, "first")
+	jobsOf := func(g Gomega, bj *backupv1.BackupJob, extra client.MatchingLabels) []batchv1.Job {
+		return fixtures.Jobs(g, env.Client, bj, extra)
+	}
+	get := func(g Gomega, bj *backupv1.BackupJob) func() backupv1.BackupJobStatus {
+		return func() backupv1.BackupJobStatus { return fixtures.Get(g, env.Client, bj).Status }
+	}
 
 	var job batchv1.Job
 	g.Eventually(func() []batchv1.Job { return jobsOf(g, bj, nil) }).WithTimeout(30 * time.Second).Should(HaveLen(1))

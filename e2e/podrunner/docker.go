@@ -1,0 +1,218 @@
+package podrunner
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// NodeLabel on every container the runner starts names its node, so Cleanup
+// finds what a killed runner left behind.
+const NodeLabel = "cairn.dev/pod-runner-node"
+
+// dockerRuntime runs containers on the local Docker engine with the host's
+// network (pods reach the databases and S3 the harness starts on loopback).
+type dockerRuntime struct {
+	cli     *client.Client
+	node    string
+	version string
+}
+
+// newDockerRuntime connects to the engine ($DOCKER_HOST, else the local
+// socket) and negotiates the API version down to the engine's (1.41 for
+// Docker 20.10). It fails when no engine answers.
+func newDockerRuntime(ctx context.Context, node string) (*dockerRuntime, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	v, err := cli.ServerVersion(ctx)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return &dockerRuntime{cli: cli, node: node, version: fmt.Sprintf("Docker Engine %s, API %s", v.Version, cli.ClientVersion())}, nil
+}
+
+func (d *dockerRuntime) Describe() string {
+	return "Docker containers (" + d.version + ", host network)"
+}
+
+// imagePresent reports whether the engine has the image (no pull is ever made).
+func (d *dockerRuntime) imagePresent(ctx context.Context, image string) error {
+	_, err := d.cli.ImageInspect(ctx, image)
+	return err
+}
+
+func (d *dockerRuntime) Start(ctx context.Context, c containerSpec) (instance, error) {
+	cfg := &container.Config{
+		Image:      c.Image,
+		Env:        c.Env,
+		WorkingDir: c.WorkingDir,
+		Labels:     c.Labels,
+	}
+	if len(c.Command) > 0 {
+		cfg.Entrypoint = c.Command
+		cfg.Cmd = c.Args
+		if cfg.Cmd == nil {
+			cfg.Cmd = []string{} // not the image's CMD: Kubernetes drops it when command is set
+		}
+	} else if len(c.Args) > 0 {
+		cfg.Cmd = c.Args
+	}
+	if c.UID != nil {
+		cfg.User = strconv.FormatInt(*c.UID, 10)
+		if c.GID != nil {
+			cfg.User += ":" + strconv.FormatInt(*c.GID, 10)
+		}
+	}
+	host := &container.HostConfig{
+		NetworkMode:    "host",
+		ReadonlyRootfs: c.ReadOnlyRootfs,
+		CapDrop:        c.CapDrop,
+		CapAdd:         c.CapAdd,
+		Resources:      container.Resources{Memory: c.MemoryLimit, NanoCPUs: c.NanoCPUs},
+	}
+	if c.MemoryLimit > 0 {
+		host.Resources.MemorySwap = c.MemoryLimit // no swap beyond the limit, as the kubelet
+	}
+	for _, g := range c.Groups {
+		host.GroupAdd = append(host.GroupAdd, strconv.FormatInt(g, 10))
+	}
+	if c.NoNewPrivileges {
+		host.SecurityOpt = append(host.SecurityOpt, "no-new-privileges")
+	}
+	for _, m := range c.Mounts {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Host, Target: m.Container, ReadOnly: m.ReadOnly})
+	}
+	if c.TermLogHost != "" {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: c.TermLogHost, Target: c.TermLogPath})
+	}
+	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	inst := &dockerInstance{d: d, id: created.ID, done: make(chan struct{})}
+	// Wait before start, so a container that ends at once is not missed.
+	waitCh, errCh := d.cli.ContainerWait(context.Background(), created.ID, container.WaitConditionNextExit)
+	if err := d.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		_ = d.cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+		return nil, err
+	}
+	go inst.wait(waitCh, errCh)
+	return inst, nil
+}
+
+func (d *dockerRuntime) Cleanup(ctx context.Context) error {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", NodeLabel+"="+d.node))})
+	if err != nil {
+		return err
+	}
+	var errs []string
+	for _, c := range list {
+		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("removing containers: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+type dockerInstance struct {
+	d    *dockerRuntime
+	id   string
+	done chan struct{}
+
+	mu   sync.Mutex
+	exit exitStatus
+	logs string
+}
+
+func (i *dockerInstance) wait(waitCh <-chan container.WaitResponse, errCh <-chan error) {
+	defer close(i.done)
+	var waitErr error
+	select {
+	case <-waitCh:
+	case waitErr = <-errCh:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := exitStatus{Err: waitErr}
+	if info, err := i.d.cli.ContainerInspect(ctx, i.id); err == nil && info.State != nil {
+		st.Code = int32(info.State.ExitCode)
+		st.Started, _ = time.Parse(time.RFC3339Nano, info.State.StartedAt)
+		st.Finished, _ = time.Parse(time.RFC3339Nano, info.State.FinishedAt)
+		st.Err = nil
+		switch {
+		case info.State.OOMKilled:
+			st.Reason = "OOMKilled"
+		case st.Code == 0:
+			st.Reason = "Completed"
+		default:
+			st.Reason = "Error"
+		}
+	} else if st.Err == nil {
+		st.Err = err
+	}
+	logs := i.readLogs(ctx)
+	// The container is gone once it ended; its logs and termination message
+	// are kept by the provider.
+	_ = i.d.cli.ContainerRemove(ctx, i.id, container.RemoveOptions{Force: true})
+	i.mu.Lock()
+	i.exit, i.logs = st, logs
+	i.mu.Unlock()
+}
+
+func (i *dockerInstance) readLogs(ctx context.Context) string {
+	rc, err := i.d.cli.ContainerLogs(ctx, i.id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var out bytes.Buffer
+	_, _ = stdcopy.StdCopy(&out, &out, rc)
+	return out.String()
+}
+
+func (i *dockerInstance) Wait() exitStatus {
+	<-i.done
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.exit
+}
+
+func (i *dockerInstance) Stop(grace time.Duration) {
+	secs := int(grace / time.Second)
+	_ = i.d.cli.ContainerStop(context.Background(), i.id, container.StopOptions{Timeout: &secs})
+}
+
+func (i *dockerInstance) Logs() string {
+	select {
+	case <-i.done:
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		return i.logs
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return i.readLogs(ctx)
+}

@@ -1,0 +1,353 @@
+package podrunner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+)
+
+// maxMessageBytes is the kubelet's limit of a termination message.
+const maxMessageBytes = 4096
+
+// provider is the virtual-kubelet provider: it runs each pod bound to the
+// node through a runtime and writes its status back (virtual-kubelet's pod
+// controller resolves env from Secrets and ConfigMaps before CreatePod, and
+// sends what notify receives to the API server).
+type provider struct {
+	node   string
+	rt     runtime
+	dir    string
+	image  func(string) string
+	logf   func(string, ...any)
+	hostIP string
+
+	mu     sync.Mutex
+	pods   map[string]*podState
+	notify func(*corev1.Pod)
+}
+
+type podState struct {
+	pod      *corev1.Pod // status is ours
+	dir      string
+	running  map[string]instance
+	deleted  bool
+	finished bool
+	logs     map[string]string
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+// NotifyPods registers virtual-kubelet's status callback.
+func (p *provider) NotifyPods(_ context.Context, f func(*corev1.Pod)) {
+	p.mu.Lock()
+	p.notify = f
+	p.mu.Unlock()
+}
+
+// publish hands a copy of the pod (with its status) to virtual-kubelet. The
+// caller holds p.mu.
+func (p *provider) publish(st *podState) {
+	if p.notify != nil {
+		p.notify(st.pod.DeepCopy())
+	}
+}
+
+func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := key(pod.Namespace, pod.Name)
+	if _, ok := p.pods[k]; ok {
+		return nil
+	}
+	st := &podState{pod: pod.DeepCopy(), running: map[string]instance{}, logs: map[string]string{},
+		dir: filepath.Join(p.dir, "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))}
+	now := metav1.Now()
+	st.pod.Status = corev1.PodStatus{
+		Phase:     corev1.PodPending,
+		HostIP:    p.hostIP,
+		HostIPs:   []corev1.HostIP{{IP: p.hostIP}},
+		PodIP:     p.hostIP,
+		PodIPs:    []corev1.PodIP{{IP: p.hostIP}},
+		StartTime: &now,
+		QOSClass:  pod.Status.QOSClass,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: now},
+		},
+	}
+	for _, c := range pod.Spec.Containers {
+		st.pod.Status.ContainerStatuses = append(st.pod.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+		})
+	}
+	p.pods[k] = st
+	p.publish(st)
+	go p.run(st)
+	return nil
+}
+
+// run starts the pod's containers, waits for them and records how they
+// ended. Init containers are not supported (agent pods have none): such a
+// pod fails with a message saying so, as do unsupported volume types.
+func (p *provider) run(st *podState) {
+	ctx := context.Background()
+	specs, err := p.prepare(st)
+	if err != nil {
+		p.fail(st, "CreateContainerConfigError", err.Error())
+		return
+	}
+	p.mu.Lock()
+	if st.deleted {
+		p.mu.Unlock()
+		p.finish(st, nil)
+		return
+	}
+	started := map[string]instance{}
+	for _, cs := range specs {
+		inst, err := p.rt.Start(ctx, cs.spec)
+		if err != nil {
+			p.mu.Unlock()
+			for _, i := range started {
+				i.Stop(0)
+			}
+			p.fail(st, "StartError", fmt.Sprintf("container %s: %v", cs.name, err))
+			return
+		}
+		started[cs.name] = inst
+		st.running[cs.name] = inst
+	}
+	now := metav1.Now()
+	st.pod.Status.Phase = corev1.PodRunning
+	for i := range st.pod.Status.ContainerStatuses {
+		s := &st.pod.Status.ContainerStatuses[i]
+		s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+		s.Ready, s.Started = true, ptrTo(true)
+		s.ImageID = specImage(specs, s.Name)
+		s.ContainerID = "cairn-pod-runner://" + specName(specs, s.Name)
+	}
+	setCondition(st.pod, corev1.ContainersReady, corev1.ConditionTrue, "", now)
+	setCondition(st.pod, corev1.PodReady, corev1.ConditionTrue, "", now)
+	p.publish(st)
+	p.mu.Unlock()
+
+	exits := map[string]exitStatus{}
+	for name, inst := range started {
+		exits[name] = inst.Wait()
+	}
+	p.finish(st, func(name string) (exitStatus, string, bool) {
+		e, ok := exits[name]
+		if !ok {
+			return exitStatus{}, "", false
+		}
+		logs := started[name].Logs()
+		return e, termMessage(specs, name, e, logs), true
+	})
+}
+
+// finish writes every container's terminated state and the pod's phase.
+func (p *provider) finish(st *podState, exit func(string) (exitStatus, string, bool)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := metav1.Now()
+	failed := false
+	for i := range st.pod.Status.ContainerStatuses {
+		s := &st.pod.Status.ContainerStatuses[i]
+		term := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown", Message: "the pod was deleted before its container started", StartedAt: now, FinishedAt: now}
+		if exit != nil {
+			if e, msg, ok := exit(s.Name); ok {
+				term = &corev1.ContainerStateTerminated{ExitCode: e.Code, Reason: e.Reason, Message: msg,
+					StartedAt: metav1.NewTime(e.Started), FinishedAt: metav1.NewTime(e.Finished)}
+				if e.Err != nil {
+					term.Reason, term.Message = "ContainerStatusUnknown", e.Err.Error()
+					if term.ExitCode == 0 {
+						term.ExitCode = 137
+					}
+				}
+				if r, ok := st.running[s.Name]; ok {
+					st.logs[s.Name] = r.Logs()
+				}
+			}
+		}
+		if term.ExitCode != 0 {
+			failed = true
+		}
+		if r := s.State.Running; r != nil && term.StartedAt.IsZero() {
+			term.StartedAt = r.StartedAt
+		}
+		s.State, s.Ready, s.Started = corev1.ContainerState{Terminated: term}, false, ptrTo(false)
+	}
+	st.running = map[string]instance{}
+	st.finished = true
+	st.pod.Status.Phase = corev1.PodSucceeded
+	if failed {
+		st.pod.Status.Phase = corev1.PodFailed
+	}
+	setCondition(st.pod, corev1.ContainersReady, corev1.ConditionFalse, "PodCompleted", now)
+	setCondition(st.pod, corev1.PodReady, corev1.ConditionFalse, "PodCompleted", now)
+	p.publish(st)
+	if st.deleted {
+		p.forget(st)
+	}
+}
+
+// fail ends a pod whose containers could not start.
+func (p *provider) fail(st *podState, reason, msg string) {
+	p.logf("pod runner: pod %s/%s: %s: %s", st.pod.Namespace, st.pod.Name, reason, msg)
+	p.finish(st, func(string) (exitStatus, string, bool) {
+		now := time.Now()
+		return exitStatus{Code: 128, Reason: reason, Started: now, Finished: now}, msg, true
+	})
+	p.mu.Lock()
+	st.pod.Status.Message, st.pod.Status.Reason = msg, reason
+	p.publish(st)
+	p.mu.Unlock()
+}
+
+// forget drops a deleted pod and its host folders (not its claims' folders).
+// The caller holds p.mu.
+func (p *provider) forget(st *podState) {
+	k := key(st.pod.Namespace, st.pod.Name)
+	if cur, ok := p.pods[k]; ok && cur == st {
+		delete(p.pods, k)
+	}
+	_ = os.RemoveAll(st.dir)
+}
+
+func (p *provider) UpdatePod(context.Context, *corev1.Pod) error { return nil }
+
+// DeletePod stops the pod's containers with its grace period (SIGTERM, then
+// SIGKILL) and reports them terminated.
+func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
+	p.mu.Lock()
+	st, ok := p.pods[key(pod.Namespace, pod.Name)]
+	if !ok || st.pod.UID != pod.UID {
+		p.mu.Unlock()
+		return errdefs.NotFoundf("pod %s/%s is not known to the pod runner", pod.Namespace, pod.Name)
+	}
+	if st.deleted {
+		p.mu.Unlock()
+		return nil
+	}
+	st.deleted = true
+	now := metav1.Now()
+	st.pod.DeletionTimestamp = &now
+	st.pod.DeletionGracePeriodSeconds = pod.DeletionGracePeriodSeconds
+	if st.finished {
+		p.publish(st)
+		p.forget(st)
+		p.mu.Unlock()
+		return nil
+	}
+	grace := 30 * time.Second
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	} else if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	running := make([]instance, 0, len(st.running))
+	for _, i := range st.running {
+		running = append(running, i)
+	}
+	p.mu.Unlock()
+	// run's Wait sees the containers end and finishes the pod.
+	for _, i := range running {
+		go i.Stop(grace)
+	}
+	return nil
+}
+
+func (p *provider) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.pods[key(ns, name)]
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s not found", ns, name)
+	}
+	return st.pod.DeepCopy(), nil
+}
+
+func (p *provider) GetPodStatus(ctx context.Context, ns, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+func (p *provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(p.pods))
+	for _, st := range p.pods {
+		out = append(out, st.pod.DeepCopy())
+	}
+	return out, nil
+}
+
+// Logs returns a container's output (for the harness's failure dumps).
+func (p *provider) Logs(ns, name, container string) string {
+	p.mu.Lock()
+	st, ok := p.pods[key(ns, name)]
+	if !ok {
+		p.mu.Unlock()
+		return ""
+	}
+	if i, ok := st.running[container]; ok {
+		p.mu.Unlock()
+		return i.Logs()
+	}
+	defer p.mu.Unlock()
+	return st.logs[container]
+}
+
+func (p *provider) GetContainerLogs(_ context.Context, ns, name, container string, _ api.ContainerLogOpts) (io.ReadCloser, error) {
+	return io.NopCloser(strings.NewReader(p.Logs(ns, name, container))), nil
+}
+
+func (p *provider) RunInContainer(context.Context, string, string, string, []string, api.AttachIO) error {
+	return errdefs.InvalidInput("exec is not supported by the pod runner")
+}
+
+func (p *provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
+	return errdefs.InvalidInput("attach is not supported by the pod runner")
+}
+
+func (p *provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
+	return &statsv1alpha1.Summary{}, nil
+}
+
+func (p *provider) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) { return nil, nil }
+
+func (p *provider) PortForward(context.Context, string, string, int32, io.ReadWriteCloser) error {
+	return errdefs.InvalidInput("port-forward is not supported by the pod runner")
+}
+
+func setCondition(pod *corev1.Pod, t corev1.PodConditionType, s corev1.ConditionStatus, reason string, now metav1.Time) {
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == t {
+			if c.Status != s {
+				c.LastTransitionTime = now
+			}
+			c.Status, c.Reason = s, reason
+			return
+		}
+	}
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: t, Status: s, Reason: reason, LastTransitionTime: now})
+}
+
+func ptrTo[T any](v T) *T { return &v }

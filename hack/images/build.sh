@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Builds Cairn's images on this machine's Docker engine without pulling
+# anything (no registry is reachable here):
+#
+#   1. the base image $BASE_IMAGE: `debootstrap --variant=minbase` of the Debian
+#      release the machine runs (bookworm), imported with `docker import`.
+#      Skipped when the image exists (delete it to rebuild: docker rmi ...).
+#   2. the agent image $AGENT_IMAGE: agent/Containerfile, target `local`, on
+#      that base, around the static agent binary (built as `make build-agent`
+#      does, into the build context).
+#
+# The e2e pod runner runs $AGENT_IMAGE for every pod whose image is the
+# platform's agent image (ghcr.io/cairn-dev/agent:*).
+#
+# Usage: hack/images/build.sh   (as root or a member of the docker group)
+# Env:   BASE_IMAGE, AGENT_IMAGE, DEBIAN_SUITE, DEBIAN_MIRROR, DOCKER
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BASE_IMAGE="${BASE_IMAGE:-cairn.local/debian:bookworm}"
+AGENT_IMAGE="${AGENT_IMAGE:-cairn.local/agent:dev}"
+DEBIAN_SUITE="${DEBIAN_SUITE:-bookworm}"
+DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+DOCKER="${DOCKER:-docker}"
+# The engine here is Docker 20.10 (API 1.41): newer clients negotiate down,
+# but say so explicitly so a newer client never asks for more.
+export DOCKER_API_VERSION="${DOCKER_API_VERSION:-1.41}"
+
+log() { printf 'images: %s\n' "$*"; }
+die() { printf 'images: %s\n' "$*" >&2; exit 1; }
+
+command -v "$DOCKER" >/dev/null || die "$DOCKER not found: install Docker Engine (Debian: apt-get install docker.io)"
+"$DOCKER" version --format '{{.Server.Version}}' >/dev/null 2>&1 || die "no Docker engine answers ($DOCKER version): start it (systemctl start docker) or set DOCKER_HOST"
+
+start=$SECONDS
+
+# 1. Base image.
+if "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+  log "base $BASE_IMAGE: present ($("$DOCKER" image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec)), debootstrap skipped"
+else
+  if ! command -v debootstrap >/dev/null; then
+    [ "$(id -u)" -eq 0 ] || die "debootstrap not found and not root: apt-get install debootstrap"
+    log "installing debootstrap (apt)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends debootstrap >/dev/null 2>&1 \
+      || { apt-get update >/dev/null && apt-get install -y --no-install-recommends debootstrap >/dev/null; }
+  fi
+  [ "$(id -u)" -eq 0 ] || die "debootstrap needs root"
+  rootfs="$(mktemp -d /tmp/cairn-rootfs-XXXXXX)"
+  trap 'rm -rf "$rootfs"' EXIT
+  log "base $BASE_IMAGE: debootstrap --variant=minbase $DEBIAN_SUITE from $DEBIAN_MIRROR (a few minutes)"
+  t0=$SECONDS
+  debootstrap --variant=minbase "$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$rootfs.log" 2>&1 \
+    || { tail -20 "$rootfs.log" >&2; die "debootstrap failed (log: $rootfs.log)"; }
+  rm -f "$rootfs.log"
+  # Security updates too, as a Debian image has them; then drop what an image
+  # does not need (package lists, caches, docs, man pages).
+  security="${DEBIAN_MIRROR%/debian}/debian-security"
+  printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n' \
+    "$DEBIAN_MIRROR" "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$DEBIAN_SUITE" "$security" "$DEBIAN_SUITE" >"$rootfs/etc/apt/sources.list"
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/log/*.log \
+    "$rootfs"/var/log/apt/* "$rootfs"/tmp/* "$rootfs"/root/.cache
+  # Like Debian's images: no recommends, no docs from later installs.
+  printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' >"$rootfs/etc/apt/apt.conf.d/90cairn-norecommends"
+  printf 'path-exclude /usr/share/doc/*\npath-exclude /usr/share/man/*\npath-exclude /usr/share/info/*\npath-include /usr/share/doc/*/copyright\n' \
+    >"$rootfs/etc/dpkg/dpkg.cfg.d/90cairn-nodoc"
+  log "debootstrap took $((SECONDS - t0))s; importing"
+  tar --numeric-owner -C "$rootfs" -c . | "$DOCKER" import \
+    --change 'CMD ["/bin/bash"]' \
+    --change "LABEL org.opencontainers.image.description=\"Debian $DEBIAN_SUITE minbase, made by debootstrap for local images\"" \
+    - "$BASE_IMAGE" >/dev/null
+  rm -rf "$rootfs"
+  trap - EXIT
+  log "base $BASE_IMAGE: built ($("$DOCKER" image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec))"
+fi
+
+# 2. Agent image, around the host-built static binary.
+# The same build as `make build-agent`, into the build context.
+ctx="$(mktemp -d /tmp/cairn-agent-ctx-XXXXXX)"
+trap 'rm -rf "$ctx"' EXIT
+version="${AGENT_VERSION:-$(git -C "$ROOT" describe --tags --match 'agent/v*' --always --dirty 2>/dev/null | sed 's|^agent/||' || echo dev)}"
+(cd "$ROOT/agent" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$ctx/agent" .)
+log "agent $AGENT_IMAGE: docker build --target local (base $BASE_IMAGE)"
+t0=$SECONDS
+# Host network for the build's apt-get (the default bridge may have no route
+# out on a sandboxed machine); the image itself does not depend on it.
+# The classic builder (no BuildKit plugin on Docker 20.10 here) prints a
+# deprecation notice: its output is shown only when the build fails.
+if ! out=$(DOCKER_BUILDKIT=0 "$DOCKER" build --network host -f "$ROOT/agent/Containerfile" --target local \
+  --build-arg "BASE=$BASE_IMAGE" -t "$AGENT_IMAGE" "$ctx" 2>&1); then
+  printf '%s\n' "$out" >&2
+  die "docker build of $AGENT_IMAGE failed"
+fi
+log "agent $AGENT_IMAGE: built in $((SECONDS - t0))s ($("$DOCKER" image inspect -f '{{.Size}}' "$AGENT_IMAGE" | numfmt --to=iec)); $("$DOCKER" run --rm --read-only --user 65532:65532 "$AGENT_IMAGE" --version)"
+log "done in $((SECONDS - start))s"
