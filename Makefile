@@ -14,8 +14,10 @@ export CAIRN_CONTROLPLANE_DIR := $(CONTROLPLANE_DIR)
 
 # Every Go module of the workspace (go.work) plus the tool modules outside it.
 MODULES := apis libs agent e2e deploy operators/backup operators/restore operators/migration operators/orchestrator hack/controlplane hack/controlplane/etcd hack/tools hack/release
-# Operators that own API kinds, and the API group folder of each.
-API_OPERATORS := backup restore
+# Operators that own API kinds, and the API group folder of each
+# (apis/<group>; the operator's name unless API_GROUP_<operator> says otherwise).
+API_OPERATORS := backup restore orchestrator
+API_GROUP_orchestrator := platform
 OPERATORS := backup restore migration orchestrator
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 comma := ,
@@ -48,10 +50,11 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into deploy/<operator>/ (and libs' test CRD).
 	cd libs && $(CONTROLLER_GEN) crd paths=./internal/testtype/... output:crd:dir=testdata/crds
-	@for op in $(API_OPERATORS); do \
-	  echo "manifests: $$op"; \
+	@for pair in $(foreach op,$(API_OPERATORS),$(op):$(or $(API_GROUP_$(op)),$(op))); do \
+	  op=$${pair%%:*}; group=$${pair#*:}; \
+	  echo "manifests: $$op (apis/$$group)"; \
 	  rm -rf deploy/$$op/crd/bases deploy/$$op/rbac/generated deploy/$$op/webhook/generated; \
-	  $(CONTROLLER_GEN) crd paths=./apis/$$op/... output:crd:dir=deploy/$$op/crd/bases; \
+	  $(CONTROLLER_GEN) crd paths=./apis/$$group/... output:crd:dir=deploy/$$op/crd/bases; \
 	  $(CONTROLLER_GEN) rbac:roleName=cairn-$$op-manager paths=./operators/$$op/... output:rbac:dir=deploy/$$op/rbac/generated; \
 	  $(CONTROLLER_GEN) webhook paths=./operators/$$op/... output:webhook:dir=deploy/$$op/webhook/generated; \
 	done
