@@ -19,8 +19,8 @@ import (
 	"cairn.dev/libs/testenv"
 )
 
-// Operators with a kustomize base. migration and orchestrator have none yet.
-var operators = []string{"backup", "restore"}
+// Operators with a kustomize base. migration has none yet.
+var operators = []string{"backup", "restore", "orchestrator"}
 
 var env *testenv.Env
 
