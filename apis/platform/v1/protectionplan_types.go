@@ -5,6 +5,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
 )
 
 // Phase is the one-word summary of a ProtectionPlan's state. It is a fixed
@@ -190,13 +191,15 @@ type VerificationSpec struct {
 	// database on a named server, of the protected database's engine. It can
 	// never be the protected database.
 	RestoreInto ScratchDatabase `json:"restoreInto"`
-	// Checks run in the scratch database after the restore; the backup
-	// counts as verified only when every check passed.
+	// Checks run in the scratch database after the restore (SQL with an
+	// expected result, or row counts equal to what the backup recorded); the
+	// backup counts as verified only when every check is reported passed.
+	// Not run yet: see RestoreJob spec.checks.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
-	Checks []VerificationCheck `json:"checks,omitempty"`
+	Checks []restorev1.Check `json:"checks,omitempty"`
 	// TimeoutSeconds bounds one verification restore (its RestoreJob's
 	// activeDeadlineSeconds). Defaults to 3600.
 	// +optional
@@ -236,38 +239,6 @@ type ScratchDatabase struct {
 	// CredentialsSecretRef names a Secret with the keys `username` and
 	// `password` of a user of the scratch server.
 	CredentialsSecretRef cairnv1.LocalObjectReference `json:"credentialsSecretRef"`
-}
-
-// VerificationCheck is one check run after a verification restore: either a
-// SQL query with an expected result, or the restored tables' row counts
-// compared with those the backup recorded.
-// +kubebuilder:validation:XValidation:rule="has(self.sql) != (has(self.rowCountsMatchBackup) && self.rowCountsMatchBackup)",message="check: set exactly one of sql (with equals, atLeast or atMost) or rowCountsMatchBackup: true"
-// +kubebuilder:validation:XValidation:rule="!has(self.sql) || has(self.equals) || has(self.atLeast) || has(self.atMost)",message="check: a sql check needs an expected result: equals, atLeast or atMost"
-type VerificationCheck struct {
-	// Name of the check, shown in status.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
-	Name string `json:"name"`
-	// SQL is a read-only query returning one row with one column, e.g.
-	// "select count(*) from orders".
-	// +optional
-	// +kubebuilder:validation:MaxLength=4096
-	SQL string `json:"sql,omitempty"`
-	// Equals: the query's value, as text, must equal this.
-	// +optional
-	// +kubebuilder:validation:MaxLength=1024
-	Equals *string `json:"equals,omitempty"`
-	// AtLeast: the query's value, a number, must be at least this.
-	// +optional
-	AtLeast *int64 `json:"atLeast,omitempty"`
-	// AtMost: the query's value, a number, must be at most this.
-	// +optional
-	AtMost *int64 `json:"atMost,omitempty"`
-	// RowCountsMatchBackup: every restored table has the row count the
-	// backup recorded.
-	// +optional
-	RowCountsMatchBackup bool `json:"rowCountsMatchBackup,omitempty"`
 }
 
 // Objectives are the plan's recovery objectives.
@@ -376,22 +347,8 @@ type VerificationRecord struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	Checks []CheckResult `json:"checks,omitempty"`
+	Checks []restorev1.CheckResult `json:"checks,omitempty"`
 	// Message says how the verification ended, or why it failed.
-	// +optional
-	Message string `json:"message,omitempty"`
-}
-
-// CheckResult is the outcome of one check.
-type CheckResult struct {
-	// Name of the check (spec.verification.checks[].name).
-	Name string `json:"name"`
-	// Passed is true when the check's expectation held.
-	Passed bool `json:"passed"`
-	// Value is what the query returned, or the row counts compared.
-	// +optional
-	Value string `json:"value,omitempty"`
-	// Message says why a check failed.
 	// +optional
 	Message string `json:"message,omitempty"`
 }

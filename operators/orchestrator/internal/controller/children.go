@@ -36,8 +36,9 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 
 // desiredRestoreJob is the RestoreJob of verification lv: it restores
 // exactly lv's artifact of the plan's BackupJob (pinned by path, never
-// "the newest") into the scratch database. A RestoreJob's spec is
-// immutable, so it is created once and never updated.
+// "the newest") into the scratch database, runs the plan's checks there
+// and drops the scratch database afterwards if the restore created it. A
+// RestoreJob's spec is immutable, so it is created once and never updated.
 func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec, lv *platformv1.VerificationRecord) *restorev1.RestoreJob {
 	return &restorev1.RestoreJob{
 		ObjectMeta: metav1.ObjectMeta{
@@ -50,6 +51,8 @@ func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protect
 			}},
 			Target:                planspec.ScratchTarget(spec),
 			ActiveDeadlineSeconds: spec.Verification.TimeoutSeconds,
+			Checks:                spec.Verification.Checks,
+			DropTargetAfterChecks: true,
 		},
 	}
 }

@@ -304,12 +304,19 @@ func readRestoreJob(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob,
 			lv.RestoreDuration = &metav1.Duration{Duration: lv.CompletionTime.Sub(lv.StartTime.Time).Round(time.Second)}
 		}
 		if names := checkNames(spec); len(names) > 0 {
-			// RestoreJob cannot run checks or report their results yet:
-			// a restore alone does not prove what the plan asks for.
-			finish(lv, platformv1.VerificationFailed, now, fmt.Sprintf(
-				"the restore succeeded (%s), but checks %s were not run: RestoreJob does not run verification checks yet, so the backup is not counted as verified",
-				msg, strings.Join(names, ", ")))
-			return
+			if failed, ok := checkResults(lv, rj, names); !ok {
+				// The restore did not report the checks (the agent does not
+				// run them yet): a restore alone does not prove what the
+				// plan asks for.
+				finish(lv, platformv1.VerificationFailed, now, fmt.Sprintf(
+					"the restore succeeded (%s), but checks %s were not run: RestoreJob %s reported no results for them, so the backup is not counted as verified",
+					msg, strings.Join(names, ", "), rj.Name))
+				return
+			} else if len(failed) > 0 {
+				finish(lv, platformv1.VerificationFailed, now, "the restore succeeded, but checks failed: "+strings.Join(failed, "; "))
+				return
+			}
+			msg += "; checks passed: " + strings.Join(names, ", ")
 		}
 		finish(lv, platformv1.VerificationSucceeded, now, msg)
 	case restorev1.PhaseFailed:
@@ -325,6 +332,27 @@ func readRestoreJob(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob,
 			lv.Message = msg
 		}
 	}
+}
+
+// checkResults copies the RestoreJob's check results into lv. ok is false
+// when a check in names has no result; failed describes each failed check.
+func checkResults(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob, names []string) (failed []string, ok bool) {
+	byName := map[string]restorev1.CheckResult{}
+	for _, r := range rj.Status.Checks {
+		byName[r.Name] = r
+	}
+	lv.Checks = nil
+	for _, n := range names {
+		r, found := byName[n]
+		if !found {
+			return nil, false
+		}
+		lv.Checks = append(lv.Checks, r)
+		if !r.Passed {
+			failed = append(failed, fmt.Sprintf("%s (value %q: %s)", n, r.Value, r.Message))
+		}
+	}
+	return failed, true
 }
 
 func checkNames(spec *platformv1.ProtectionPlanSpec) []string {

@@ -10,6 +10,7 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
 )
 
 func TestSameDatabase(t *testing.T) {
@@ -70,7 +71,7 @@ func TestValidateSpec(t *testing.T) {
 		{"short rpo", func(s *platformv1.ProtectionPlanSpec) { s.Objectives.RPO.Duration = time.Second }, "spec.objectives.rpo"},
 		{"duplicate checks", func(s *platformv1.ProtectionPlanSpec) {
 			one := int64(1)
-			s.Verification.Checks = []platformv1.VerificationCheck{{Name: "a", SQL: "select 1", AtLeast: &one}, {Name: "a", RowCountsMatchBackup: true}}
+			s.Verification.Checks = []restorev1.Check{{Name: "a", SQL: "select 1", AtLeast: &one}, {Name: "a", RowCountsMatchBackup: true}}
 		}, "Duplicate value"},
 		{"both storages", func(s *platformv1.ProtectionPlanSpec) {
 			s.Backup.Storage.S3 = &cairnv1.S3Storage{Endpoint: "s3.example.com", Bucket: "b", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}

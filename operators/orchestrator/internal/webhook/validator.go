@@ -30,7 +30,7 @@ func validate(plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
 	}
 	var w admission.Warnings
 	if len(plan.Spec.Verification.Checks) > 0 {
-		w = append(w, "spec.verification.checks: RestoreJob does not run checks yet; until it does, verifications with checks are reported as failed (ChecksNotReported)")
+		w = append(w, "spec.verification.checks: the agent does not run checks yet; until it does, a verification with checks is reported as failed, never as verified")
 	}
 	return w, nil
 }
