@@ -12,13 +12,18 @@ CONTROLPLANE_DIR := $(ROOT)/bin/controlplane-$(CONTROLPLANE_VERSION)
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
 export CAIRN_CONTROLPLANE_DIR := $(CONTROLPLANE_DIR)
 
-# Every Go module of the workspace (go.work) plus the tool modules outside it.
-MODULES := apis libs agent e2e deploy operators/backup operators/restore operators/migration operators/orchestrator hack/controlplane hack/controlplane/etcd hack/tools hack/release
-# Operators that own API kinds, and the API group folder of each
-# (apis/<group>; the operator's name unless API_GROUP_<operator> says otherwise).
-API_OPERATORS := backup restore orchestrator
+# Operators are found, not listed: every operators/<name> module is built,
+# tested and tidied; every deploy/<name> base gets its CRDs (from
+# apis/<group>, the group folder being the operator's name unless
+# API_GROUP_<name> says otherwise), RBAC and webhook manifests generated. The
+# one list to edit when an operator is added is platform/kustomization.yaml
+# (its base and image pin); the deploy tests fail if a base is missing there.
+OPERATORS := $(patsubst operators/%/go.mod,%,$(wildcard operators/*/go.mod))
+BASES := $(patsubst deploy/%/kustomization.yaml,%,$(wildcard deploy/*/kustomization.yaml))
 API_GROUP_orchestrator := platform
-OPERATORS := backup restore migration orchestrator
+api_group = $(or $(API_GROUP_$(1)),$(1))
+# Every Go module of the workspace (go.work) plus the tool modules outside it.
+MODULES := apis libs agent e2e deploy $(addprefix operators/,$(OPERATORS)) hack/controlplane hack/controlplane/etcd hack/tools hack/release
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 comma := ,
 
@@ -50,14 +55,11 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, RBAC and webhook manifests into deploy/<operator>/ (and libs' test CRD).
 	cd libs && $(CONTROLLER_GEN) crd paths=./internal/testtype/... output:crd:dir=testdata/crds
-	@for pair in $(foreach op,$(API_OPERATORS),$(op):$(or $(API_GROUP_$(op)),$(op))); do \
-	  op=$${pair%%:*}; group=$${pair#*:}; \
-	  echo "manifests: $$op (apis/$$group)"; \
-	  rm -rf deploy/$$op/crd/bases deploy/$$op/rbac/generated deploy/$$op/webhook/generated; \
-	  $(CONTROLLER_GEN) crd paths=./apis/$$group/... output:crd:dir=deploy/$$op/crd/bases; \
-	  $(CONTROLLER_GEN) rbac:roleName=cairn-$$op-manager paths=./operators/$$op/... output:rbac:dir=deploy/$$op/rbac/generated; \
-	  $(CONTROLLER_GEN) webhook paths=./operators/$$op/... output:webhook:dir=deploy/$$op/webhook/generated; \
-	done
+	@$(foreach op,$(BASES),echo "manifests: $(op)"; \
+	  rm -rf deploy/$(op)/crd/bases deploy/$(op)/rbac/generated deploy/$(op)/webhook/generated; \
+	  if [ -d apis/$(call api_group,$(op)) ]; then $(CONTROLLER_GEN) crd paths=./apis/$(call api_group,$(op))/... output:crd:dir=deploy/$(op)/crd/bases; fi; \
+	  $(CONTROLLER_GEN) rbac:roleName=cairn-$(op)-manager paths=./operators/$(op)/... output:rbac:dir=deploy/$(op)/rbac/generated; \
+	  $(CONTROLLER_GEN) webhook paths=./operators/$(op)/... output:webhook:dir=deploy/$(op)/webhook/generated;)
 
 .PHONY: fmt
 fmt: ## Format all Go code.
@@ -79,6 +81,18 @@ build: ## Build every operator binary into bin/ (static, CGO_ENABLED=0), also wi
 test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
 	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
 	$(MAKE) test-agent
+	$(MAKE) fuzz
+
+FUZZTIME ?= 5s
+FUZZ_TARGETS := libs/validation:FuzzDatabase libs/validation:FuzzStorage agent/internal/config:FuzzLoad agent/internal/engine:FuzzQuoteConninfo
+
+.PHONY: fuzz
+fuzz: ## Fuzz the admission validators and the agent's config parsing, FUZZTIME (5s) each; seed corpora in testdata/fuzz.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; fn=$${t##*:}; mod=$${pkg%%/*}; \
+	  echo "fuzz: $$pkg $$fn ($(FUZZTIME))"; \
+	  (cd $$mod && go test ./$${pkg#*/} -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME)); \
+	done
 
 .PHONY: print-modules
 print-modules:

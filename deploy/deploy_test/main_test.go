@@ -5,6 +5,7 @@
 package deploy_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,19 +14,56 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"cairn.dev/libs/testenv"
 )
 
-// Operators with a kustomize base. migration has none yet.
-var operators = []string{"backup", "restore", "orchestrator"}
+// operators are the operators the platform installs, in its order: the
+// resources of platform/kustomization.yaml that are ../deploy/<name>. That
+// list is the one place an operator is added (the Makefile finds operators/
+// and deploy/ folders itself); TestEveryBaseIsInstalled fails for a base it
+// leaves out.
+var operators []string
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	ops, err := platformOperators()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		os.Exit(1)
+	}
+	operators = ops
 	testenv.Main(m, testenv.Options{}, &env)
+}
+
+// platformOperators reads the operators' bases from the platform overlay.
+func platformOperators() ([]string, error) {
+	r, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(r, "platform", "kustomization.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var k types.Kustomization
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("platform/kustomization.yaml: %w", err)
+	}
+	var ops []string
+	for _, res := range k.Resources {
+		if op, ok := strings.CutPrefix(filepath.ToSlash(filepath.Clean(res)), "../deploy/"); ok {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("platform/kustomization.yaml installs no operator base (../deploy/<name>)")
+	}
+	return ops, nil
 }
 
 // root is the repository root (the folder holding go.work).

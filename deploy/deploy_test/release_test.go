@@ -168,7 +168,7 @@ func TestTagging(t *testing.T) {
 		}
 	}
 	gitRun("init", "-q")
-	for _, p := range []string{"operators/backup/main.go", "operators/restore/main.go"} {
+	for _, p := range []string{"operators/backup/main.go", "operators/restore/main.go", "deploy/components/operator/manager.yaml"} {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -212,5 +212,12 @@ func TestTagging(t *testing.T) {
 	}
 	if err := release.CheckClean(dir, "backup"); err != nil {
 		t.Errorf("restore's changes block backup: %v", err)
+	}
+	// The component every base includes is part of every release.
+	if err := os.WriteFile(filepath.Join(dir, "deploy/components/operator/manager.yaml"), []byte("# changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := release.CheckClean(dir, "backup"); err == nil {
+		t.Error("a change of deploy/components passed backup's CheckClean")
 	}
 }

@@ -155,9 +155,11 @@ func Render(root, op, version string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No namespace: the base puts its objects in cairn-system itself, and
+	// kustomize would also set one on cluster-scoped kinds it does not know
+	// (MutatingAdmissionPolicy).
 	k := types.Kustomization{
 		TypeMeta:  types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind},
-		Namespace: "cairn-system",
 		Resources: []string{"namespace.yaml", filepath.ToSlash(rel)},
 		Images:    images,
 	}
@@ -197,10 +199,11 @@ func GitTags(dir, op string) ([]string, error) {
 	return strings.Fields(out), nil
 }
 
-// CheckClean fails if op's own paths (operators/<op>, deploy/<op>) have
+// CheckClean fails if the paths op's release is made of (operators/<op>,
+// deploy/<op> and the component every base includes, deploy/components) have
 // uncommitted changes, so a tag names exactly what was released.
 func CheckClean(dir, op string) error {
-	out, err := git(dir, "status", "--porcelain", "--", "operators/"+op, "deploy/"+op)
+	out, err := git(dir, "status", "--porcelain", "--", "operators/"+op, "deploy/"+op, "deploy/components")
 	if err != nil {
 		return err
 	}

@@ -156,6 +156,9 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 			secretEnv("AWS_ACCESS_KEY_ID", s3.CredentialsSecretRef.Name, S3AccessKeyIDKey),
 			secretEnv("AWS_SECRET_ACCESS_KEY", s3.CredentialsSecretRef.Name, S3SecretAccessKeyKey),
 		)
+		if s3.PartSizeMiB != nil {
+			env = append(env, corev1.EnvVar{Name: "CAIRN_S3_PART_SIZE_MIB", Value: strconv.Itoa(int(*s3.PartSizeMiB))})
+		}
 	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: s.Labels},

@@ -213,3 +213,23 @@ func TestPodFailurePolicyAccepted(t *testing.T) {
 		}
 	}
 }
+
+// The S3 part size reaches the agent only when the spec sets it (the agent's
+// own default otherwise).
+func TestS3PartSize(t *testing.T) {
+	envOf := func(st cairnv1.StorageSpec) map[string]string {
+		out := map[string]string{}
+		for _, e := range PodTemplate(spec(st)).Spec.Containers[0].Env {
+			out[e.Name] = e.Value
+		}
+		return out
+	}
+	if v, ok := envOf(s3)["CAIRN_S3_PART_SIZE_MIB"]; ok {
+		t.Errorf("part size set without a spec value: %q", v)
+	}
+	big := *s3.DeepCopy()
+	big.S3.PartSizeMiB = ptr.To[int32](64)
+	if v := envOf(big)["CAIRN_S3_PART_SIZE_MIB"]; v != "64" {
+		t.Errorf("CAIRN_S3_PART_SIZE_MIB = %q, want 64", v)
+	}
+}

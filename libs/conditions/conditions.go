@@ -2,6 +2,13 @@
 // keeps the kstatus trio consistent: Ready, Reconciling (abnormal-true) and
 // Stalled (abnormal-true). With these, sigs.k8s.io/cli-utils' kstatus — and so
 // `kubectl wait`, Flux and Argo CD — compute Current, InProgress or Failed.
+//
+// A parent summarises its children the Cluster API way (merge.go): Mirror
+// copies one child's condition (message prefixed with the child's name),
+// Aggregate merges one condition type across many children, Summary merges
+// an object's own conditions into Ready. Issues (False; True for Stalled and
+// Reconciling) come before Unknowns; a missing condition is Unknown; True
+// only when every source is fine.
 package conditions
 
 import (

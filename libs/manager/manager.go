@@ -1,6 +1,9 @@
-// Package manager holds the one set of options every Cairn operator binds to
-// flags — leader election, concurrency, work-queue backoff, zap logging,
-// metrics, health probes and webhooks — and builds a ready ctrl.Manager from it.
+// Package manager is every Cairn operator's main: an operator declares an
+// Operator (name, version, scheme, its own flags, cache restrictions, Setup
+// of its controllers, webhooks) and calls Main, which handles flags,
+// --version, zap logging, leader election, metrics, health probes,
+// webhooks, signals and exit codes. Options are the flags every operator
+// shares; Options.NewManager builds a ready ctrl.Manager from them.
 package manager
 
 import (
@@ -71,6 +74,10 @@ type Options struct {
 	WatchNamespaces []string
 
 	Zap zap.Options
+
+	// SkipNameValidation lets several managers of one operator run in one
+	// process (tests): controller names need not be unique. Not a flag.
+	SkipNameValidation bool
 }
 
 // New returns the defaults for operator name.
@@ -205,5 +212,13 @@ func (o *Options) NewManager(cfg *rest.Config, scheme *runtime.Scheme, byObject 
 }
 
 func ctrlConfig(o *Options) ctrlconfig.Controller {
-	return ctrlconfig.Controller{MaxConcurrentReconciles: o.MaxConcurrentReconciles}
+	c := ctrlconfig.Controller{MaxConcurrentReconciles: o.MaxConcurrentReconciles}
+	if o.SkipNameValidation {
+		c.SkipNameValidation = &o.SkipNameValidation
+	}
+	return c
 }
+
+// EventSource names the operator in the Events it emits and in its logs:
+// "<name>-operator".
+func (o *Options) EventSource() string { return o.Name + "-operator" }

@@ -18,7 +18,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Scheme: testtype.Scheme()}, &env)
+	testenv.Main(m, testenv.Options{Scheme: testtype.Scheme(), CRDDirectoryPaths: []string{testtype.CRDDir()}}, &env)
 }
 
 func TestFlags(t *testing.T) {

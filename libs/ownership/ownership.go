@@ -1,14 +1,25 @@
-// Package ownership keeps an owner's children: it sets and checks the
-// controller reference, creates a missing child, reverts a drifted one and
-// leaves a matching one alone (never a second child), and maps a child's
-// events to exactly its one owner by label — never a full requeue of every
-// owner.
+// Package ownership keeps an owner's children and follows its references:
+//
+//   - Applier.Ensure sets and checks the controller reference, creates a
+//     missing child, reverts a drifted one and leaves a matching one alone
+//     (never a second child, never someone else's object adopted). With
+//     MetadataOnly it does so for children cached as metadata only, from two
+//     annotations (spec hash, generation), reading a child in full only when
+//     they disagree.
+//   - DeleteChildren deletes an owner's children (by label and/or controller
+//     reference, UID precondition, background propagation) and says when they
+//     are gone: a finalizer's "delete the children and wait".
+//   - EnqueueOwnerByLabel maps a child's events to exactly its one owner;
+//     IndexReferences with EnqueueReferrers maps a referenced object's events
+//     (a Secret, another operator's object) to exactly the objects that
+//     reference it — never a full requeue of every owner.
 package ownership
 
 import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +81,26 @@ type Applier struct {
 	APIReader client.Reader
 	// Scheme knows the owner's and child's kinds.
 	Scheme *runtime.Scheme
+
+	// MetadataOnly is for children the Client's cache holds as metadata only
+	// (PartialObjectMetadata, e.g. builder.OnlyMetadata on Owns): memory for
+	// their specs and pod templates is never spent. Ensure then reads only the
+	// child's metadata, where two annotations (HashAnnotation,
+	// GenerationAnnotation) say whether it still matches desired; only when
+	// they disagree does it read the child in full through APIReader (which
+	// must be set) and revert drift. It works for any kind whose API server
+	// bumps metadata.generation on every change outside metadata and status
+	// (CRDs with a status subresource, CronJob, Job, Deployment, ...); for a
+	// kind that does not (ConfigMap, Secret) Ensure fails loudly.
+	MetadataOnly bool
+	// AnnotationPrefix names the metadata-only mode's annotations:
+	// "<prefix>/spec-hash" and "<prefix>/spec-generation". Empty means
+	// DefaultAnnotationPrefix ("cairn.dev").
+	AnnotationPrefix string
+
+	// bumps holds the kinds seen to bump their generation on an
+	// annotation-only change (schema.GroupKind → true).
+	bumps sync.Map
 }
 
 // Ensure makes the child named like desired match desired, with owner as its
@@ -77,6 +108,7 @@ type Applier struct {
 // annotations and everything outside metadata and status) has the same value
 // in the child; fields the API server defaulted are not drift. A drifted child
 // is updated with desired's fields laid over it; a missing one is created.
+// With MetadataOnly, see there.
 func (a *Applier) Ensure(ctx context.Context, owner, desired client.Object) (Op, error) {
 	if err := SetController(owner, desired, a.Scheme); err != nil {
 		return "", err
@@ -86,12 +118,15 @@ func (a *Applier) Ensure(ctx context.Context, owner, desired client.Object) (Op,
 	if err != nil {
 		return "", err
 	}
-	existing := desired.DeepCopyObject().(client.Object)
+	if a.MetadataOnly {
+		return a.ensureMetadataOnly(ctx, owner, desired, gvk)
+	}
+	existing := newEmpty(desired)
 	err = a.Client.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {
 		if err := a.Client.Create(ctx, desired); err != nil {
 			if apierrors.IsAlreadyExists(err) && a.APIReader != nil {
-				live := desired.DeepCopyObject().(client.Object)
+				live := newEmpty(desired)
 				if gerr := a.APIReader.Get(ctx, key, live); gerr == nil && !metav1.IsControlledBy(live, owner) {
 					return "", &NotControlledError{Kind: gvk.Kind, Key: key}
 				}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/ownership"
 )
 
 // Kinds a Ref can name.
@@ -33,6 +34,11 @@ const (
 	Secret = "Secret"
 	PVC    = "PersistentVolumeClaim"
 )
+
+// IndexField is the field index (libs/ownership.IndexReferences) under which
+// every kind indexes the objects it refers to, so their events wake exactly
+// the referrers (ownership.EnqueueReferrers).
+const IndexField = "cairn.dev/references"
 
 var gvks = map[string]schema.GroupVersionKind{
 	Secret: corev1.SchemeGroupVersion.WithKind("Secret"),
@@ -51,6 +57,23 @@ type Ref struct {
 	// (e.g. "spec.database.credentialsSecretRef").
 	Field string
 }
+
+// Reference is ref as libs/ownership indexes it.
+func (ref Ref) Reference() ownership.Reference {
+	return ownership.Reference{GroupKind: gvks[ref.Kind].GroupKind(), NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}}
+}
+
+// References converts refs for ownership.IndexReferences.
+func References(refs []Ref) []ownership.Reference {
+	out := make([]ownership.Reference, 0, len(refs))
+	for _, r := range refs {
+		out = append(out, r.Reference())
+	}
+	return out
+}
+
+// GroupKind of a Ref kind, for ownership.EnqueueReferrers.
+func GroupKind(kind string) schema.GroupKind { return gvks[kind].GroupKind() }
 
 // Problem is the first unusable reference found.
 type Problem struct {

@@ -16,16 +16,35 @@ import (
 // cannot start (for example the binaries are missing) every test fails with
 // the reason — the package never passes silently.
 func Main(m *testing.M, opts Options, env **Env) {
+	MainFunc(m, func() (func(), error) {
+		e, err := Start(opts)
+		if err != nil {
+			return nil, err
+		}
+		*env = e
+		return func() {
+			if err := e.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "testenv: stopping: %v\n", err)
+			}
+		}, nil
+	})
+}
+
+// MainFunc is a TestMain body for anything more than one environment (two
+// clusters, an operator started in-process, ...): it sets up logging, runs
+// setup, the package's tests, then teardown, and exits. When setup fails
+// the package fails with the reason (and whatever setup had started is its
+// own to stop before returning the error).
+func MainFunc(m *testing.M, setup func() (teardown func(), err error)) {
 	SetupLogging()
-	e, err := Start(opts)
+	teardown, err := setup()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
 		os.Exit(1)
 	}
-	*env = e
 	code := m.Run()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: stopping: %v\n", err)
+	if teardown != nil {
+		teardown()
 	}
 	os.Exit(code)
 }

@@ -2,6 +2,14 @@
 // from the binaries `make controlplane` builds into bin/, installs the given CRD
 // folders and webhook manifests, and hands back a client.
 //
+// A test package's TestMain is one call: Main (one environment) or MainFunc
+// (anything more, e.g. two clusters for a remote client). An operator runs
+// in-process exactly as its main wires it (Env.StartOperator with its
+// manager.Operator), and, with a config from Env.AsGeneratedRole, with
+// nothing but its generated ClusterRole and leader-election Role — so the
+// suite proves the RBAC too. Kubeconfig turns a config into the
+// self-contained kubeconfig a Secret would hold.
+//
 // A missing binary is a test failure that says how to get it, never a skip.
 package testenv
 

@@ -2,6 +2,14 @@
 // reference and a storage location — and returns field errors that name the
 // field and the fix. Webhooks and controllers of every operator use it, so a
 // bad host or bucket gets the same message whichever kind carries it.
+//
+// Every value checked here ends up on a command line, in a connection
+// string, an S3 key or a path inside the agent's pod. The rules refuse
+// what a tool could read as anything but data (a leading "-", "=", a
+// scheme, separators, control characters); the agent passes values as data
+// anyway (see agent/README.md), so these rules are the first of two walls.
+// The CRD schemas carry the same patterns as CEL rules, so an install
+// without webhooks refuses these values too.
 package validation
 
 import (
@@ -9,7 +17,9 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"regexp"
 	"strings"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -40,12 +50,63 @@ func Database(db *cairnv1.DatabaseRef, p *field.Path, kind string) field.ErrorLi
 		errs = append(errs, field.Invalid(p.Child("port"), db.Port,
 			fmt.Sprintf("must be between 1 and 65535; omit it for the engine's default (%d for postgres, %d for mysql)", DefaultPostgresPort, DefaultMySQLPort)))
 	}
-	if db.Database == "" {
-		errs = append(errs, field.Required(p.Child("database"), "set the name of the database"))
-	}
+	errs = append(errs, DatabaseName(db.Engine, db.Database, p.Child("database"))...)
 	errs = append(errs, ObjectName(db.CredentialsSecretRef.Name, p.Child("credentialsSecretRef", "name"),
 		"a Secret in the "+kind+"'s namespace with the keys username and password")...)
 	return errs
+}
+
+// Longest database names: PostgreSQL's NAMEDATALEN-1 bytes, MySQL's 64
+// characters (names are ASCII here, so bytes and characters agree).
+const (
+	MaxPostgresDatabaseName = 63
+	MaxMySQLDatabaseName    = 64
+)
+
+// DatabaseNamePattern is what a database name may look like: letters,
+// digits and "_ $ . -", starting with a letter, digit or "_". It is wider
+// than an unquoted SQL identifier (the agent quotes every name) and narrow
+// enough that no tool reads a name as anything but a name: no leading "-"
+// (an option), no "=" or "://" (a libpq connection string), no spaces,
+// quotes, slashes, backslashes or control characters. The CRD schema
+// carries the same pattern as a CEL rule.
+const DatabaseNamePattern = `^[A-Za-z0-9_][A-Za-z0-9_$.-]*$`
+
+var databaseName = regexp.MustCompile(DatabaseNamePattern)
+
+// DatabaseName checks the name of a database of engine at p. An unknown
+// engine gets the longer limit (the engine is reported on its own).
+func DatabaseName(engine cairnv1.DatabaseEngine, name string, p *field.Path) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "set the name of the database")}
+	}
+	limit := MaxMySQLDatabaseName
+	if engine == cairnv1.PostgresEngine {
+		limit = MaxPostgresDatabaseName
+	}
+	var why string
+	switch {
+	case len(name) > limit:
+		why = fmt.Sprintf("must be at most %d characters for %s", limit, engineOr(engine))
+	case strings.HasPrefix(name, "-"):
+		why = `must not start with "-": a database tool would read it as an option`
+	case strings.Contains(name, "="):
+		why = `must not contain "=": libpq would read it as a connection string`
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		why = "must not contain control characters"
+	case !databaseName.MatchString(name):
+		why = `use letters, digits and "_ $ . -", starting with a letter, digit or "_" (no spaces, quotes, slashes or other punctuation)`
+	default:
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, name, why)}
+}
+
+func engineOr(e cairnv1.DatabaseEngine) string {
+	if e == "" {
+		return "this engine"
+	}
+	return string(e)
 }
 
 func host(h string, p, portPath *field.Path) field.ErrorList {
@@ -96,6 +157,8 @@ func Storage(st *cairnv1.StorageSpec, p *field.Path, kind string) field.ErrorLis
 			"a PersistentVolumeClaim in the "+kind+"'s namespace")...)
 		if sp := pvc.SubPath; sp != "" && (path.IsAbs(sp) || hasDotDot(sp)) {
 			errs = append(errs, field.Invalid(pp.Child("subPath"), sp, `must be a relative path without "..", e.g. "shop/orders"`))
+		} else if strings.IndexFunc(sp, unicode.IsControl) >= 0 || strings.Contains(sp, `\`) {
+			errs = append(errs, field.Invalid(pp.Child("subPath"), sp, "must not contain control characters or backslashes"))
 		}
 	}
 	if s3 := st.S3; s3 != nil {
@@ -109,6 +172,16 @@ func Storage(st *cairnv1.StorageSpec, p *field.Path, kind string) field.ErrorLis
 				"must be a bucket name without \"/\"; put a path inside the bucket in "+sp.Child("prefix").String()))
 		case len(s3.Bucket) < 3 || len(s3.Bucket) > 63:
 			errs = append(errs, field.Invalid(sp.Child("bucket"), s3.Bucket, "must be 3 to 63 characters long"))
+		case !bucketName.MatchString(s3.Bucket):
+			errs = append(errs, field.Invalid(sp.Child("bucket"), s3.Bucket,
+				`must be a bucket name: letters, digits, ".", "-" and "_", starting and ending with a letter or digit`))
+		}
+		if s3.Prefix != "" && !validPrefix(s3.Prefix) {
+			errs = append(errs, field.Invalid(sp.Child("prefix"), s3.Prefix,
+				`must be a relative key prefix: segments of letters, digits, ".", "_" and "-" separated by "/" (no "." or ".." segment, no "//"), e.g. "prod/" or "cluster-a/backups"`))
+		}
+		if s3.Region != "" && !regionName.MatchString(s3.Region) {
+			errs = append(errs, field.Invalid(sp.Child("region"), s3.Region, `must be a region name: lowercase letters, digits and "-", e.g. "eu-central-1"`))
 		}
 		errs = append(errs, ObjectName(s3.CredentialsSecretRef.Name, sp.Child("credentialsSecretRef", "name"),
 			"a Secret in the "+kind+"'s namespace with the keys accessKeyID and secretAccessKey")...)
@@ -125,11 +198,38 @@ func endpoint(ep string, p *field.Path) field.ErrorList {
 		full = "https://" + full
 	}
 	u, err := url.Parse(full)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" ||
+		u.User != nil || u.RawQuery != "" || u.Fragment != "" || !endpointHost.MatchString(u.Host) {
 		return field.ErrorList{field.Invalid(p, ep,
 			`must be host[:port] or an http(s) URL without a path, e.g. "s3.eu-central-1.amazonaws.com" or "http://minio.storage.svc:9000"; put the bucket in bucket and a path in prefix`)}
 	}
 	return nil
+}
+
+// Patterns the CRD schema carries as CEL rules too.
+const (
+	BucketNamePattern = `^[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]$`
+	PrefixPattern     = `^([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]*$`
+	RegionPattern     = `^[a-z0-9-]*$`
+)
+
+var (
+	bucketName   = regexp.MustCompile(BucketNamePattern)
+	prefix       = regexp.MustCompile(PrefixPattern)
+	regionName   = regexp.MustCompile(RegionPattern)
+	endpointHost = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$`)
+)
+
+func validPrefix(p string) bool {
+	if !prefix.MatchString(p) {
+		return false
+	}
+	for _, seg := range strings.Split(strings.TrimSuffix(p, "/"), "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 func hasDotDot(p string) bool {

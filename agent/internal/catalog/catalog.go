@@ -1,13 +1,14 @@
-// Package catalog is the small per-BackupJob index kept in the store next to
-// the artifacts (<namespace>/<name>/catalog.json).
+// Package catalog is the per-BackupJob index of successful backups kept in
+// the store next to the artifacts.
 //
-// Only successful, completely written artifacts have entries: the agent adds
-// an entry after the store confirmed the artifact, and removes an entry
-// before it deletes the artifact. The catalog is replaced whole and
-// atomically (rename on a PVC, a single PUT on S3), so a reader sees either
-// the old or the new index, never a mix, and an interrupted backup leaves the
-// previous index as it was. A fresh cluster needs nothing but the store's
-// coordinates and the BackupJob key to list and restore.
+// Each artifact has its own manifest (<namespace>/<name>/entries/<artifact>.json,
+// see Manifest for why), written once by the run that wrote the artifact,
+// after the store confirmed every byte, and deleted before the artifact is.
+// The index is the set of manifests whose artifact is present (Index),
+// merged with the legacy catalog.json that agents before manifests wrote
+// (Catalog, Decode): it is read, never written, so an upgraded store keeps
+// its history. A fresh cluster needs nothing but the store's coordinates and
+// the BackupJob key to list and restore.
 //
 // The functions here are pure: reading and writing the store is the caller's.
 package catalog

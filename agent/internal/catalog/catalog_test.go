@@ -142,3 +142,33 @@ func TestEncodeDecode(t *testing.T) {
 		t.Fatalf("empty catalog: %+v, %v", empty, err)
 	}
 }
+
+func TestManifestRoundTrip(t *testing.T) {
+	e := entry(t, t0)
+	data, err := EncodeManifest(job, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeManifest(data, job, job.ManifestKey(e.Name))
+	if err != nil || got != e {
+		t.Fatalf("DecodeManifest = %+v, %v; want %+v", got, err, e)
+	}
+	other := entry(t, t0.Add(time.Hour))
+	tests := []struct{ name, data, key, wantErr string }{
+		{"truncated", string(data[:len(data)/2]), job.ManifestKey(e.Name), "not valid JSON"},
+		{"key names another artifact", string(data), job.ManifestKey(other.Name), "not the one its key names"},
+		{"other job", strings.Replace(string(data), `"shop/orders"`, `"shop/other"`, 1), job.ManifestKey(e.Name), "belongs to"},
+		{"catalog kind", strings.Replace(string(data), ManifestKind, Kind, 1), job.ManifestKey(e.Name), "kind"},
+		{"bad checksum", strings.Replace(string(data), "sha256:", "md5:", 1), job.ManifestKey(e.Name), "checksum"},
+	}
+	for _, tt := range tests {
+		if _, err := DecodeManifest([]byte(tt.data), job, tt.key); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: DecodeManifest: %v, want error %q", tt.name, err, tt.wantErr)
+		}
+	}
+	bad := e
+	bad.Engine = "mysql"
+	if _, err := EncodeManifest(job, bad); err == nil {
+		t.Error("EncodeManifest accepted an entry whose engine contradicts its name")
+	}
+}

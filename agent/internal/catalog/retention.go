@@ -2,14 +2,23 @@ package catalog
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"time"
+
+	"cairn.dev/agent/internal/naming"
 )
 
-// LeftoverGrace is how old an object in a job's directory that the catalog
-// does not list (the remains of an interrupted backup or of a failed delete)
-// must be before prune removes it. It is longer than any sane backup run, so
-// a backup still in progress is never swept away.
+// LeftoverGrace is how old an object in a job's directory that no manifest
+// lists (the remains of an interrupted backup or of a failed delete) must
+// be before prune removes it, and how old an in-progress marker must be
+// before its run counts as dead. A running backup refreshes its marker
+// every MarkerRefresh, so even a run longer than this is never swept away.
 const LeftoverGrace = 24 * time.Hour
+
+// MarkerRefresh is how often a running backup rewrites its in-progress
+// marker: far below LeftoverGrace.
+const MarkerRefresh = 10 * time.Minute
 
 // Expired returns the entries older than retentionDays at now, oldest first.
 // An entry's age counts from its start time. The newest entry (the newest
@@ -41,20 +50,129 @@ type Object struct {
 	ModTime time.Time
 }
 
-// Leftovers returns the objects of a job directory that the catalog does not
-// account for (neither the catalog itself nor a listed artifact) and that
-// were last modified more than LeftoverGrace before now.
-func Leftovers(objs []Object, catalogKey string, c *Catalog, keyOf func(name string) string, now time.Time) []Object {
-	listed := map[string]bool{catalogKey: true}
-	for _, e := range c.Entries {
-		listed[keyOf(e.Name)] = true
+// Index returns the catalog of job: the entries of manifests and of the
+// legacy catalog (may be nil) whose artifact is among objects, oldest
+// first. A manifest wins over a legacy entry of the same name. An entry
+// whose artifact is missing (a manifest written back by a race with a
+// prune, a legacy entry an old agent left) is not listed: the index never
+// points at missing data.
+func Index(job naming.Job, manifests []Entry, legacy *Catalog, objects []Object) *Catalog {
+	present := map[string]bool{}
+	for _, o := range objects {
+		present[o.Key] = true
+	}
+	c := New(job)
+	seen := map[string]bool{}
+	add := func(e Entry) {
+		if !seen[e.Name] && present[job.Key(e.Name)] {
+			seen[e.Name] = true
+			c.Entries = append(c.Entries, e)
+		}
+	}
+	for _, e := range manifests {
+		add(e)
+	}
+	if legacy != nil {
+		for _, e := range legacy.Entries {
+			add(e)
+		}
+	}
+	sortEntries(c.Entries)
+	return c
+}
+
+// Listing is what prune read of a job's directory, in this order: the
+// in-progress markers, then the manifests, then every object.
+//
+// The order is what makes Sweep safe against a backup finishing meanwhile.
+// A backup writes its marker, then its artifact, then its manifest, and
+// deletes its marker last. An artifact in Objects without a manifest in
+// Manifests had its manifest written after the manifests were listed, so
+// its marker was still there when the markers were listed before — unless
+// the run started after that, and then its artifact is younger than
+// LeftoverGrace. Either way it is kept.
+type Listing struct {
+	Markers   []Object
+	Manifests []Entry
+	Legacy    *Catalog
+	Objects   []Object
+}
+
+// Sweep returns the objects of a job's directory that prune deletes as
+// leftovers at now. Nothing younger than LeftoverGrace is returned, nor
+// anything of an artifact whose run's marker is younger than LeftoverGrace
+// (a running backup refreshes its marker, see MarkerRefresh), nor a listed
+// artifact or its manifest, nor the legacy catalog while it lists a
+// present artifact. What is left: artifacts no manifest lists (interrupted
+// runs), temporary files, stale markers and manifests whose artifact is
+// gone.
+func Sweep(job naming.Job, l Listing, now time.Time) []Object {
+	fresh := func(o Object) bool { return now.Sub(o.ModTime) <= LeftoverGrace }
+	present := map[string]bool{}
+	for _, o := range l.Objects {
+		present[o.Key] = true
+	}
+	live := map[string]bool{}
+	for _, o := range append(slices.Clone(l.Markers), l.Objects...) {
+		if name, ok := MarkerName(job, o.Key); ok && fresh(o) {
+			live[name] = true
+		}
+	}
+	listed := map[string]bool{}
+	for _, e := range l.Manifests {
+		listed[e.Name] = true
+	}
+	legacyUsed := false
+	if l.Legacy != nil {
+		for _, e := range l.Legacy.Entries {
+			listed[e.Name] = true
+			legacyUsed = legacyUsed || present[job.Key(e.Name)]
+		}
+	}
+	for _, o := range l.Objects {
+		// A manifest that appeared after the manifests were listed
+		// still lists its artifact.
+		if name, ok := ManifestName(job, o.Key); ok {
+			listed[name] = true
+		}
 	}
 	var out []Object
-	for _, o := range objs {
-		if listed[o.Key] || now.Sub(o.ModTime) <= LeftoverGrace {
+	for _, o := range l.Objects {
+		if fresh(o) || live[artifactOf(job, o.Key)] {
+			continue
+		}
+		if o.Key == job.CatalogKey() {
+			if !legacyUsed {
+				out = append(out, o)
+			}
+			continue
+		}
+		if name, ok := ManifestName(job, o.Key); ok {
+			if !present[job.Key(name)] {
+				out = append(out, o) // its artifact is gone
+			}
+			continue
+		}
+		if _, ok := MarkerName(job, o.Key); ok {
+			out = append(out, o) // stale: its run is long dead
+			continue
+		}
+		if name := path.Base(o.Key); o.Key == job.Key(name) && listed[name] {
 			continue
 		}
 		out = append(out, o)
 	}
 	return out
+}
+
+// KeepUpload reports whether an incomplete upload to key must be left
+// alone: it belongs to an artifact whose run's marker is fresh at now.
+func KeepUpload(job naming.Job, markers []Object, key string, now time.Time) bool {
+	name := artifactOf(job, key)
+	for _, m := range markers {
+		if n, ok := MarkerName(job, m.Key); ok && n == name && now.Sub(m.ModTime) <= LeftoverGrace {
+			return true
+		}
+	}
+	return false
 }

@@ -62,27 +62,77 @@ func TestExpired(t *testing.T) {
 	}
 }
 
-func TestLeftovers(t *testing.T) {
+func TestSweep(t *testing.T) {
 	now := t0
-	e1 := entry(t, now.Add(-48*time.Hour))
-	c := New(job)
-	c.Entries = []Entry{e1}
+	old, ancient := now.Add(-48*time.Hour), now.Add(-30*24*time.Hour)
+	listed := entry(t, old)                          // has a manifest
+	legacy := entry(t, old.Add(time.Minute))         // listed by catalog.json only
+	running := entry(t, ancient)                     // a long run, marker fresh
+	deadRun := entry(t, ancient.Add(time.Hour))      // marker stale: run died
+	lateManifest := entry(t, old.Add(2*time.Minute)) // manifest appeared after manifests were listed
+	dangling := entry(t, old.Add(3*time.Minute))     // manifest without artifact
 	key := job.Key
-	objs := []Object{
-		{Key: job.CatalogKey(), ModTime: now.Add(-100 * time.Hour)},
-		{Key: key(e1.Name), ModTime: now.Add(-48 * time.Hour)},
-		{Key: key(".x.pgdump.zst.partial-1"), ModTime: now.Add(-25 * time.Hour)},              // old partial: swept
-		{Key: key(".y.pgdump.zst.partial-2"), ModTime: now.Add(-time.Hour)},                   // maybe in progress: kept
-		{Key: key("shop_orders_unlisted.pgdump.zst"), ModTime: now.Add(-30 * 24 * time.Hour)}, // unlisted: swept
-		{Key: key("edge"), ModTime: now.Add(-LeftoverGrace)},                                  // exactly at grace: kept
+	legacyCat := New(job)
+	legacyCat.Entries = []Entry{legacy}
+	l := Listing{
+		Markers:   []Object{{Key: job.MarkerKey(running.Name), ModTime: now.Add(-5 * time.Minute)}},
+		Manifests: []Entry{listed, dangling},
+		Legacy:    legacyCat,
+		Objects: []Object{
+			{Key: job.CatalogKey(), ModTime: ancient},
+			{Key: key(listed.Name), ModTime: old},
+			{Key: job.ManifestKey(listed.Name), ModTime: old},
+			{Key: key(legacy.Name), ModTime: old},
+			{Key: key(running.Name), ModTime: ancient},
+			{Key: key("." + running.Name + ".partial-7"), ModTime: ancient},
+			{Key: key(deadRun.Name), ModTime: ancient},
+			{Key: job.MarkerKey(deadRun.Name), ModTime: ancient},
+			{Key: key(lateManifest.Name), ModTime: old},
+			{Key: job.ManifestKey(lateManifest.Name), ModTime: old},
+			{Key: job.ManifestKey(dangling.Name), ModTime: old},
+			{Key: job.EntriesPrefix() + "/." + listed.Name + ".json.partial-3", ModTime: old},
+			{Key: key(".x.pgdump.zst.partial-1"), ModTime: now.Add(-25 * time.Hour)},
+			{Key: key(".y.pgdump.zst.partial-2"), ModTime: now.Add(-time.Hour)},
+			{Key: key("shop_orders_unlisted.pgdump.zst"), ModTime: ancient},
+			{Key: key("edge"), ModTime: now.Add(-LeftoverGrace)},
+		},
 	}
-	got := Leftovers(objs, job.CatalogKey(), c, key, now)
 	var keys []string
-	for _, o := range got {
+	for _, o := range Sweep(job, l, now) {
 		keys = append(keys, o.Key)
 	}
-	want := []string{key(".x.pgdump.zst.partial-1"), key("shop_orders_unlisted.pgdump.zst")}
+	want := []string{
+		key(deadRun.Name),
+		job.MarkerKey(deadRun.Name),
+		job.ManifestKey(dangling.Name),
+		job.EntriesPrefix() + "/." + listed.Name + ".json.partial-3",
+		key(".x.pgdump.zst.partial-1"),
+		key("shop_orders_unlisted.pgdump.zst"),
+	}
 	if !slices.Equal(keys, want) {
-		t.Fatalf("Leftovers = %v, want %v", keys, want)
+		t.Fatalf("Sweep =\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))
+	}
+
+	// The legacy catalog goes once it lists nothing present.
+	l.Objects = []Object{{Key: job.CatalogKey(), ModTime: ancient}}
+	if got := Sweep(job, l, now); len(got) != 1 || got[0].Key != job.CatalogKey() {
+		t.Fatalf("Sweep of an unused legacy catalog = %v", got)
+	}
+	// An upload of a live run is kept, a dead run's is not.
+	if !KeepUpload(job, l.Markers, key(running.Name), now) || KeepUpload(job, l.Markers, key(deadRun.Name), now) {
+		t.Fatal("KeepUpload")
+	}
+}
+
+func TestIndex(t *testing.T) {
+	a, b, c := entry(t, t0), entry(t, t0.Add(time.Hour)), entry(t, t0.Add(2*time.Hour))
+	legacy := New(job)
+	bOld := b
+	bOld.Size = 1
+	legacy.Entries = []Entry{a, bOld}
+	objs := []Object{{Key: job.Key(a.Name)}, {Key: job.Key(b.Name)}} // c's artifact is gone
+	got := Index(job, []Entry{c, b}, legacy, objs)
+	if len(got.Entries) != 2 || got.Entries[0] != a || got.Entries[1] != b {
+		t.Fatalf("Index = %+v, want a, then b from its manifest", got.Entries)
 	}
 }

@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -191,6 +190,9 @@ func newLogger(w io.Writer, cfg *config.Config) *slog.Logger {
 }
 
 type app struct {
+	// markerRefresh overrides catalog.MarkerRefresh (tests).
+	markerRefresh time.Duration
+
 	cfg     *config.Config
 	log     *slog.Logger
 	now     func() time.Time
@@ -206,36 +208,6 @@ func (a *app) openStore() (store.Store, error) {
 		return store.NewS3(a.cfg.S3)
 	}
 	return nil, fmt.Errorf("unknown store %q", a.cfg.Store)
-}
-
-// loadCatalog reads the job's catalog; exists is false when there is none.
-func (a *app) loadCatalog(ctx context.Context, st store.Store) (c *catalog.Catalog, exists bool, err error) {
-	job := a.cfg.BackupJob
-	rc, err := st.Get(ctx, job.CatalogKey())
-	if errors.Is(err, store.ErrNotFound) {
-		return catalog.New(job), false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("read catalog: %w", err)
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, 64<<20))
-	if err != nil {
-		return nil, false, fmt.Errorf("read catalog %s: %w", st.Path(job.CatalogKey()), err)
-	}
-	c, err = catalog.Decode(data, job)
-	if err != nil {
-		return nil, true, fmt.Errorf("%s (%s): refusing to go on rather than overwrite it", err, st.Path(job.CatalogKey()))
-	}
-	return c, true, nil
-}
-
-// saveCatalog replaces the job's catalog atomically.
-func (a *app) saveCatalog(ctx context.Context, st store.Store, c *catalog.Catalog) error {
-	if _, err := st.Put(ctx, a.cfg.BackupJob.CatalogKey(), bytes.NewReader(c.Encode())); err != nil {
-		return fmt.Errorf("write catalog: %w", err)
-	}
-	return nil
 }
 
 func entryResult(st store.Store, key string, e catalog.Entry) result.Result {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,28 +31,36 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Fail early, before dumping anything, if the store is unreachable or
-	// the catalog unreadable.
+	// Fail early, before dumping anything, if the store is unreachable.
 	if err := st.Check(ctx); err != nil {
-		return nil, err
-	}
-	cat, _, err := a.loadCatalog(ctx, st)
-	if err != nil {
 		return nil, err
 	}
 
 	job := cfg.BackupJob
 	start := a.now().Truncate(time.Millisecond)
-	name, err := naming.ArtifactName(job, eng.Name(), start)
+	// The token keeps two runs started in the same millisecond (a run-now
+	// beside a scheduled run, two clusters sharing a bucket) apart: every
+	// run writes objects no other run writes.
+	name, err := naming.ArtifactNameToken(job, eng.Name(), start, naming.NewToken())
 	if err != nil {
 		return nil, err
-	}
-	if _, dup := cat.Find(name); dup {
-		return nil, fmt.Errorf("artifact %s is already in the catalog", name)
 	}
 	key := job.Key(name)
 	a.log.Info("backup started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
 		"database", cfg.DB.Database, "user", cfg.DB.User, "store", st.String(), "artifact", st.Path(key))
+
+	// The marker tells a concurrent prune that this artifact (and its
+	// upload) is being written; it is removed only once the manifest lists
+	// the artifact.
+	stopMarker, err := a.startMarker(ctx, st, name, start)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if stopMarker != nil {
+			stopMarker()
+		}
+	}()
 
 	w, err := pipeline.Backup(ctx, eng, st, key, pipeline.Level(cfg.Compression))
 	if err != nil {
@@ -71,19 +81,14 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	}
 	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum)
 
-	// Only now, with the artifact complete, does the catalog learn of it.
-	// Re-read it: a prune may have changed it meanwhile.
-	cat, _, err = a.loadCatalog(ctx, st)
-	if err == nil {
-		cat, err = cat.With(entry, end)
+	// Only now, with the artifact complete, is it listed: its own
+	// manifest, which no other run writes or rewrites.
+	if err := a.writeManifest(ctx, st, entry); err != nil {
+		return nil, fmt.Errorf("artifact %s was written but is not listed: %w", st.Path(key), err)
 	}
-	if err == nil {
-		err = a.saveCatalog(ctx, st, cat)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("artifact %s was written but is not in the catalog: %w", st.Path(key), err)
-	}
-	a.log.Info("catalog updated", "entries", len(cat.Entries))
+	stopMarker()
+	stopMarker = nil
+	a.log.Info("artifact listed", "manifest", st.Path(job.ManifestKey(name)))
 
 	if cfg.RetentionDays > 0 && cfg.Prune {
 		if _, err := a.pruneStore(ctx, st); err != nil {
@@ -102,12 +107,12 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	if err := st.Check(ctx); err != nil {
 		return nil, err
 	}
-	cat, exists, err := a.loadCatalog(ctx, st)
+	cat, _, err := a.loadIndex(ctx, st)
 	if err != nil {
 		return nil, err
 	}
 	job := cfg.BackupJob
-	if !exists || len(cat.Entries) == 0 {
+	if len(cat.Entries) == 0 {
 		return nil, fmt.Errorf("no backups of %s in %s: nothing to restore", job, st)
 	}
 	var entry catalog.Entry
@@ -161,7 +166,7 @@ func (a *app) list(ctx context.Context) ([]byte, error) {
 	if err := st.Check(ctx); err != nil {
 		return nil, err
 	}
-	cat, _, err := a.loadCatalog(ctx, st)
+	cat, _, err := a.loadIndex(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -213,12 +218,13 @@ func (a *app) prune(ctx context.Context) ([]byte, error) {
 }
 
 // pruneStore removes expired artifacts (never the newest) and leftovers of
-// interrupted backups. Catalog first, data second: the catalog never points
-// at a deleted artifact.
+// interrupted backups. A manifest is deleted before its artifact, so the
+// index never lists a deleted artifact; what a prune sees as unlisted,
+// in progress or just finished is kept (catalog.Sweep).
 func (a *app) pruneStore(ctx context.Context, st store.Store) (result.Summary, error) {
 	job := a.cfg.BackupJob
 	now := a.now()
-	cat, exists, err := a.loadCatalog(ctx, st)
+	cat, l, err := a.loadIndex(ctx, st)
 	if err != nil {
 		return result.Summary{}, err
 	}
@@ -227,49 +233,43 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (result.Summary, e
 		return result.Summary{}, err
 	}
 	deleted := 0
-	if len(expired) > 0 {
-		names := make([]string, len(expired))
-		for i, e := range expired {
-			names[i] = e.Name
+	var failed []string
+	gone := map[string]bool{}
+	for _, e := range expired {
+		// Manifest first: the artifact stops being listed before it goes.
+		if err := st.Delete(ctx, job.ManifestKey(e.Name)); err != nil {
+			failed = append(failed, err.Error())
+			continue
 		}
-		cat = cat.Without(names, now)
-		if err := a.saveCatalog(ctx, st, cat); err != nil {
+		if err := st.Delete(ctx, job.Key(e.Name)); err != nil {
+			// Unlisted now; a later prune sweeps it as a leftover.
+			failed = append(failed, err.Error())
+			continue
+		}
+		gone[e.Name] = true
+		deleted++
+		a.log.Info("pruned", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
+	}
+	if len(failed) > 0 {
+		return a.summary("prune", st, cat.Without(names(expired), now), deleted),
+			fmt.Errorf("expired artifacts not deleted: %s", strings.Join(failed, "; "))
+	}
+	cat = cat.Without(names(expired), now)
+	// Expired artifacts were deleted above: leave them out of the sweep.
+	l.Objects = slices.DeleteFunc(l.Objects, func(o catalog.Object) bool {
+		n, _ := catalog.ManifestName(job, o.Key)
+		return gone[path.Base(o.Key)] || gone[n]
+	})
+	for _, o := range catalog.Sweep(job, l, now) {
+		if err := st.Delete(ctx, o.Key); err != nil {
 			return result.Summary{}, err
 		}
-		var failed []string
-		for _, e := range expired {
-			if err := st.Delete(ctx, job.Key(e.Name)); err != nil {
-				failed = append(failed, err.Error())
-				continue
-			}
-			deleted++
-			a.log.Info("pruned", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
-		}
-		if len(failed) > 0 {
-			// Unlisted now; a later prune sweeps them as leftovers.
-			return a.summary("prune", st, cat, deleted), fmt.Errorf("removed from the catalog but not deleted: %s", strings.Join(failed, "; "))
-		}
+		deleted++
+		a.log.Info("removed leftover", "object", st.Path(o.Key), "modified", o.ModTime)
 	}
-	// Leftovers are only swept next to a catalog that exists: without one
-	// (lost or never written) every artifact would look unlisted.
-	if exists {
-		objs, err := st.List(ctx, job.Dir())
-		if err != nil {
-			return result.Summary{}, err
-		}
-		cobjs := make([]catalog.Object, len(objs))
-		for i, o := range objs {
-			cobjs[i] = catalog.Object{Key: o.Key, ModTime: o.ModTime}
-		}
-		for _, o := range catalog.Leftovers(cobjs, job.CatalogKey(), cat, job.Key, now) {
-			if err := st.Delete(ctx, o.Key); err != nil {
-				return result.Summary{}, err
-			}
-			deleted++
-			a.log.Info("removed leftover", "object", st.Path(o.Key), "modified", o.ModTime)
-		}
-	}
-	n, err := st.AbortIncomplete(ctx, job.Dir(), now.Add(-catalog.LeftoverGrace))
+	n, err := st.AbortIncomplete(ctx, job.Dir(), now.Add(-catalog.LeftoverGrace), func(key string) bool {
+		return catalog.KeepUpload(job, l.Markers, key, now)
+	})
 	if err != nil {
 		return result.Summary{}, err
 	}
@@ -278,8 +278,17 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (result.Summary, e
 	return a.summary("prune", st, cat, deleted), nil
 }
 
-// delete removes the catalog, then every object of the job. It can be
-// repeated until it succeeds.
+func names(es []catalog.Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// delete removes the index (manifests and legacy catalog), then every
+// object of the job. It can be repeated until it succeeds. A backup that
+// finishes after delete listed the directory stays complete and listed.
 func (a *app) delete(ctx context.Context) ([]byte, error) {
 	job := a.cfg.BackupJob
 	st, err := a.openStore()
@@ -288,6 +297,15 @@ func (a *app) delete(ctx context.Context) ([]byte, error) {
 	}
 	if err := st.Check(ctx); err != nil {
 		return nil, err
+	}
+	manifests, err := st.List(ctx, job.EntriesPrefix())
+	if err != nil {
+		return nil, err
+	}
+	for i, o := range manifests {
+		if err := st.Delete(ctx, o.Key); err != nil {
+			return nil, fmt.Errorf("deleted %d of %d manifests: %w", i, len(manifests), err)
+		}
 	}
 	if err := st.Delete(ctx, job.CatalogKey()); err != nil {
 		return nil, err
@@ -299,11 +317,11 @@ func (a *app) delete(ctx context.Context) ([]byte, error) {
 	deleted := 0
 	for _, o := range objs {
 		if err := st.Delete(ctx, o.Key); err != nil {
-			return nil, fmt.Errorf("deleted %d of %d objects: %w", deleted, len(objs), err)
+			return nil, fmt.Errorf("deleted %d objects, then: %w", deleted, err)
 		}
 		deleted++
 	}
-	n, err := st.AbortIncomplete(ctx, job.Dir(), a.now().Add(time.Hour))
+	n, err := st.AbortIncomplete(ctx, job.Dir(), a.now().Add(time.Hour), nil)
 	if err != nil {
 		return nil, err
 	}

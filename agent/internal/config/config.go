@@ -15,6 +15,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/naming"
@@ -183,6 +185,12 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	}
 	c.S3.PartSize = uint64(*partMiB) << 20
 
+	if err := engine.CheckConn(c.DB); err != nil {
+		return nil, &UsageError{err.Error()}
+	}
+	if err := checkPrefix(c.S3.Prefix); err != nil {
+		return nil, &UsageError{err.Error()}
+	}
 	if c.Engine != "" && c.Engine != "postgres" && c.Engine != "mysql" {
 		return nil, &UsageError{fmt.Sprintf("engine %q: want postgres or mysql", c.Engine)}
 	}
@@ -214,6 +222,24 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 		c.TerminationLog = DefaultTerminationLog
 	}
 	return c, nil
+}
+
+// checkPrefix refuses an S3 key prefix that is not a plain relative path:
+// a ".." or "." segment (some S3-compatible servers map keys to files), a
+// backslash, or a control character.
+func checkPrefix(p string) error {
+	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
+		if seg == ".." || seg == "." {
+			return fmt.Errorf("s3 prefix %q: no \".\" or \"..\" segments", p)
+		}
+	}
+	if i := strings.IndexFunc(p, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }); i >= 0 {
+		return fmt.Errorf("s3 prefix %q: no backslash or control character (byte %d)", p, i)
+	}
+	if !utf8.ValidString(p) {
+		return fmt.Errorf("s3 prefix %q is not valid UTF-8", p)
+	}
+	return nil
 }
 
 // secret reads a credential from the environment variable envKey or from

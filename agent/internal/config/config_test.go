@@ -146,3 +146,23 @@ func TestHelp(t *testing.T) {
 		t.Errorf("usage offers a password flag")
 	}
 }
+
+func TestUnsafeValuesRefused(t *testing.T) {
+	for _, kv := range [][2]string{
+		{"CAIRN_DB_HOST", "-h evil"}, {"CAIRN_DB_HOST", "/var/run/postgresql"}, {"CAIRN_DB_HOST", "a,b"},
+		{"CAIRN_DB_NAME", "x\n\\! id"}, {"CAIRN_DB_USER", "u\x01"},
+		{"CAIRN_S3_PREFIX", "a/../b"}, {"CAIRN_S3_PREFIX", `a\b`}, {"CAIRN_S3_PREFIX", "./a"},
+	} {
+		_, err := Load("backup", nil, envOf(with(base, kv[0], kv[1]), nil), io.Discard)
+		var ue *UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s=%q: err = %v, want a usage error", kv[0], kv[1], err)
+		}
+	}
+	// Names that look like options or connection strings are data.
+	for _, name := range []string{"-h evil", "dbname=x host=y", "postgresql://h/db", "--all-databases"} {
+		if _, err := Load("backup", nil, envOf(with(base, "CAIRN_DB_NAME", name), nil), io.Discard); err != nil {
+			t.Errorf("CAIRN_DB_NAME=%q refused: %v", name, err)
+		}
+	}
+}

@@ -13,12 +13,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Conn are the coordinates of a database.
@@ -44,6 +48,43 @@ type Engine interface {
 	Restore(ctx context.Context, r io.Reader) error
 }
 
+// CheckConn refuses coordinates that no tool can be given safely, whatever
+// admission let through: a host that is not a host name or IP address (a
+// socket directory, a host list, an option, spaces), and a control
+// character in the host, database or user (a newline in a database name
+// ends up on a line of its own in mysqldump's header comment, which the
+// mysql client would run as a command). Everything else is passed as data
+// (see connArgs), however it looks.
+func CheckConn(c Conn) error {
+	if c.Host != "" && !validHost(c.Host) {
+		return fmt.Errorf("database host %q: want a host name or an IP address (letters, digits, '.', '-', '_'; not starting with '-')", c.Host)
+	}
+	for _, f := range []struct{ what, v string }{{"host", c.Host}, {"name", c.Database}, {"user", c.User}} {
+		if i := strings.IndexFunc(f.v, unicode.IsControl); i >= 0 {
+			return fmt.Errorf("database %s %q contains a control character at byte %d", f.what, f.v, i)
+		}
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("database %s %q is not valid UTF-8", f.what, f.v)
+		}
+	}
+	return nil
+}
+
+func validHost(h string) bool {
+	if net.ParseIP(h) != nil {
+		return true
+	}
+	if len(h) > 253 || h[0] == '-' || h[0] == '.' {
+		return false
+	}
+	for _, c := range h {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // New returns the engine called name.
 func New(name string, c Conn) (Engine, error) {
 	if c.Host == "" {
@@ -54,6 +95,9 @@ func New(name string, c Conn) (Engine, error) {
 	}
 	if c.User == "" {
 		return nil, errors.New("database user is empty (set CAIRN_DB_USER or --db-user)")
+	}
+	if err := CheckConn(c); err != nil {
+		return nil, err
 	}
 	switch name {
 	case "postgres":
@@ -84,9 +128,28 @@ func childEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
+// StreamError is the error of run's stdin stream: the tool was killed
+// before it could see the end of its input.
+type StreamError struct {
+	Tool string
+	Err  error
+}
+
+func (e *StreamError) Error() string {
+	return fmt.Sprintf("input of %s failed, %s killed before the end of its input: %v", e.Tool, e.Tool, e.Err)
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
 // run runs a tool with stdin and stdout wired to the given streams. On
 // failure the error carries the tool's last stderr lines, with secret
 // removed.
+//
+// stdin is copied into the tool through a pipe run owns. If reading stdin
+// fails, the tool is killed (SIGKILL) before its end of the pipe is
+// closed, so it never sees a clean end of input: a restore tool must not
+// take a broken stream for a complete one and commit what it read. The
+// error is then a *StreamError wrapping stdin's error.
 func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, env []string, name string, args ...string) error {
 	path, err := lookTool(name)
 	if err != nil {
@@ -94,7 +157,6 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = env
-	cmd.Stdin = stdin
 	cmd.Stdout = stdout
 	tail := &tailBuffer{max: 16 << 10}
 	cmd.Stderr = tail
@@ -102,7 +164,52 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 	// On cancellation ask the tool to stop, then kill it.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
-	err = cmd.Run()
+
+	var pw *os.File
+	if stdin != nil {
+		var pr *os.File
+		if pr, pw, err = os.Pipe(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		cmd.Stdin = pr
+		defer pr.Close()
+	}
+	if err := cmd.Start(); err != nil {
+		if pw != nil {
+			pw.Close()
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	in := &readErr{r: stdin}
+	copied := make(chan struct{})
+	if pw != nil {
+		cmd.Stdin.(*os.File).Close() // the child has its copy
+		go func() {
+			defer close(copied)
+			io.CopyBuffer(onlyWriter{pw}, in, make([]byte, 256<<10))
+			if in.get() != nil {
+				// The input broke (not the tool): kill the tool first,
+				// then close its input.
+				cmd.Process.Kill()
+			}
+			pw.Close()
+		}()
+	} else {
+		close(copied)
+	}
+	err = cmd.Wait()
+	if pw != nil {
+		// A tool that exited early stops reading: its input's next write
+		// fails, or this close makes it fail.
+		pw.Close()
+		select {
+		case <-copied:
+		case <-time.After(cmd.WaitDelay):
+		}
+	}
+	if serr := in.get(); serr != nil {
+		return &StreamError{Tool: name, Err: serr}
+	}
 	if err == nil {
 		return nil
 	}
@@ -117,9 +224,37 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 		}
 		return fmt.Errorf("%s failed (%s): %s", name, exitErr.ProcessState, msg)
 	}
-	// Not the tool's exit: a broken stdin/stdout stream (e.g. the store
-	// failed); the caller reports the stream's own error.
 	return fmt.Errorf("%s: %w", name, err)
+}
+
+// onlyWriter hides ReadFrom so that CopyBuffer uses its buffer.
+type onlyWriter struct{ w io.Writer }
+
+func (o onlyWriter) Write(b []byte) (int, error) { return o.w.Write(b) }
+
+// readErr records the first error of its reader other than io.EOF.
+type readErr struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (e *readErr) Read(b []byte) (int, error) {
+	n, err := e.r.Read(b)
+	if err != nil && err != io.EOF {
+		e.mu.Lock()
+		if e.err == nil {
+			e.err = err
+		}
+		e.mu.Unlock()
+	}
+	return n, err
+}
+
+func (e *readErr) get() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
 }
 
 // aliases are the MariaDB names of the MySQL tools: newer MariaDB client

@@ -20,6 +20,10 @@ func (m *MySQL) Format() string { return "mysqldump-sql" }
 
 func (m *MySQL) env() []string { return childEnv("MYSQL_PWD=" + m.Password) }
 
+// connArgs connects a tool to the server. Each value is joined to its
+// option with "=" in one argument, so it is only ever that option's value;
+// the database name, the one positional argument, follows "--" (end of
+// options) in Dump and is --database=<name> in Restore.
 func (m *MySQL) connArgs() []string {
 	return []string{
 		"--no-defaults", // ignore my.cnf files in the image: the agent's flags are the truth
@@ -32,7 +36,7 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 	args := append(m.connArgs(),
 		"--single-transaction", "--quick", "--routines", "--triggers", "--events",
 		"--hex-blob", "--no-tablespaces",
-		m.Database)
+		"--", m.Database)
 	return run(ctx, m.Password, nil, w, m.env(), "mysqldump", args...)
 }
 

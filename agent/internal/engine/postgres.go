@@ -30,9 +30,25 @@ func (p *Postgres) env() []string {
 	)
 }
 
+// connArgs connects a tool to database db. Every coordinate goes into one
+// conninfo string with each value quoted, passed as --dbname=<conninfo>:
+// a bare database name with "=" or a postgresql:// prefix would otherwise
+// be read by libpq as a connection string of its own (overriding host,
+// port, user, and the restore's target), and a value in its own argument
+// could be read as an option. Quoted, a value is only ever that value.
 func (p *Postgres) connArgs(db string) []string {
-	return []string{"--host=" + p.Host, "--port=" + itoa(p.Port), "--username=" + p.User, "--no-password", "--dbname=" + db}
+	conninfo := "host=" + QuoteConninfo(p.Host) + " port=" + QuoteConninfo(itoa(p.Port)) +
+		" user=" + QuoteConninfo(p.User) + " dbname=" + QuoteConninfo(db)
+	return []string{"--no-password", "--dbname=" + conninfo}
 }
+
+// QuoteConninfo quotes a libpq connection-string value: in single quotes,
+// with backslash and single quote escaped by a backslash.
+func QuoteConninfo(v string) string {
+	return "'" + conninfoEscaper.Replace(v) + "'"
+}
+
+var conninfoEscaper = strings.NewReplacer(`\`, `\\`, `'`, `\'`)
 
 func (p *Postgres) Dump(ctx context.Context, w io.Writer) error {
 	args := append(p.connArgs(p.Database), "--format=custom", "--compress=0")

@@ -2,16 +2,23 @@
 //
 // Layout inside a store (PVC mount path, or bucket + prefix):
 //
-//	<namespace>/<name>/catalog.json
-//	<namespace>/<name>/<namespace>_<name>_<YYYYMMDDTHHMMSS.mmmZ><ext>
+//	<namespace>/<name>/<namespace>_<name>_<YYYYMMDDTHHMMSS.mmmZ>-<token><ext>   artifact
+//	<namespace>/<name>/entries/<artifact>.json    its manifest: written once the artifact is complete
+//	<namespace>/<name>/running/<artifact>.json    in-progress marker of the run writing it
+//	<namespace>/<name>/catalog.json               legacy index (agents before manifests); read, never written
 //
 // The artifact's file name repeats the BackupJob key, so a copied file still
 // says where it came from; "_" cannot occur in Kubernetes names, so it
 // separates the parts unambiguously. The timestamp is the backup's UTC start
-// time with fixed width, so names sort lexically in time order.
+// time with fixed width, so names sort lexically in time order. The token
+// (8 random hex digits) makes two runs that start in the same millisecond —
+// a run-now beside a scheduled run, two clusters sharing a bucket — write
+// different objects; names without a token (older agents) remain valid.
 package naming
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"path"
 	"regexp"
@@ -19,8 +26,18 @@ import (
 	"time"
 )
 
-// CatalogFile is the name of the per-BackupJob index.
+// CatalogFile is the name of the legacy per-BackupJob index.
 const CatalogFile = "catalog.json"
+
+// Sub-directories of a job's directory: manifests of complete artifacts and
+// markers of runs in progress.
+const (
+	EntriesDir = "entries"
+	RunningDir = "running"
+)
+
+// TokenLen is the length of an artifact name's random token (hex digits).
+const TokenLen = 8
 
 // TimeLayout is the artifact timestamp format (UTC, millisecond precision,
 // fixed width so that lexical order is time order).
@@ -64,7 +81,24 @@ func (j Job) String() string { return j.Namespace + "/" + j.Name }
 // Dir is the job's directory, relative to the store root.
 func (j Job) Dir() string { return path.Join(j.Namespace, j.Name) }
 
-// CatalogKey is the store key of the job's catalog.
+// EntriesPrefix is the directory of the job's manifests.
+func (j Job) EntriesPrefix() string { return path.Join(j.Dir(), EntriesDir) }
+
+// RunningPrefix is the directory of the job's in-progress markers.
+func (j Job) RunningPrefix() string { return path.Join(j.Dir(), RunningDir) }
+
+// ManifestKey is the store key of an artifact's manifest.
+func (j Job) ManifestKey(artifactName string) string {
+	return path.Join(j.EntriesPrefix(), artifactName+".json")
+}
+
+// MarkerKey is the store key of the in-progress marker of the run writing
+// an artifact.
+func (j Job) MarkerKey(artifactName string) string {
+	return path.Join(j.RunningPrefix(), artifactName+".json")
+}
+
+// CatalogKey is the store key of the job's legacy catalog.
 func (j Job) CatalogKey() string { return path.Join(j.Dir(), CatalogFile) }
 
 // Key is the store key of an artifact file name of this job.
@@ -81,13 +115,48 @@ func Extension(engine string) (string, error) {
 	return "", fmt.Errorf("unknown engine %q (want postgres or mysql)", engine)
 }
 
-// ArtifactName is the deterministic file name of the job's backup started at t.
+// ArtifactName is the token-less file name of the job's backup started at t,
+// as agents before manifests wrote it.
 func ArtifactName(j Job, engine string, t time.Time) (string, error) {
+	return ArtifactNameToken(j, engine, t, "")
+}
+
+// ArtifactNameToken is the file name of the job's backup started at t, made
+// unique by token (TokenLen lowercase hex digits; empty for none).
+func ArtifactNameToken(j Job, engine string, t time.Time, token string) (string, error) {
 	ext, err := Extension(engine)
 	if err != nil {
 		return "", err
 	}
-	return j.Namespace + "_" + j.Name + "_" + t.UTC().Format(TimeLayout) + ext, nil
+	stamp := t.UTC().Format(TimeLayout)
+	if token != "" {
+		if !validToken(token) {
+			return "", fmt.Errorf("artifact token %q: want %d lowercase hex digits", token, TokenLen)
+		}
+		stamp += "-" + token
+	}
+	return j.Namespace + "_" + j.Name + "_" + stamp + ext, nil
+}
+
+// NewToken returns a random artifact token.
+func NewToken() string {
+	var b [TokenLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func validToken(s string) bool {
+	if len(s) != TokenLen {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ParseArtifactName checks that name is an artifact file name of job j and
@@ -106,6 +175,12 @@ func ParseArtifactName(j Job, name string) (time.Time, string, error) {
 		engine, stamp = "mysql", strings.TrimSuffix(rest, ExtMySQL)
 	default:
 		return time.Time{}, "", fmt.Errorf("artifact %q: unknown extension", name)
+	}
+	if len(stamp) == len(TimeLayout)+1+TokenLen && stamp[len(TimeLayout)] == '-' {
+		if !validToken(stamp[len(TimeLayout)+1:]) {
+			return time.Time{}, "", fmt.Errorf("artifact %q: bad token %q", name, stamp[len(TimeLayout)+1:])
+		}
+		stamp = stamp[:len(TimeLayout)]
 	}
 	t, err := time.Parse(TimeLayout, stamp)
 	if err != nil {

@@ -123,6 +123,9 @@ func TestParseArtifactNameRejects(t *testing.T) {
 		"shop_orders_garbage.sql.zst",
 		".shop_orders_20260102T030405.123Z.pgdump.zst.partial-123",
 		"catalog.json",
+		"shop_orders_20260102T030405.123Z-1a2b3c4.pgdump.zst",
+		"shop_orders_20260102T030405.123Z-1A2B3C4D.pgdump.zst",
+		"shop_orders_20260102T030405.123Z_1a2b3c4d.pgdump.zst",
 	} {
 		if _, _, err := ParseArtifactName(job, name); err == nil {
 			t.Errorf("ParseArtifactName(%q) accepted it", name)
@@ -130,8 +133,44 @@ func TestParseArtifactNameRejects(t *testing.T) {
 	}
 }
 
+// Tokens make names of runs started in the same millisecond differ, and
+// still parse to the start time.
+func TestArtifactNameToken(t *testing.T) {
+	job := Job{"shop", "orders"}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 123000000, time.UTC)
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		name, err := ArtifactNameToken(job, "mysql", at, NewToken())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[name] {
+			t.Fatalf("two tokens gave the name %s", name)
+		}
+		seen[name] = true
+		start, engine, err := ParseArtifactName(job, name)
+		if err != nil || engine != "mysql" || !start.Equal(at) {
+			t.Fatalf("ParseArtifactName(%q) = %v, %q, %v", name, start, engine, err)
+		}
+	}
+	if got, _ := ArtifactNameToken(job, "postgres", at, "00ff00ff"); got != "shop_orders_20260102T030405.123Z-00ff00ff.pgdump.zst" {
+		t.Errorf("name = %q", got)
+	}
+	for _, bad := range []string{"xyz", "ABCDEF01", "0123456789"} {
+		if _, err := ArtifactNameToken(job, "postgres", at, bad); err == nil {
+			t.Errorf("token %q accepted", bad)
+		}
+	}
+}
+
 func TestKeys(t *testing.T) {
 	job := Job{"shop", "orders"}
+	if got := job.ManifestKey("a.sql.zst"); got != "shop/orders/entries/a.sql.zst.json" {
+		t.Errorf("ManifestKey = %q", got)
+	}
+	if got := job.MarkerKey("a.sql.zst"); got != "shop/orders/running/a.sql.zst.json" {
+		t.Errorf("MarkerKey = %q", got)
+	}
 	if got := job.CatalogKey(); got != "shop/orders/catalog.json" {
 		t.Errorf("CatalogKey = %q", got)
 	}

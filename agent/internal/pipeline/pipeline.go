@@ -173,10 +173,14 @@ func (e *corruptError) Error() string { return ErrCorrupted.Error() + ": " + e.d
 func (e *corruptError) Unwrap() error { return ErrCorrupted }
 
 // Restore streams key, decompressed, into the engine. It checks the
-// checksum again while streaming and fails the stream at its end on a
-// mismatch, so the restore tool sees an error rather than a clean end (the
-// PostgreSQL restore then rolls back). Call Verify first: Restore alone
-// cannot keep a corrupted artifact from touching the target.
+// checksum again while streaming and fails the stream on a mismatch. The
+// last HoldBack bytes of the decompressed stream reach the tool only once
+// every stored byte was read and matched size and checksum, so the tool
+// cannot have read a complete dump before the stream is known good; on a
+// failed stream the engine kills the tool instead of ending its input
+// (engine.StreamError), so a PostgreSQL restore dies inside its single
+// transaction and commits nothing. Call Verify first: it keeps a corrupted
+// artifact from touching the target at all.
 func Restore(ctx context.Context, st store.Store, key string, size int64, checksum string, eng engine.Engine) error {
 	rc, err := st.Get(ctx, key)
 	if err != nil {
@@ -205,7 +209,7 @@ func Restore(ctx context.Context, st store.Store, key string, size int64, checks
 		pw.CloseWithError(err)
 		copyErr <- err
 	}()
-	err = eng.Restore(ctx, pr)
+	err = eng.Restore(ctx, &holdBack{r: pr, n: HoldBack})
 	pr.Close()
 	cerr := <-copyErr
 	// A corrupted stream is the cause of whatever the restore tool said.
@@ -224,6 +228,48 @@ func Restore(ctx context.Context, st store.Store, key string, size int64, checks
 		return cerr
 	}
 	return err
+}
+
+// HoldBack is how many bytes at the end of a restore stream are withheld
+// from the restore tool until the whole artifact is verified. A pg_dump
+// custom-format archive has no trailer: pg_restore commits as soon as it
+// has read the last data block, without waiting for the end of input, so
+// the tail must not reach it before the checksum matched.
+const HoldBack = 64 << 10
+
+// holdBack passes r on, always keeping the last n bytes it read until r
+// ended with io.EOF; on any other error the withheld bytes are dropped.
+type holdBack struct {
+	r   io.Reader
+	n   int
+	buf []byte
+	eof bool
+}
+
+func (h *holdBack) Read(p []byte) (int, error) {
+	for !h.eof && len(h.buf) <= h.n {
+		if cap(h.buf)-len(h.buf) < 32<<10 {
+			h.buf = append(make([]byte, 0, 2*cap(h.buf)+64<<10), h.buf...)
+		}
+		m, err := h.r.Read(h.buf[len(h.buf):cap(h.buf)])
+		h.buf = h.buf[:len(h.buf)+m]
+		if err == io.EOF {
+			h.eof = true
+		} else if err != nil {
+			h.buf = nil
+			return 0, err
+		}
+	}
+	avail := len(h.buf)
+	if !h.eof {
+		avail -= h.n
+	}
+	if avail == 0 {
+		return 0, io.EOF // only when h.eof
+	}
+	k := copy(p, h.buf[:avail])
+	h.buf = h.buf[:copy(h.buf, h.buf[k:])]
+	return k, nil
 }
 
 // decodeErrs marks decompression errors as corruption, but not a failed

@@ -242,3 +242,42 @@ func TestRestoreReadErrorIsNotCorruption(t *testing.T) {
 		})
 	}
 }
+
+// holdBack never passes on the last n bytes before its source ended, and
+// passes everything once it did; an error drops what it withheld.
+func TestHoldBack(t *testing.T) {
+	data := make([]byte, 300<<10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for _, n := range []int{0, 1, 1000, HoldBack, 400 << 10} {
+		pr, pw := io.Pipe()
+		h := &holdBack{r: pr, n: n}
+		done := make(chan []byte)
+		go func() {
+			var got []byte
+			buf := make([]byte, 7777)
+			for {
+				k, err := h.Read(buf)
+				got = append(got, buf[:k]...)
+				if err != nil {
+					break
+				}
+			}
+			done <- got
+		}()
+		// Write everything, then check how much went through before EOF.
+		var passed []byte
+		go func() { pw.Write(data); pw.CloseWithError(errors.New("broken")) }()
+		passed = <-done
+		if want := max(0, len(data)-n); len(passed) > want {
+			t.Errorf("n=%d: %d bytes passed before the source ended, want at most %d", n, len(passed), want)
+		}
+		pr2, pw2 := io.Pipe()
+		go func() { pw2.Write(data); pw2.Close() }()
+		all, err := io.ReadAll(&holdBack{r: pr2, n: n})
+		if err != nil || !bytes.Equal(all, data) {
+			t.Errorf("n=%d: read %d bytes, %v; want all %d", n, len(all), err, len(data))
+		}
+	}
+}

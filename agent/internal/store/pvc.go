@@ -140,8 +140,13 @@ func (p *PVC) List(ctx context.Context, dir string) ([]Object, error) {
 	var out []Object
 	err = filepath.WalkDir(base, func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && name == base {
-				return fs.SkipAll
+			if errors.Is(err, fs.ErrNotExist) {
+				// Removed since its directory was read (a concurrent
+				// run's temporary file, a pruned artifact): not there.
+				if name == base {
+					return fs.SkipAll
+				}
+				return nil
 			}
 			return err
 		}
@@ -149,6 +154,9 @@ func (p *PVC) List(ctx context.Context, dir string) ([]Object, error) {
 			return nil
 		}
 		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -167,7 +175,7 @@ func (p *PVC) List(ctx context.Context, dir string) ([]Object, error) {
 
 // AbortIncomplete has nothing to do: interrupted writes are hidden files
 // that List returns.
-func (p *PVC) AbortIncomplete(ctx context.Context, dir string, before time.Time) (int, error) {
+func (p *PVC) AbortIncomplete(ctx context.Context, dir string, before time.Time, keep func(string) bool) (int, error) {
 	return 0, nil
 }
 

@@ -208,7 +208,23 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		obj.Close()
 		return nil, s.wrap("get "+s.objectKey(key), err)
 	}
-	return obj, nil
+	return &s3Reader{obj, s, "get " + s.objectKey(key)}, nil
+}
+
+// s3Reader reports read errors as the store's (an object deleted while it
+// is read is ErrNotFound).
+type s3Reader struct {
+	*minio.Object
+	s  *S3
+	op string
+}
+
+func (r *s3Reader) Read(b []byte) (int, error) {
+	n, err := r.Object.Read(b)
+	if err != nil && err != io.EOF {
+		err = r.s.wrap(r.op, err)
+	}
+	return n, err
 }
 
 func (s *S3) Delete(ctx context.Context, key string) error {
@@ -239,7 +255,7 @@ func (s *S3) List(ctx context.Context, dir string) ([]Object, error) {
 	return out, nil
 }
 
-func (s *S3) AbortIncomplete(ctx context.Context, dir string, before time.Time) (int, error) {
+func (s *S3) AbortIncomplete(ctx context.Context, dir string, before time.Time, keep func(string) bool) (int, error) {
 	prefix := s.objectKey(strings.TrimSuffix(dir, "/")) + "/"
 	n := 0
 	for up := range s.client.ListIncompleteUploads(ctx, s.cfg.Bucket, prefix, true) {
@@ -249,7 +265,14 @@ func (s *S3) AbortIncomplete(ctx context.Context, dir string, before time.Time) 
 		if !up.Initiated.IsZero() && !up.Initiated.Before(before) {
 			continue
 		}
+		if keep != nil && keep(strings.TrimPrefix(up.Key, s.cfg.Prefix+"/")) {
+			continue
+		}
 		if err := s.client.RemoveIncompleteUpload(ctx, s.cfg.Bucket, up.Key); err != nil {
+			var resp minio.ErrorResponse
+			if errors.As(err, &resp) && resp.Code == "NoSuchUpload" {
+				continue // completed or aborted meanwhile
+			}
 			return n, s.wrap("abort upload "+up.Key, err)
 		}
 		n++

@@ -40,8 +40,9 @@ type Store interface {
 	// including leftovers of interrupted writes.
 	List(ctx context.Context, dir string) ([]Object, error)
 	// AbortIncomplete discards interrupted uploads under dir started
-	// before the given time (S3 multipart uploads). It returns how many.
-	AbortIncomplete(ctx context.Context, dir string, before time.Time) (int, error)
+	// before the given time (S3 multipart uploads), except those to a key
+	// for which keep (if not nil) returns true. It returns how many.
+	AbortIncomplete(ctx context.Context, dir string, before time.Time, keep func(key string) bool) (int, error)
 	// Path is how key is named in reports: relative to the PVC mount path,
 	// or the full object key (with prefix) in the bucket.
 	Path(key string) string

@@ -145,7 +145,10 @@ func (p *Postgres) SQL(db, sql string) (string, error) {
 
 // SQLContext is SQL with a context.
 func (p *Postgres) SQLContext(ctx context.Context, db, sql string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(p.BinDir, "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db)
+	// The database name as a quoted conninfo value: a bare -d value with
+	// "=" or a URI prefix would be read as a connection string.
+	conninfo := "dbname='" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(db) + "'"
+	cmd := exec.CommandContext(ctx, filepath.Join(p.BinDir, "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "--dbname="+conninfo)
 	cmd.Env = p.Env()
 	cmd.Stdin = strings.NewReader(sql)
 	var out, errb bytes.Buffer

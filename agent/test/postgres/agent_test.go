@@ -72,3 +72,25 @@ func TestDeleteJob(t *testing.T) {
 }
 
 func TestWrongS3Credentials(t *testing.T) { suite.WrongS3Credentials(t, e(t)) }
+
+func TestConcurrentWriters(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.ConcurrentWriters(t, e(t), kind) })
+	}
+}
+
+func TestConcurrentDelete(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.ConcurrentDelete(t, e(t), kind) })
+	}
+}
+
+func TestHostileDatabaseNames(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.HostileDatabaseNames(t, e(t), kind) })
+	}
+}
+
+func TestHostileHosts(t *testing.T) { suite.HostileHosts(t, e(t), "pvc") }
+
+func TestRestoreStreamFailsCommitsNothing(t *testing.T) { suite.RestoreStreamFails(t, e(t)) }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"cairn.dev/agent/internal/testenv"
 	"cairn.dev/agent/test/suite"
@@ -34,14 +35,17 @@ func (p pg) AgentEnv(db string) []string {
 }
 
 func (p pg) Create(db string) error {
-	_, err := p.SQL("postgres", fmt.Sprintf(`CREATE DATABASE %q`, db))
+	_, err := p.SQL("postgres", "CREATE DATABASE "+ident(db))
 	return err
 }
 
 func (p pg) Drop(db string) error {
-	_, err := p.SQL("postgres", fmt.Sprintf(`DROP DATABASE IF EXISTS %q WITH (FORCE)`, db))
+	_, err := p.SQL("postgres", "DROP DATABASE IF EXISTS "+ident(db)+" WITH (FORCE)")
 	return err
 }
+
+// ident quotes a PostgreSQL identifier.
+func ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func (p pg) Seed(db string) error {
 	if err := p.Drop(db); err != nil {

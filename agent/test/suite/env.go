@@ -11,11 +11,13 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/internal/testenv"
@@ -49,6 +51,8 @@ type DB interface {
 	// Fingerprint returns row counts and per-table checksums computed by
 	// SQL, plus schema facts (sequences, views, routines), one per line.
 	Fingerprint(db string) (string, error)
+	// SQL runs sql in database db and returns the rows, tab-separated.
+	SQL(db, sql string) (string, error)
 	// Stop stops the server.
 	Stop()
 }
@@ -185,6 +189,18 @@ func (s *Store) Read(t *testing.T, key string) []byte {
 	return b
 }
 
+// TryRead returns a stored object's bytes, or the error reading it.
+func (s *Store) TryRead(key string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc, err := s.Open.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
 // Write replaces a stored object.
 func (s *Store) Write(t *testing.T, key string, b []byte) {
 	t.Helper()
@@ -211,24 +227,50 @@ func (s *Store) Keys(t *testing.T, job naming.Job) []string {
 	return keys
 }
 
-// CatalogBytes returns the job's stored catalog, or nil if there is none.
-func (s *Store) CatalogBytes(t *testing.T, job naming.Job) []byte {
+// IndexBytes returns the job's stored index — each manifest, then the
+// legacy catalog, with their keys — or nil if there is none.
+func (s *Store) IndexBytes(t *testing.T, job naming.Job) []byte {
+	t.Helper()
+	var out []byte
+	keys := s.Keys(t, job)
+	slices.Sort(keys)
+	for _, k := range keys {
+		if _, ok := catalog.ManifestName(job, k); ok || k == job.CatalogKey() {
+			out = append(append(append(out, k...), '\n'), s.Read(t, k)...)
+		}
+	}
+	return out
+}
+
+// Index returns the job's catalog as the agent reads it: manifests and the
+// legacy catalog, for artifacts that are present.
+func (s *Store) Index(t *testing.T, job naming.Job) *catalog.Catalog {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rc, err := s.Open.Get(ctx, job.CatalogKey())
+	objs, err := s.Open.List(ctx, job.Dir())
 	if err != nil {
-		if strings.Contains(err.Error(), store.ErrNotFound.Error()) {
-			return nil
+		t.Fatalf("list %s: %v", job.Dir(), err)
+	}
+	var entries []catalog.Entry
+	var legacy *catalog.Catalog
+	cobjs := make([]catalog.Object, len(objs))
+	for i, o := range objs {
+		cobjs[i] = catalog.Object{Key: o.Key, ModTime: o.ModTime}
+		if _, ok := catalog.ManifestName(job, o.Key); ok {
+			e, err := catalog.DecodeManifest(s.Read(t, o.Key), job, o.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries = append(entries, e)
 		}
-		t.Fatalf("read catalog: %v", err)
+		if o.Key == job.CatalogKey() {
+			if legacy, err = catalog.Decode(s.Read(t, o.Key), job); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	defer rc.Close()
-	b, err := io.ReadAll(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return catalog.Index(job, entries, legacy, cobjs)
 }
 
 // KeyOf turns a result's artifact path back into a store key.

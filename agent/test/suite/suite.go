@@ -257,10 +257,10 @@ func StoreUnreachablePVC(t *testing.T, e *Env) {
 	check(t, e.DB.Seed(db))
 	t.Cleanup(func() { e.DB.Drop(db) })
 	mustSucceed(t, e.agent(t, st, db, job, nil, "backup"))
-	cat := st.CatalogBytes(t, job)
+	cat := st.IndexBytes(t, job)
 	missing := filepath.Join(t.TempDir(), "not-mounted")
 	mustFail(t, e.agent(t, st, db, job, []string{"CAIRN_PVC_PATH=" + missing}, "backup"), "unreachable", missing, "does not exist")
-	if got := st.CatalogBytes(t, job); !bytes.Equal(got, cat) {
+	if got := st.IndexBytes(t, job); !bytes.Equal(got, cat) {
 		t.Fatalf("catalog changed:\n%s\nwas:\n%s", got, cat)
 	}
 	if _, err := os.Stat(missing); err == nil {
@@ -283,7 +283,7 @@ func StoreUnreachableS3(t *testing.T, e *Env) {
 	check(t, e.DB.Seed(db))
 	t.Cleanup(func() { e.DB.Drop(db) })
 	first := mustSucceed(t, e.agent(t, st, db, job, nil, "backup"))
-	cat := st.CatalogBytes(t, job)
+	cat := st.IndexBytes(t, job)
 	before := fingerprint(t, e.DB, db)
 
 	s3.Halt()
@@ -296,7 +296,7 @@ func StoreUnreachableS3(t *testing.T, e *Env) {
 
 	check(t, s3.Start()) // same data, new port
 	st = S3Store(t, s3, "unreachable")
-	if got := st.CatalogBytes(t, job); !bytes.Equal(got, cat) {
+	if got := st.IndexBytes(t, job); !bytes.Equal(got, cat) {
 		t.Fatalf("catalog changed:\n%s\nwas:\n%s", got, cat)
 	}
 	check(t, e.DB.Drop(db))
@@ -320,7 +320,7 @@ func KilledMidStream(t *testing.T, e *Env, kind string) {
 	t.Cleanup(func() { e.DB.Drop(db) })
 	good := mustSucceed(t, e.agent(t, st, db, job, nil, "backup"))
 	goodPrint := fingerprint(t, e.DB, db)
-	cat := st.CatalogBytes(t, job)
+	cat := st.IndexBytes(t, job)
 	keysBefore := st.Keys(t, job)
 
 	// Enough incompressible data that the store receives several parts
@@ -361,11 +361,13 @@ func KilledMidStream(t *testing.T, e *Env, kind string) {
 	proxy.Close()
 	t.Logf("killed mid-stream after %d MiB from the database; agent log:\n%s", proxy.Passed()>>20, stderr.String())
 
-	if got := st.CatalogBytes(t, job); !bytes.Equal(got, cat) {
+	if got := st.IndexBytes(t, job); !bytes.Equal(got, cat) {
 		t.Fatalf("catalog changed by the killed backup:\n%s\nwas:\n%s", got, cat)
 	}
 	for _, k := range st.Keys(t, job) {
-		if !slices.Contains(keysBefore, k) && !strings.Contains(path.Base(k), ".partial-") {
+		// Its in-progress marker stays until a prune finds it stale.
+		_, marker := catalog.MarkerName(job, k)
+		if !slices.Contains(keysBefore, k) && !strings.Contains(path.Base(k), ".partial-") && !marker {
 			t.Errorf("the killed backup left a complete-looking object %s", k)
 		}
 	}
@@ -445,8 +447,7 @@ func PruneKeepsNewest(t *testing.T, e *Env, kind string) {
 	if sum.Count != 1 || sum.Deleted != 2 {
 		t.Fatalf("prune summary %+v, want 1 kept and 2 deleted", sum)
 	}
-	c, err := catalog.Decode(st.CatalogBytes(t, job), job)
-	check(t, err)
+	c := st.Index(t, job)
 	if len(c.Entries) != 1 {
 		t.Fatalf("catalog has %d entries after prune, want 1", len(c.Entries))
 	}
@@ -456,7 +457,7 @@ func PruneKeepsNewest(t *testing.T, e *Env, kind string) {
 	}
 	keys := st.Keys(t, job)
 	slices.Sort(keys)
-	want := []string{job.Key(newest.Name), job.CatalogKey()}
+	want := []string{job.Key(newest.Name), job.ManifestKey(newest.Name)}
 	slices.Sort(want)
 	if !slices.Equal(keys, want) {
 		t.Fatalf("store holds %v after prune, want %v", keys, want)
@@ -476,25 +477,24 @@ func PruneKeepsNewest(t *testing.T, e *Env, kind string) {
 }
 
 // ageBackups moves every backup of job back in time by d, as if it had
-// been taken then: new names, same bytes, catalog rewritten.
+// been taken then: new names, same bytes, manifests rewritten.
 func ageBackups(t *testing.T, st *Store, job naming.Job, d time.Duration) {
 	t.Helper()
-	c, err := catalog.Decode(st.CatalogBytes(t, job), job)
-	check(t, err)
-	aged := catalog.New(job)
 	ctx := context.Background()
-	for _, e := range c.Entries {
+	for _, e := range st.Index(t, job).Entries {
 		data := st.Read(t, job.Key(e.Name))
 		e.Start, e.End = e.Start.Add(-d), e.End.Add(-d)
 		old := e.Name
-		e.Name, err = naming.ArtifactName(job, e.Engine, e.Start)
+		var err error
+		e.Name, err = naming.ArtifactNameToken(job, e.Engine, e.Start, naming.NewToken())
 		check(t, err)
 		st.Write(t, job.Key(e.Name), data)
-		check(t, st.Open.Delete(ctx, job.Key(old)))
-		aged, err = aged.With(e, time.Now())
+		m, err := catalog.EncodeManifest(job, e)
 		check(t, err)
+		st.Write(t, job.ManifestKey(e.Name), m)
+		check(t, st.Open.Delete(ctx, job.ManifestKey(old)))
+		check(t, st.Open.Delete(ctx, job.Key(old)))
 	}
-	st.Write(t, job.CatalogKey(), aged.Encode())
 }
 
 // WrongPassword: a wrong database password fails clearly, and neither the
@@ -510,8 +510,8 @@ func WrongPassword(t *testing.T, e *Env, kind string, wantReason string) {
 	mustFail(t, r, wantReason)
 	mustExit(t, r, result.ExitFailure) // the Secret may be fixed before the retry
 	noSecrets(t, r, wrong)
-	if c := st.CatalogBytes(t, job); c != nil {
-		t.Fatalf("a failed backup wrote a catalog: %s", c)
+	if c := st.IndexBytes(t, job); c != nil {
+		t.Fatalf("a failed backup wrote an index: %s", c)
 	}
 	if keys := st.Keys(t, job); len(keys) != 0 {
 		t.Fatalf("a failed backup left objects: %v", keys)

@@ -95,6 +95,7 @@ type BackupJobSpec struct {
 	// "Asia/Shanghai". Defaults to "UTC". It becomes the CronJob's own
 	// timeZone field.
 	// +optional
+	// +kubebuilder:default="UTC"
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z][-+_A-Za-z0-9]*(/[-+_A-Za-z0-9]+)*$`
 	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone: \"Local\" is the operator's zone, not yours; use an IANA name such as \"UTC\" or \"Europe/Berlin\""
@@ -103,6 +104,7 @@ type BackupJobSpec struct {
 	// RetentionDays is how long stored artifacts are kept. The newest
 	// successful artifact is always kept. Defaults to 7.
 	// +optional
+	// +kubebuilder:default=7
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3650
 	RetentionDays int32 `json:"retentionDays,omitempty"`
@@ -111,6 +113,7 @@ type BackupJobSpec struct {
 	// Job's backoffLimit). Defaults to 3. This is distinct from the
 	// operator's own retries of a failed reconcile.
 	// +optional
+	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=20
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
@@ -118,6 +121,7 @@ type BackupJobSpec struct {
 	// ActiveDeadlineSeconds bounds one run, retries included (the Job's
 	// activeDeadlineSeconds). Defaults to 3600.
 	// +optional
+	// +kubebuilder:default=3600
 	// +kubebuilder:validation:Maximum=604800
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 
@@ -131,6 +135,7 @@ type BackupJobSpec struct {
 	// DeletionPolicy says what happens to stored artifacts when this
 	// BackupJob is deleted: Retain (default) keeps them, Delete removes them.
 	// +optional
+	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 

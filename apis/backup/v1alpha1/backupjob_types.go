@@ -13,6 +13,7 @@ type BackupJobSpec struct {
 	// (spec.database.host in v1).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]+)?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$')`,message="databaseHost: use a DNS name or an IP address, without a scheme, port, spaces or a leading '-'"
 	DatabaseHost string `json:"databaseHost"`
 	// Schedule in standard 5-field cron format, e.g. "0 2 * * *" for 02:00
 	// every day (UTC unless the v1 timeZone says otherwise).
@@ -21,12 +22,14 @@ type BackupJobSpec struct {
 	Schedule string `json:"schedule"`
 	// RetentionDays is how long stored artifacts are kept. Defaults to 7.
 	// +optional
+	// +kubebuilder:default=7
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3650
 	RetentionDays int32 `json:"retentionDays,omitempty"`
 	// MaxRetries is how many times Kubernetes retries one failed run.
 	// Defaults to 3.
 	// +optional
+	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=20
 	MaxRetries *int32 `json:"maxRetries,omitempty"`

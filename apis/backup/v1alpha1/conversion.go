@@ -24,8 +24,10 @@ const V1FieldsAnnotation = "backup.cairn.dev/v1-fields"
 
 // Legacy defaults: what ConvertTo fills in for a v1alpha1 BackupJob that has no
 // V1FieldsAnnotation, i.e. one written in the original flat shape. The v1
-// defaulting webhook then fills the rest (port, timeZone, activeDeadlineSeconds,
-// deletionPolicy).
+// defaults (backupv1.BackupJobSpec.SetDefaults: timeZone,
+// activeDeadlineSeconds, deletionPolicy, the port) fill the rest: the
+// defaulting webhook stores them, and the API server applies the CRD's
+// defaults whenever it reads the object.
 const (
 	// LegacyEngine is the engine of a v1alpha1 BackupJob: postgres.
 	LegacyEngine = cairnv1.PostgresEngine

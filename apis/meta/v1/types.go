@@ -12,21 +12,26 @@ const (
 )
 
 // DatabaseRef says where a database is and how to log in to it.
+// +kubebuilder:validation:XValidation:rule="self.engine != 'postgres' || size(self.database) <= 63",message="database: at most 63 characters for postgres",fieldPath=".database"
 type DatabaseRef struct {
 	// Engine of the database server: postgres or mysql (MySQL and MariaDB).
 	Engine DatabaseEngine `json:"engine"`
 	// Host name or address of the database server, as the backup pods resolve it.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]+)?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$')`,message="host: use a DNS name or an IP address, without a scheme, port, spaces or a leading '-'"
 	Host string `json:"host"`
 	// Port of the database server. Defaults to 5432 for postgres, 3306 for mysql.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port,omitempty"`
-	// Database (schema) name to back up or restore into.
+	// Database (schema) name to back up or restore into: letters, digits
+	// and "_ $ . -", starting with a letter, digit or "_"; at most 63
+	// characters for postgres, 64 for mysql.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[A-Za-z0-9_][A-Za-z0-9_$.-]*$')`,message="database: use letters, digits and _ $ . - starting with a letter, digit or _ (no leading '-', '=', spaces, quotes or slashes: the name reaches database tools)"
 	Database string `json:"database"`
 	// CredentialsSecretRef names a Secret with the keys `username` and `password`.
 	CredentialsSecretRef LocalObjectReference `json:"credentialsSecretRef"`
@@ -64,6 +69,7 @@ type PVCStorage struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('/') && !self.matches(r'(^|/)\.\.(/|$)')`,message="subPath: use a relative path without \"..\""
+	// +kubebuilder:validation:XValidation:rule=`!self.matches(r'[[:cntrl:]\\]')`,message="subPath: no control characters or backslashes"
 	SubPath string `json:"subPath,omitempty"`
 }
 
@@ -72,21 +78,35 @@ type S3Storage struct {
 	// Endpoint of the S3 service, host[:port] or an http(s) URL.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^(https?://)?([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?/?$')`,message="endpoint: use host[:port] or http(s)://host[:port], without a path, query or credentials"
 	Endpoint string `json:"endpoint"`
-	// Bucket name.
+	// Bucket name: letters, digits, ".", "-" and "_", starting and ending
+	// with a letter or digit.
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]$')`,message="bucket: use letters, digits, '.', '-' and '_', starting and ending with a letter or digit"
 	Bucket string `json:"bucket"`
-	// Prefix for every object written, e.g. "prod/".
+	// Prefix for every object written, e.g. "prod/": segments of letters,
+	// digits, ".", "_" and "-" separated by "/".
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]*$') && !self.matches(r'(^|/)\.\.?(/|$)')`,message="prefix: use segments of letters, digits, '.', '_' and '-' separated by '/' (no '.' or '..' segment, no leading or double '/')"
 	Prefix string `json:"prefix,omitempty"`
 	// Region of the bucket, if the service needs one.
 	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[a-z0-9-]*$')`,message="region: use lowercase letters, digits and '-', e.g. eu-central-1"
 	Region string `json:"region,omitempty"`
 	// Insecure uses plain HTTP instead of HTTPS.
 	// +optional
 	Insecure bool `json:"insecure,omitempty"`
+	// PartSizeMiB is the size of each part of a multipart upload, 5 to 512
+	// MiB (the agent's default, 16, when empty). Larger parts mean fewer
+	// requests for large databases and more memory per upload.
+	// +optional
+	// +kubebuilder:validation:Minimum=5
+	// +kubebuilder:validation:Maximum=512
+	PartSizeMiB *int32 `json:"partSizeMiB,omitempty"`
 	// CredentialsSecretRef names a Secret with the keys `accessKeyID` and
 	// `secretAccessKey`.
 	CredentialsSecretRef LocalObjectReference `json:"credentialsSecretRef"`

@@ -105,6 +105,7 @@ type RestoreJobSpec struct {
 	// MaxRetries is how many times Kubernetes retries a failed restore (the
 	// Job's backoffLimit). Defaults to 3.
 	// +optional
+	// +kubebuilder:default=3
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=20
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
@@ -112,6 +113,7 @@ type RestoreJobSpec struct {
 	// ActiveDeadlineSeconds bounds the restore, retries included (the Job's
 	// activeDeadlineSeconds). Defaults to 3600.
 	// +optional
+	// +kubebuilder:default=3600
 	// +kubebuilder:validation:Maximum=604800
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 }

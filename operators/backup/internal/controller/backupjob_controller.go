@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -60,6 +61,7 @@ type BackupJobReconciler struct {
 
 	skeleton *reconcile.Reconciler[*backupv1.BackupJob, state]
 	refs     *references.Checker
+	cronJobs *ownership.Applier
 }
 
 func (r *BackupJobReconciler) now() time.Time {
@@ -93,6 +95,8 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 		r.APIReader = mgr.GetAPIReader()
 	}
 	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
+	r.cronJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme,
+		MetadataOnly: true, AnnotationPrefix: annotationPrefix}
 	r.skeleton = &reconcile.Reconciler[*backupv1.BackupJob, state]{
 		Kind:     "BackupJob",
 		Client:   r.Client,
@@ -114,10 +118,13 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 		Observe:    observe,
 		Forget:     func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) },
 	}
-	if err := references.Register(context.Background(), mgr.GetFieldIndexer(), &backupv1.BackupJob{}, backupJobReferences); err != nil {
-		return fmt.Errorf("indexing BackupJobs by reference: %w", err)
+	if err := ownership.IndexReferences(context.Background(), mgr.GetFieldIndexer(), &backupv1.BackupJob{}, references.IndexField,
+		func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) }); err != nil {
+		return err
 	}
-	newList := func() client.ObjectList { return &backupv1.BackupJobList{} }
+	referrers := func(kind string) handler.EventHandler {
+		return ownership.EnqueueReferrers(r.Client, references.IndexField, &backupv1.BackupJobList{}, references.GroupKind(kind))
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupjob").
 		WithOptions(opts).
@@ -129,8 +136,8 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 			builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
 		Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)).
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())).
-		Watches(&corev1.Secret{}, references.EnqueueReferrers(r.Client, references.Secret, newList), builder.OnlyMetadata).
-		Watches(&corev1.PersistentVolumeClaim{}, references.EnqueueReferrers(r.Client, references.PVC, newList), builder.OnlyMetadata).
+		Watches(&corev1.Secret{}, referrers(references.Secret), builder.OnlyMetadata).
+		Watches(&corev1.PersistentVolumeClaim{}, referrers(references.PVC), builder.OnlyMetadata).
 		Complete(r)
 }
 

@@ -14,9 +14,7 @@ import (
 )
 
 const (
-	defaultMaxRetries            int32 = 3
-	defaultActiveDeadlineSeconds int64 = 3600
-	historyLimit                 int32 = 3
+	historyLimit int32 = 3
 	// startingDeadlineSeconds: a run that could not start within 5 minutes of
 	// its time (operator or control plane down) is skipped, not started late;
 	// it also keeps the CronJob controller from giving up after 100 misses.
@@ -26,8 +24,8 @@ const (
 // runSpec is what every run of bj does: `agent backup` with its database,
 // storage and retention, retried maxRetries times by the Job controller.
 func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
-	maxRetries := ptr.Deref(bj.Spec.MaxRetries, defaultMaxRetries)
-	deadline := ptr.Deref(bj.Spec.ActiveDeadlineSeconds, defaultActiveDeadlineSeconds)
+	maxRetries := ptr.Deref(bj.Spec.MaxRetries, backupv1.DefaultMaxRetries)
+	deadline := ptr.Deref(bj.Spec.ActiveDeadlineSeconds, backupv1.DefaultActiveDeadlineSeconds)
 	db := bj.Spec.Database
 	return agentjob.Spec{
 		Command:               "backup",
@@ -55,7 +53,7 @@ func DesiredCronJob(bj *backupv1.BackupJob, image string) *batchv1.CronJob {
 func desiredCronJob(bj *backupv1.BackupJob, image string) *batchv1.CronJob {
 	tz := bj.Spec.TimeZone
 	if tz == "" {
-		tz = "UTC"
+		tz = backupv1.DefaultTimeZone
 	}
 	spec := runSpec(bj, image, runScheduled)
 	return &batchv1.CronJob{

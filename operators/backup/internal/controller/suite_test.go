@@ -14,7 +14,6 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -22,8 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
@@ -31,7 +30,7 @@ import (
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/backup/internal/controller"
-	"cairn.dev/operators/backup/internal/webhook"
+	"cairn.dev/operators/backup/internal/operator"
 )
 
 var (
@@ -76,7 +75,7 @@ func TestMain(m *testing.M) {
 	}
 	env = e
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := startOperator(ctx, filepath.Join(root, "deploy/backup/rbac/generated/role.yaml")); err != nil {
+	if err := startOperator(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: starting the operator:", err)
 		cancel()
 		_ = env.Stop()
@@ -99,65 +98,33 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
-func startOperator(ctx context.Context, rolePath string) error {
-	raw, err := os.ReadFile(rolePath)
-	if err != nil {
-		return err
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(raw, role); err != nil {
-		return err
-	}
-	if err := env.Client.Create(ctx, role); err != nil {
-		return err
-	}
-	const user = "system:serviceaccount:cairn-system:backup-operator"
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "backup-operator-test"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		return err
-	}
-	cfg, err := env.AddUser(user)
+// startOperator runs the backup operator in-process as main wires it
+// (operator.New) with the test's clock and timings, as a user bound to
+// nothing but the generated ClusterRole, counting its writes.
+func startOperator(ctx context.Context) error {
+	cfg, err := env.AsGeneratedRole(ctx, testenv.RoleOptions{Operator: "backup", NoLeaderElection: true})
 	if err != nil {
 		return err
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} }
-
-	o := manager.New("backup")
-	o.LeaderElection = false
-	o.MetricsAddr, o.ProbeAddr = "0", "0"
-	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = env.Webhook.LocalServingHost, env.Webhook.LocalServingPort, env.Webhook.LocalServingCertDir
-	mgr, err := o.NewManager(cfg, scheme(), controller.CacheByObject())
-	if err != nil {
-		return err
-	}
-	r := &controller.BackupJobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("backup-operator"), AgentImage: agentImage,
-		CleanupDeadline: time.Hour, ResultGrace: 3 * time.Second,
-		Now: func() time.Time {
-			if t := clock.Load(); t != nil {
-				return *t
-			}
-			return time.Now()
-		},
-	}
-	if err := r.SetupWithManager(mgr, o.ControllerOptions()); err != nil {
-		return err
-	}
-	if err := webhook.Setup(mgr); err != nil {
-		return err
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager stopped:", err)
+	op := operator.New("test")
+	op.Setup = func(_ context.Context, mgr ctrl.Manager, o *manager.Options) error {
+		r := &controller.BackupJobReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
+			CleanupDeadline: time.Hour, ResultGrace: 3 * time.Second,
+			Now: func() time.Time {
+				if t := clock.Load(); t != nil {
+					return *t
+				}
+				return time.Now()
+			},
 		}
-	}()
-	return nil
+		return r.SetupWithManager(mgr, o.ControllerOptions())
+	}
+	_, err = env.StartOperator(ctx, op, testenv.OperatorOptions{Config: cfg})
+	return err
 }
 
 // newNamespace makes a namespace for one test.

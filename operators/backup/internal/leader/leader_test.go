@@ -115,6 +115,9 @@ func TestExactlyOneReplicaReconcilesAndTheOtherTakesOver(t *testing.T) {
 	ctxA, stopA := context.WithCancel(ctx)
 	defer stopA()
 	replica(t, ctxA, &writesA)
+	// The objects the BackupJobs refer to exist (else nothing is scheduled).
+	g.Expect(env.Secret(ctx, "default", "db", "username", "password")).To(Succeed())
+	g.Expect(env.PVC(ctx, "default", "backups")).To(Succeed())
 	// A is leader before B starts.
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Create(ctx, backupJob("first"))).To(Succeed())

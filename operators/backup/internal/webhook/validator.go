@@ -54,7 +54,7 @@ func (*Validator) ValidateUpdate(_ context.Context, oldBJ, newBJ *backupv1.Backu
 		return w, nil
 	}
 	old := oldBJ.DeepCopy()
-	SetDefaults(old)
+	old.Spec.SetDefaults()
 	if apiequality.Semantic.DeepEqual(old.Spec, newBJ.Spec) {
 		for _, e := range errs {
 			w = append(w, "the spec is invalid (allowed because this update does not change it): "+e.Error())
@@ -76,9 +76,11 @@ func invalid(bj *backupv1.BackupJob, errs field.ErrorList) error {
 	return apierrors.NewInvalid(backupv1.GroupVersion.WithKind("BackupJob").GroupKind(), bj.Name, errs)
 }
 
-// ValidateSpec checks a (defaulted) BackupJob spec; fldPath is the path of
-// the spec. Fields the defaults fill (timeZone, port, ...) may be empty. The
-// controller uses it to report an invalid spec when the webhook was absent.
+// ValidateSpec checks a BackupJob spec; fldPath is the path of the spec.
+// Fields the API's defaults fill (timeZone, port, ...) may be empty. Only the
+// webhook calls it; without the webhook the CRD's schema and CEL rules are
+// the checks, and the controller reports a schedule or time zone it cannot
+// use as Stalled/InvalidSpec.
 func ValidateSpec(spec *backupv1.BackupJobSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, cairnvalidation.Database(&spec.Database, fldPath.Child("database"), "BackupJob")...)
@@ -91,15 +93,15 @@ func ValidateSpec(spec *backupv1.BackupJobSpec, fldPath *field.Path) field.Error
 	}
 	if spec.RetentionDays < 1 || spec.RetentionDays > 3650 {
 		errs = append(errs, field.Invalid(fldPath.Child("retentionDays"), spec.RetentionDays,
-			fmt.Sprintf("must be between 1 and 3650 days; omit it for the default, %d", DefaultRetentionDays)))
+			fmt.Sprintf("must be between 1 and 3650 days; omit it for the default, %d", backupv1.DefaultRetentionDays)))
 	}
 	if r := spec.MaxRetries; r != nil && (*r < 0 || *r > 20) {
 		errs = append(errs, field.Invalid(fldPath.Child("maxRetries"), *r,
-			fmt.Sprintf("must be between 0 and 20; omit it for the default, %d", DefaultMaxRetries)))
+			fmt.Sprintf("must be between 0 and 20; omit it for the default, %d", backupv1.DefaultMaxRetries)))
 	}
 	if d := spec.ActiveDeadlineSeconds; d != nil && (*d < 60 || *d > 604800) {
 		errs = append(errs, field.Invalid(fldPath.Child("activeDeadlineSeconds"), *d,
-			fmt.Sprintf("must be between 60 (one minute) and 604800 (7 days) seconds; omit it for the default, %d", DefaultActiveDeadlineSeconds)))
+			fmt.Sprintf("must be between 60 (one minute) and 604800 (7 days) seconds; omit it for the default, %d", backupv1.DefaultActiveDeadlineSeconds)))
 	}
 	errs = append(errs, cairnvalidation.Storage(&spec.Storage, fldPath.Child("storage"), "BackupJob")...)
 	switch spec.DeletionPolicy {

@@ -25,7 +25,7 @@ func validPostgres() *backupv1.BackupJob {
 			Storage:  cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups", SubPath: "shop/orders"}},
 		},
 	}
-	SetDefaults(bj)
+	bj.Spec.SetDefaults()
 	return bj
 }
 
@@ -180,7 +180,7 @@ func TestValidateUpdate(t *testing.T) {
 		old:  invalidLegacy,
 		new: func() *backupv1.BackupJob {
 			b := invalidLegacy()
-			SetDefaults(b) // as the mutating webhook does
+			b.Spec.SetDefaults() // as the mutating webhook does
 			b.Finalizers = []string{backupv1.CleanupFinalizer}
 			return b
 		},
@@ -190,7 +190,7 @@ func TestValidateUpdate(t *testing.T) {
 		old:  invalidLegacy,
 		new: func() *backupv1.BackupJob {
 			b := invalidLegacy()
-			SetDefaults(b)
+			b.Spec.SetDefaults()
 			b.Spec.RetentionDays = 30
 			return b
 		},

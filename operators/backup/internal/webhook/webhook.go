@@ -8,6 +8,13 @@
 // v1alpha1 requests to v1 before calling them (matchPolicy Equivalent), so
 // every served version gets the same defaults and checks.
 //
+// The installed webhook configurations carry matchConditions
+// (deploy/components/operator/webhook_match_conditions.yaml): the API server
+// calls the admission webhooks for creates and for updates that change the
+// spec or an annotation other than cairn.dev/skip-cleanup, never for an
+// update of an object being deleted, so removing a finalizer by hand or
+// setting the escape-hatch annotation works while the operator is down.
+//
 // For CRD installs outside envtest, the CRD needs spec.conversion pointing at
 // this server: deploy/backup/crd/patches/webhook_conversion.yaml.
 package webhook

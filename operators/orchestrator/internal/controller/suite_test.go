@@ -2,27 +2,23 @@ package controller_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/yaml"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
@@ -31,7 +27,7 @@ import (
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/orchestrator/internal/controller"
-	"cairn.dev/operators/orchestrator/internal/webhook"
+	"cairn.dev/operators/orchestrator/internal/operator"
 )
 
 var env *testenv.Env
@@ -39,9 +35,6 @@ var env *testenv.Env
 const (
 	timeout = 30 * time.Second
 	tick    = 100 * time.Millisecond
-	// user is the orchestrator's identity in these tests: it holds nothing
-	// but the generated ClusterRole and the base's leader-election Role.
-	user = "system:serviceaccount:cairn-system:orchestrator-operator"
 )
 
 func scheme() *runtime.Scheme {
@@ -69,116 +62,27 @@ func TestMain(m *testing.M) {
 	}, &env)
 }
 
-var (
-	roleOnce   sync.Once
-	roleConfig *rest.Config
-	roleErr    error
-)
-
-// operatorConfig binds the generated ClusterRole (deploy/orchestrator/rbac/
-// generated) and the base's leader-election Role to user, once, and returns
-// a config that connects as user.
-func operatorConfig(t *testing.T) *rest.Config {
-	t.Helper()
-	roleOnce.Do(func() { roleConfig, roleErr = bindGeneratedRole() })
-	if roleErr != nil {
-		t.Fatal(roleErr)
-	}
-	return roleConfig
-}
-
-func bindGeneratedRole() (*rest.Config, error) {
-	ctx := context.Background()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "deploy", "orchestrator", "rbac", "generated", "role.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(raw, role); err != nil {
-		return nil, err
-	}
-	if err := env.Client.Create(ctx, role); err != nil {
-		return nil, err
-	}
-	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
-	if err := env.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "cairn-orchestrator-manager-test"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   subject,
-	}); err != nil {
-		return nil, err
-	}
-	raw, err = os.ReadFile(filepath.Join(root, "deploy", "orchestrator", "rbac", "leader_election_role.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	le := &rbacv1.Role{}
-	if err := yaml.Unmarshal([]byte(strings.Split(string(raw), "\n---")[0]), le); err != nil {
-		return nil, err
-	}
-	le.Namespace = "default"
-	if err := env.Client.Create(ctx, le); err != nil {
-		return nil, err
-	}
-	if err := env.Client.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "cairn-orchestrator-leader-election-test"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le.Name},
-		Subjects:   subject,
-	}); err != nil {
-		return nil, err
-	}
-	return env.AddUser(user)
-}
-
-// startOperator starts the orchestrator in-process as user (the generated
-// ClusterRole only), with leader election and the webhooks served where the
-// installed webhook configurations point, on a clock the test controls. It
-// stops when the test ends.
+// startOperator starts the orchestrator in-process as main wires it
+// (operator.New), as user — the generated ClusterRole and the
+// leader-election Role only — with leader election and the webhooks served
+// where the installed webhook configurations point, on a clock the test
+// controls. It stops when the test ends.
 func startOperator(t *testing.T, now time.Time) *clocktesting.FakePassiveClock {
 	t.Helper()
 	g := NewWithT(t)
-	o := cairnmgr.New("orchestrator")
-	o.MetricsAddr, o.ProbeAddr = "0", "0"
-	o.LeaderElection = true
-	o.LeaderElectionID = "orchestrator-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	o.LeaderElectionNamespace = "default"
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	o.RateLimiterMaxDelay = 2 * time.Second
-	o.WebhookHost = env.Webhook.LocalServingHost
-	o.WebhookPort = env.Webhook.LocalServingPort
-	o.WebhookCertDir = env.Webhook.LocalServingCertDir
-	mgr, err := o.NewManager(operatorConfig(t), env.Scheme, nil)
+	cfg, err := env.AsGeneratedRole(context.Background(), testenv.RoleOptions{Operator: "orchestrator"})
 	g.Expect(err).NotTo(HaveOccurred())
-
 	clock := clocktesting.NewFakePassiveClock(now)
-	ctx, cancel := context.WithCancel(context.Background())
-	copts := o.ControllerOptions()
-	copts.SkipNameValidation = ptr.To(true) // several managers per test binary
-	r := &controller.ProtectionPlanReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("orchestrator-operator"), Clock: clock, CleanupDeadline: time.Minute,
-	}
-	g.Expect(r.SetupWithManager(mgr, copts)).To(Succeed())
-	g.Expect(webhook.Setup(mgr)).To(Succeed())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(timeout):
-			t.Errorf("manager did not stop within %s", timeout)
+	op := operator.New("test")
+	op.Setup = func(_ context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
+		o.RateLimiterMaxDelay = 2 * time.Second
+		r := &controller.ProtectionPlanReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+			Recorder: mgr.GetEventRecorder(o.EventSource()), Clock: clock, CleanupDeadline: time.Minute,
 		}
-	})
-	started := mgr.GetWebhookServer().StartedChecker()
-	g.Eventually(func() error { return started(nil) }).WithTimeout(timeout).WithPolling(tick).Should(Succeed())
+		return r.SetupWithManager(mgr, o.ControllerOptions())
+	}
+	env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: cfg, LeaderElection: true})
 	return clock
 }
 

@@ -7,7 +7,6 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/operators/restore/internal/restorespec"
 )
 
 func TestDesiredJob(t *testing.T) {
@@ -20,7 +19,7 @@ func TestDesiredJob(t *testing.T) {
 		},
 	}
 	spec := *rj.Spec.DeepCopy()
-	restorespec.SetDefaults(&spec)
+	spec.SetDefaults()
 	src := source{
 		Storage:    cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}},
 		CatalogKey: "shop/orders-db",
@@ -103,7 +102,7 @@ func TestDesiredJobPassesChecks(t *testing.T) {
 		Artifact: cairnv1.Artifact{Path: "a.pgdump.zst"}}
 	envOf := func(rj *restorev1.RestoreJob) map[string]string {
 		spec := *rj.Spec.DeepCopy()
-		restorespec.SetDefaults(&spec)
+		spec.SetDefaults()
 		env := map[string]string{}
 		for _, e := range desiredJob(rj, &spec, src, "agent:1").Spec.Template.Spec.Containers[0].Env {
 			env[e.Name] = e.Value

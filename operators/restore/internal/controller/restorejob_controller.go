@@ -13,13 +13,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
@@ -89,10 +89,6 @@ type state struct {
 	job *batchv1.Job
 }
 
-// backupJobIndex indexes RestoreJobs by the "namespace/name" of the BackupJob
-// their source refers to.
-const backupJobIndex = "restore.cairn.dev/source-backupjob"
-
 // SetupWithManager registers the controller with mgr.
 func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.AgentImage == "" {
@@ -121,21 +117,24 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		Cleanup:    r.cleanup,
 		Transition: transition,
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &restorev1.RestoreJob{}, backupJobIndex, indexSourceBackupJob); err != nil {
-		return fmt.Errorf("indexing RestoreJobs by source BackupJob: %w", err)
+	// One index of everything a RestoreJob refers to: its source BackupJob
+	// (whose first backup it may wait for) and the Secrets and PVC a restore
+	// needs. Their events wake exactly the RestoreJobs that refer to them.
+	if err := ownership.IndexReferences(ctx, mgr.GetFieldIndexer(), &restorev1.RestoreJob{}, references.IndexField, restoreJobIndex); err != nil {
+		return err
 	}
-	if err := references.Register(ctx, mgr.GetFieldIndexer(), &restorev1.RestoreJob{}, restoreJobReferences); err != nil {
-		return fmt.Errorf("indexing RestoreJobs by reference: %w", err)
+	referrers := func(gk schema.GroupKind, keep ...func(client.Object) bool) handler.EventHandler {
+		return ownership.EnqueueReferrers(r.Client, references.IndexField, &restorev1.RestoreJobList{}, gk, keep...)
 	}
-	newList := func() client.ObjectList { return &restorev1.RestoreJobList{} }
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("restorejob").
 		For(&restorev1.RestoreJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(restorev1.RestoreJobLabel)).
-		Watches(&backupv1.BackupJob{}, handler.EnqueueRequestsFromMapFunc(r.waitingFor)).
-		Watches(&corev1.Secret{}, references.EnqueueReferrers(r.Client, references.Secret, newList), builder.OnlyMetadata).
-		Watches(&corev1.PersistentVolumeClaim{}, references.EnqueueReferrers(r.Client, references.PVC, newList), builder.OnlyMetadata).
+		// A started RestoreJob no longer depends on its BackupJob.
+		Watches(&backupv1.BackupJob{}, referrers(backupv1.GroupVersion.WithKind("BackupJob").GroupKind(), notStarted)).
+		Watches(&corev1.Secret{}, referrers(references.GroupKind(references.Secret)), builder.OnlyMetadata).
+		Watches(&corev1.PersistentVolumeClaim{}, referrers(references.GroupKind(references.PVC)), builder.OnlyMetadata).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -158,21 +157,9 @@ func (r *RestoreJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 	}
 }
 
-// waitingFor maps a BackupJob event to the RestoreJobs that refer to it and
-// have not started yet: they may be waiting for it or for its first
-// successful artifact. Started RestoreJobs no longer depend on it.
-func (r *RestoreJobReconciler) waitingFor(ctx context.Context, obj client.Object) []crreconcile.Request {
-	list := &restorev1.RestoreJobList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{backupJobIndex: obj.GetNamespace() + "/" + obj.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing RestoreJobs for a BackupJob", "BackupJob", client.ObjectKeyFromObject(obj))
-		return nil
-	}
-	var reqs []crreconcile.Request
-	for i := range list.Items {
-		rj := &list.Items[i]
-		if rj.Status.StartTime == nil && !rj.Finished() {
-			reqs = append(reqs, crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(rj)})
-		}
-	}
-	return reqs
+// notStarted keeps the RestoreJobs a BackupJob event may unblock: those
+// waiting for it or for its first successful artifact.
+func notStarted(o client.Object) bool {
+	rj, ok := o.(*restorev1.RestoreJob)
+	return ok && rj.Status.StartTime == nil && !rj.Finished()
 }

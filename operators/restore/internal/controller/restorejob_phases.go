@@ -29,7 +29,7 @@ import (
 func (r *RestoreJobReconciler) prepare(ctx context.Context, p *pass) error {
 	rj := p.Obj
 	p.State.spec = *rj.Spec.DeepCopy()
-	restorespec.SetDefaults(&p.State.spec)
+	p.State.spec.SetDefaults()
 	rj.Status.Source = describeSource(rj)
 	rj.Status.JobName = rj.JobName()
 	if rj.Status.Phase == "" {

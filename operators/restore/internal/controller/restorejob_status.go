@@ -11,9 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/result"
+	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/references"
 	"cairn.dev/operators/restore/internal/restorespec"
 )
@@ -63,15 +65,16 @@ func restoreJobReferences(o client.Object) []references.Ref {
 	return restoreReferences(rj.Namespace, &rj.Spec, st)
 }
 
-// indexSourceBackupJob is the field index backupJobIndex: the
-// "namespace/name" of the BackupJob a RestoreJob's source refers to.
-func indexSourceBackupJob(obj client.Object) []string {
-	rj, ok := obj.(*restorev1.RestoreJob)
+// restoreJobIndex is what a RestoreJob is indexed under: its source
+// BackupJob and the objects a restore needs.
+func restoreJobIndex(o client.Object) []ownership.Reference {
+	rj, ok := o.(*restorev1.RestoreJob)
 	if !ok {
 		return nil
 	}
+	refs := references.References(restoreJobReferences(rj))
 	if key, ok := restorespec.SourceBackupJob(rj); ok {
-		return []string{key.String()}
+		refs = append(refs, ownership.Reference{GroupKind: backupv1.GroupVersion.WithKind("BackupJob").GroupKind(), NamespacedName: key})
 	}
-	return nil
+	return refs
 }

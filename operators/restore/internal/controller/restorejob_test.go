@@ -223,7 +223,7 @@ func TestRestartMidRunKeepsTheArtifact(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), rj)).To(Succeed())
 	job := waitForJob(t, rj)
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseRunning))
-	op.stop(t)
+	g.Expect(op.Stop()).To(Succeed())
 
 	newer := artifactOf("orders-db", "20260103T030405.123Z")
 	setLastArtifact(t, bj, newer)

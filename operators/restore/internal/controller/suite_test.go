@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -32,7 +32,7 @@ import (
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/restore/internal/controller"
-	"cairn.dev/operators/restore/internal/webhook"
+	"cairn.dev/operators/restore/internal/operator"
 )
 
 var env *testenv.Env
@@ -66,73 +66,28 @@ func TestMain(m *testing.M) {
 	}, &env)
 }
 
-// operator is a running restore operator: the manager with the controller
-// and the webhooks, as main wires them.
-type operator struct {
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-}
-
 // operatorOptions tune startOperator.
 type operatorOptions struct {
 	config         *rest.Config
 	leaderElection bool
 }
 
-// startOperator starts the operator in-process, serving the webhooks where
-// the installed webhook configurations point, and stops it when the test ends.
-func startOperator(t *testing.T, oo operatorOptions) *operator {
+// startOperator starts the restore operator in-process as main wires it
+// (operator.New), with the test's timings, serving the webhooks where the
+// installed webhook configurations point; it stops when the test ends.
+func startOperator(t *testing.T, oo operatorOptions) *testenv.Operator {
 	t.Helper()
-	g := NewWithT(t)
-	cfg := oo.config
-	if cfg == nil {
-		cfg = env.Config
-	}
-	o := cairnmgr.New("restore")
-	o.MetricsAddr, o.ProbeAddr = "0", "0"
-	o.LeaderElection = oo.leaderElection
-	o.LeaderElectionNamespace = "default"
-	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	o.RateLimiterMaxDelay = 2 * time.Second
-	o.WebhookHost = env.Webhook.LocalServingHost
-	o.WebhookPort = env.Webhook.LocalServingPort
-	o.WebhookCertDir = env.Webhook.LocalServingCertDir
-	mgr, err := o.NewManager(cfg, env.Scheme, controller.CacheByObject())
-	g.Expect(err).NotTo(HaveOccurred())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	copts := o.ControllerOptions()
-	copts.SkipNameValidation = ptr.To(true) // one controller per manager, several managers per test binary
-	r := &controller.RestoreJobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("restore-operator"), AgentImage: agentImage,
-		WaitInterval: 2 * time.Second, CleanupDeadline: time.Minute,
-	}
-	g.Expect(r.SetupWithManager(ctx, mgr, copts)).To(Succeed())
-	g.Expect(webhook.Setup(mgr)).To(Succeed())
-
-	op := &operator{cancel: cancel, done: make(chan error, 1)}
-	go func() { op.done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { op.stop(t) })
-	started := mgr.GetWebhookServer().StartedChecker()
-	g.Eventually(func() error { return started(nil) }).WithTimeout(timeout).WithPolling(tick).Should(Succeed())
-	return op
-}
-
-// stop stops the manager and waits until it has.
-func (op *operator) stop(t *testing.T) {
-	op.once.Do(func() {
-		op.cancel()
-		select {
-		case err := <-op.done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(timeout):
-			t.Errorf("manager did not stop within %s", timeout)
+	op := operator.New("test")
+	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
+		o.RateLimiterMaxDelay = 2 * time.Second
+		r := &controller.RestoreJobReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
+			WaitInterval: 2 * time.Second, CleanupDeadline: time.Minute,
 		}
-	})
+		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
+	}
+	return env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: oo.config, LeaderElection: oo.leaderElection})
 }
 
 func namespace(t *testing.T) string {

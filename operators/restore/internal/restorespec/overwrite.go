@@ -74,12 +74,19 @@ func CheckOverwrite(ctx context.Context, r client.Reader, rj *restorev1.RestoreJ
 func SameDatabase(a cairnv1.DatabaseRef, aNS string, b cairnv1.DatabaseRef, bNS string) bool {
 	port := func(d cairnv1.DatabaseRef) int32 {
 		if d.Port == 0 {
-			return DefaultPort(d.Engine)
+			return cairnv1.DefaultPort(d.Engine)
 		}
 		return d.Port
 	}
+	sameName := a.Database == b.Database
+	if a.Engine == cairnv1.MySQLEngine {
+		// A MySQL server with lower_case_table_names=1 (the default on
+		// case-insensitive file systems) names SHOP and shop the same
+		// database: when in doubt, it is the same one.
+		sameName = strings.EqualFold(a.Database, b.Database)
+	}
 	return a.Engine == b.Engine &&
-		a.Database == b.Database &&
+		sameName &&
 		port(a) == port(b) &&
 		CanonicalHost(a.Host, aNS) == CanonicalHost(b.Host, bNS)
 }

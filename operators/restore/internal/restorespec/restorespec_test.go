@@ -12,41 +12,13 @@ import (
 	restorev1 "cairn.dev/apis/restore/v1"
 )
 
-func TestSetDefaults(t *testing.T) {
-	cases := []struct {
-		name     string
-		in       restorev1.RestoreJobSpec
-		retries  int32
-		deadline int64
-		port     int32
-	}{
-		{"postgres, all empty", restorev1.RestoreJobSpec{Target: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine}}, 3, 3600, 5432},
-		{"mysql port", restorev1.RestoreJobSpec{Target: cairnv1.DatabaseRef{Engine: cairnv1.MySQLEngine}}, 3, 3600, 3306},
-		{"unknown engine gets no port", restorev1.RestoreJobSpec{Target: cairnv1.DatabaseRef{Engine: "oracle"}}, 3, 3600, 0},
-		{"set values kept, maxRetries 0 included", restorev1.RestoreJobSpec{
-			Target:     cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Port: 6543},
-			MaxRetries: new(int32(0)), ActiveDeadlineSeconds: new(int64(120)),
-		}, 0, 120, 6543},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := tc.in
-			SetDefaults(&s)
-			if *s.MaxRetries != tc.retries || *s.ActiveDeadlineSeconds != tc.deadline || s.Target.Port != tc.port {
-				t.Errorf("got maxRetries %d, deadline %d, port %d; want %d, %d, %d",
-					*s.MaxRetries, *s.ActiveDeadlineSeconds, s.Target.Port, tc.retries, tc.deadline, tc.port)
-			}
-		})
-	}
-}
-
 func validSpec() restorev1.RestoreJobSpec {
 	s := restorev1.RestoreJobSpec{
 		Source: restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: "orders-db"}},
 		Target: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "scratch-db.shop.svc", Database: "orders",
 			CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch-credentials"}},
 	}
-	SetDefaults(&s)
+	s.SetDefaults()
 	return s
 }
 
@@ -187,6 +159,22 @@ func TestSameDatabase(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := SameDatabase(tc.target, tc.ns, src, "shop"); got != tc.want {
+				t.Errorf("SameDatabase = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// MySQL names differ only in case: the same database on a server with
+	// lower_case_table_names=1, so the overwrite guard must see them as one.
+	my := cairnv1.DatabaseRef{Engine: cairnv1.MySQLEngine, Host: "shop-db", Port: 3306, Database: "shop"}
+	for _, tc := range []struct {
+		name string
+		db   string
+		want bool
+	}{{"mysql upper case", "SHOP", true}, {"mysql mixed case", "Shop", true}, {"mysql other", "shop2", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := my
+			target.Database = tc.db
+			if got := SameDatabase(target, "shop", my, "shop"); got != tc.want {
 				t.Errorf("SameDatabase = %v, want %v", got, tc.want)
 			}
 		})

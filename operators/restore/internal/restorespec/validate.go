@@ -37,11 +37,11 @@ func ValidateSpec(spec *restorev1.RestoreJobSpec, fldPath *field.Path) field.Err
 	errs = append(errs, validation.Database(&spec.Target, fldPath.Child("target"), "RestoreJob")...)
 	if r := spec.MaxRetries; r != nil && (*r < 0 || *r > 20) {
 		errs = append(errs, field.Invalid(fldPath.Child("maxRetries"), *r,
-			fmt.Sprintf("must be between 0 and 20; omit it for the default, %d", DefaultMaxRetries)))
+			fmt.Sprintf("must be between 0 and 20; omit it for the default, %d", restorev1.DefaultMaxRetries)))
 	}
 	if d := spec.ActiveDeadlineSeconds; d != nil && (*d < 60 || *d > 604800) {
 		errs = append(errs, field.Invalid(fldPath.Child("activeDeadlineSeconds"), *d,
-			fmt.Sprintf("must be between 60 (one minute) and 604800 (7 days) seconds; omit it for the default, %d", DefaultActiveDeadlineSeconds)))
+			fmt.Sprintf("must be between 60 (one minute) and 604800 (7 days) seconds; omit it for the default, %d", restorev1.DefaultActiveDeadlineSeconds)))
 	}
 	return errs
 }

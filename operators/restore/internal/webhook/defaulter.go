@@ -9,13 +9,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/operators/restore/internal/restorespec"
 )
 
 // Defaulter is the RestoreJob mutating webhook, called on create: it fills
-// the defaults (restorespec.SetDefaults: maxRetries 3, activeDeadlineSeconds
-// 3600, the engine's port) and adds restorev1.CleanupFinalizer, so the
-// controller needs no extra write for it.
+// the API's defaults (restorev1.RestoreJobSpec.SetDefaults: maxRetries,
+// activeDeadlineSeconds, the engine's port — what the API server has applied
+// already, so an install without webhooks gets the same) and adds
+// restorev1.CleanupFinalizer, so the controller needs no extra write for it.
 type Defaulter struct{}
 
 var _ admission.Defaulter[*restorev1.RestoreJob] = &Defaulter{}
@@ -28,7 +28,7 @@ func (*Defaulter) Default(ctx context.Context, rj *restorev1.RestoreJob) error {
 	if err != nil || req.Operation != admissionv1.Create {
 		return nil
 	}
-	restorespec.SetDefaults(&rj.Spec)
+	rj.Spec.SetDefaults()
 	if rj.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(rj, restorev1.CleanupFinalizer) {
 		ctrl.LoggerFrom(ctx).V(1).Info("adding finalizer", "finalizer", restorev1.CleanupFinalizer)
 	}

@@ -32,7 +32,7 @@ var _ admission.Validator[*restorev1.RestoreJob] = &Validator{}
 func (v *Validator) ValidateCreate(ctx context.Context, rj *restorev1.RestoreJob) (admission.Warnings, error) {
 	// The defaulter ran before; default again for a request that skipped it.
 	rj = rj.DeepCopy()
-	restorespec.SetDefaults(&rj.Spec)
+	rj.Spec.SetDefaults()
 	errs := restorespec.ValidateName(rj.Name)
 	errs = append(errs, restorespec.ValidateSpec(&rj.Spec, field.NewPath("spec"))...)
 	var w admission.Warnings

@@ -1,0 +1,149 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// RoleOptions say which RBAC an operator under test gets (AsGeneratedRole).
+type RoleOptions struct {
+	// Operator is the operator's name, e.g. "backup": it names the user and
+	// the default files below.
+	Operator string
+	// ClusterRoleFile holds the operator's ClusterRole; default
+	// deploy/<operator>/rbac/generated/role.yaml (generated from markers).
+	ClusterRoleFile string
+	// LeaderElectionRoleFile holds the Role for its Lease (its first Role
+	// document is used); default deploy/components/operator/leader_election_role.yaml
+	// (the Role every operator base gets from the shared component).
+	LeaderElectionRoleFile string
+	// NoLeaderElection skips the leader-election Role.
+	NoLeaderElection bool
+}
+
+// AsGeneratedRole makes a user bound to nothing but the operator's
+// ClusterRole and (in LeaderElectionNamespace) its leader-election Role, as
+// installed, and returns a config that connects as that user: an operator
+// started with it (OperatorOptions.Config) proves its generated RBAC is
+// enough — and a ClusterRole with a wildcard is refused. The user is named
+// like the operator's ServiceAccount and is in the ServiceAccount groups.
+// Calling it again (another test) reuses the roles.
+func (e *Env) AsGeneratedRole(ctx context.Context, ro RoleOptions) (*rest.Config, error) {
+	if ro.Operator == "" {
+		return nil, fmt.Errorf("testenv: AsGeneratedRole needs the operator's name")
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if ro.ClusterRoleFile == "" {
+		ro.ClusterRoleFile = filepath.Join(root, "deploy", ro.Operator, "rbac", "generated", "role.yaml")
+	}
+	if ro.LeaderElectionRoleFile == "" {
+		ro.LeaderElectionRoleFile = filepath.Join(root, "deploy", "components", "operator", "leader_election_role.yaml")
+	}
+	const saNamespace = "cairn-system"
+	sa := "cairn-" + ro.Operator + "-controller-manager"
+	user := "system:serviceaccount:" + saNamespace + ":" + sa
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+
+	role := &rbacv1.ClusterRole{}
+	if err := readDocument(ro.ClusterRoleFile, "ClusterRole", role); err != nil {
+		return nil, err
+	}
+	if err := noWildcards(ro.ClusterRoleFile, role.Rules); err != nil {
+		return nil, err
+	}
+	if err := apply(ctx, e.Client, role, func(live *rbacv1.ClusterRole) { live.Rules = role.Rules }); err != nil {
+		return nil, err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-test"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   subject,
+	}
+	if err := apply(ctx, e.Client, binding, func(*rbacv1.ClusterRoleBinding) {}); err != nil {
+		return nil, err
+	}
+	if !ro.NoLeaderElection {
+		le := &rbacv1.Role{}
+		if err := readDocument(ro.LeaderElectionRoleFile, "Role", le); err != nil {
+			return nil, fmt.Errorf("%w (set RoleOptions.LeaderElectionRoleFile, or NoLeaderElection)", err)
+		}
+		le.Namespace = LeaderElectionNamespace
+		if err := apply(ctx, e.Client, le, func(live *rbacv1.Role) { live.Rules = le.Rules }); err != nil {
+			return nil, err
+		}
+		leBinding := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: LeaderElectionNamespace, Name: le.Name + "-test"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le.Name},
+			Subjects:   subject,
+		}
+		if err := apply(ctx, e.Client, leBinding, func(*rbacv1.RoleBinding) {}); err != nil {
+			return nil, err
+		}
+	}
+	if err := apply(ctx, e.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: saNamespace}}, func(*corev1.Namespace) {}); err != nil {
+		return nil, err
+	}
+	return e.AddUser(user, "system:serviceaccounts", "system:serviceaccounts:"+saNamespace)
+}
+
+// apply creates obj, or updates the existing one with update.
+func apply[T client.Object](ctx context.Context, c client.Client, obj T, update func(T)) error {
+	err := c.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	live := obj.DeepCopyObject().(T)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return err
+	}
+	update(live)
+	return c.Update(ctx, live)
+}
+
+// readDocument decodes the first YAML document of kind in file into out.
+func readDocument(file, kind string, out any) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("testenv: reading the %s: %w", kind, err)
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := r.Read()
+		if err != nil {
+			return fmt.Errorf("testenv: no %s in %s", kind, file)
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			return fmt.Errorf("testenv: %s: %w", file, err)
+		}
+		if tm.Kind == kind {
+			return yaml.UnmarshalStrict(doc, out)
+		}
+	}
+}
+
+func noWildcards(file string, rules []rbacv1.PolicyRule) error {
+	for _, r := range rules {
+		if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") {
+			return fmt.Errorf("testenv: %s grants a wildcard (%v): an operator gets only what it names", file, r)
+		}
+	}
+	return nil
+}

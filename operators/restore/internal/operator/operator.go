@@ -1,0 +1,50 @@
+// Package operator wires the restore operator for libs/manager: its kinds,
+// flags, cache, controller and webhooks. main.go runs it; tests start the
+// same wiring in-process (libs/testenv.StartOperator).
+package operator
+
+import (
+	"context"
+	"flag"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/manager"
+	"cairn.dev/operators/restore/internal/controller"
+	"cairn.dev/operators/restore/internal/webhook"
+)
+
+// DefaultAgentImage is the agent image used when --agent-image is not set.
+const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
+
+// New returns the restore operator at version.
+func New(version string) manager.Operator {
+	var (
+		agentImage                    string
+		waitInterval, cleanupDeadline time.Duration
+	)
+	return manager.Operator{
+		Name:        "restore",
+		Version:     version,
+		AddToScheme: []func(*runtime.Scheme) error{backupv1.AddToScheme, restorev1.AddToScheme},
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&agentImage, "agent-image", DefaultAgentImage, "Image of the Cairn agent that restore pods run.")
+			fs.DurationVar(&waitInterval, "source-wait-interval", controller.DefaultWaitInterval, "How often a RestoreJob waiting for its BackupJob or its first backup looks again (BackupJob events also wake it).")
+			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", controller.DefaultCleanupDeadline, "How long after a deletion request removing the restore Job may take before the finalizer is removed anyway.")
+		},
+		CacheByObject: controller.CacheByObject,
+		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
+			r := &controller.RestoreJobReconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
+				WaitInterval: waitInterval, CleanupDeadline: cleanupDeadline,
+			}
+			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
+		},
+		Webhooks: webhook.Setup,
+	}
+}
