@@ -45,6 +45,8 @@ var allowed = map[string]map[string]grant{
 		"batch/cronjobs":                            {write: true},
 		"batch/jobs":                                {write: true},
 		"/pods":                                     {},
+		"/secrets":                                  {}, // references checked before a run (libs/references)
+		"/persistentvolumeclaims":                   {},
 		"/events":                                   {write: true},
 		"events.k8s.io/events":                      {write: true},
 		"authentication.k8s.io/tokenreviews":        {write: true},
@@ -57,6 +59,8 @@ var allowed = map[string]map[string]grant{
 		"backup.cairn.dev/backupjobs":               {},
 		"batch/jobs":                                {write: true},
 		"/pods":                                     {},
+		"/secrets":                                  {}, // references checked before a run (libs/references)
+		"/persistentvolumeclaims":                   {},
 		"/events":                                   {write: true},
 		"events.k8s.io/events":                      {write: true},
 		"coordination.k8s.io/leases":                {write: true},
