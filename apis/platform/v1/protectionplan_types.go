@@ -121,6 +121,7 @@ type ProtectionPlanSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z][-+_A-Za-z0-9]*(/[-+_A-Za-z0-9]+)*$`
 	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone: \"Local\" is the operator's zone, not yours; use an IANA name such as \"UTC\" or \"Europe/Berlin\""
+	// +kubebuilder:default="UTC"
 	TimeZone string `json:"timeZone,omitempty"`
 
 	// Backup is the template of the plan's BackupJob (named like the plan).
@@ -136,6 +137,7 @@ type ProtectionPlanSpec struct {
 	// DeletionPolicy is the BackupJob's: Retain (default) keeps the stored
 	// backups when the plan is deleted, Delete removes them.
 	// +optional
+	// +kubebuilder:default=Retain
 	DeletionPolicy backupv1.DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
@@ -153,16 +155,19 @@ type BackupTemplate struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3650
+	// +kubebuilder:default=7
 	RetentionDays int32 `json:"retentionDays,omitempty"`
 	// MaxRetries is how many times Kubernetes retries one failed backup run.
 	// Defaults to 3.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=20
+	// +kubebuilder:default=3
 	MaxRetries *int32 `json:"maxRetries,omitempty"`
 	// ActiveDeadlineSeconds bounds one backup run. Defaults to 3600.
 	// +optional
 	// +kubebuilder:validation:Maximum=604800
+	// +kubebuilder:default=3600
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 	// Suspend stops new backup runs (the RPO keeps counting).
 	// +optional
@@ -205,18 +210,21 @@ type VerificationSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=60
 	// +kubebuilder:validation:Maximum=604800
+	// +kubebuilder:default=3600
 	TimeoutSeconds *int64 `json:"timeoutSeconds,omitempty"`
 	// SuccessfulHistoryLimit is how many succeeded verification RestoreJobs
 	// are kept. Defaults to 3.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
 	SuccessfulHistoryLimit *int32 `json:"successfulHistoryLimit,omitempty"`
 	// FailedHistoryLimit is how many failed verification RestoreJobs are
 	// kept. Defaults to 3.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
 	FailedHistoryLimit *int32 `json:"failedHistoryLimit,omitempty"`
 }
 
