@@ -64,9 +64,6 @@ const (
 // Condition reasons specific to ProtectionPlan; the shared ones are in
 // cairn.dev/apis/meta/v1.
 const (
-	// ConditionMissingReason: a child exists but has not reported the
-	// condition this one mirrors yet (Unknown, never taken as Ready).
-	ConditionMissingReason = "ChildConditionMissing"
 	// BackupJobMissingReason: the child BackupJob does not exist (yet).
 	BackupJobMissingReason = "BackupJobMissing"
 	// NoBackupYetReason: no backup has succeeded yet.

@@ -145,38 +145,13 @@ func (r *ProtectionPlanReconciler) cleanup(p *pass) finalizer.Cleanup {
 	}
 }
 
-// deleteChildren deletes every child plan controls (read past the cache)
-// and reports whether none is left.
+// deleteChildren deletes every BackupJob and RestoreJob plan controls and
+// reports whether none is left.
 func (r *ProtectionPlanReconciler) deleteChildren(ctx context.Context, plan *platformv1.ProtectionPlan) (bool, error) {
-	left := 0
-	bj := &backupv1.BackupJob{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: plan.Namespace, Name: plan.Name}, bj)
-	switch {
-	case err == nil && metav1.IsControlledBy(bj, plan):
-		left++
-		if err := r.deleteChild(ctx, bj); err != nil {
-			return false, err
-		}
-	case err != nil && !apierrors.IsNotFound(err):
-		return false, fmt.Errorf("reading BackupJob %s: %w", plan.Name, err)
-	}
-	rjs := &restorev1.RestoreJobList{}
-	if err := r.APIReader.List(ctx, rjs, client.InNamespace(plan.Namespace),
-		client.MatchingLabels{platformv1.PlanLabel: plan.Name}); err != nil {
-		return false, fmt.Errorf("listing verification RestoreJobs: %w", err)
-	}
-	for i := range rjs.Items {
-		if rj := &rjs.Items[i]; metav1.IsControlledBy(rj, plan) {
-			left++
-			if err := r.deleteChild(ctx, rj); err != nil {
-				return false, err
-			}
-		}
-	}
-	if left > 0 {
-		ctrl.LoggerFrom(ctx).V(1).Info("waiting for children to be deleted", "left", left)
-	}
-	return left == 0, nil
+	return ownership.DeleteChildren(ctx, r.Client, plan, ownership.Children{
+		Kinds:      []client.ObjectList{&backupv1.BackupJobList{}, &restorev1.RestoreJobList{}},
+		Controlled: true,
+	})
 }
 
 // deleteChild deletes obj (this UID only) unless its deletion is under way.

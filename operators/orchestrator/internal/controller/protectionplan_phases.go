@@ -108,24 +108,9 @@ func observeBackup(plan *platformv1.ProtectionPlan, bj *backupv1.BackupJob) {
 		rec.Artifact = &a
 		plan.Status.BackupsSinceVerification++
 	}
-	mirror(plan, platformv1.BackupHealthyCondition, bj, "BackupJob "+bj.Name)
-}
-
-// mirror sets condition typ of plan from child's Ready condition (Cluster
-// API's mirror): a child that has not reported Ready for its current
-// generation is Unknown, never taken as Ready.
-func mirror(plan *platformv1.ProtectionPlan, typ string, child conditions.Object, name string) {
-	ready := conditions.Get(child, cairnv1.ReadyCondition)
-	switch {
-	case ready == nil:
-		conditions.Set(plan, typ, metav1.ConditionUnknown, platformv1.ConditionMissingReason,
-			name+" has not reported Ready yet")
-	case ready.ObservedGeneration != 0 && ready.ObservedGeneration < child.GetGeneration():
-		conditions.Set(plan, typ, metav1.ConditionUnknown, platformv1.ConditionMissingReason,
-			fmt.Sprintf("%s has not reported Ready for its current spec (generation %d) yet", name, child.GetGeneration()))
-	default:
-		conditions.Set(plan, typ, ready.Status, ready.Reason, name+": "+ready.Message)
-	}
+	// Cluster API's mirror: a child that has not reported Ready for its
+	// current generation is Unknown, never taken as Ready.
+	conditions.SetMirror(plan, bj, cairnv1.ReadyCondition, platformv1.BackupHealthyCondition)
 }
 
 // verification follows the running verification, starts a new one when it

@@ -33,40 +33,21 @@ func (s *state) checkAt(t time.Time) {
 }
 
 // summarise evaluates the objectives, summarises the three conditions into
-// Ready (Cluster API style: False before Unknown, a missing condition is
-// Unknown) and the phase, and requeues at the time the next objective
+// Ready (libs/conditions.Summary, Cluster API style: False before Unknown, a
+// missing condition is Unknown, the first deciding condition's reason) and
+// the phase, and requeues at the time the next objective
 // would be violated — no polling.
 func (r *ProtectionPlanReconciler) summarise(_ context.Context, p *pass) error {
 	plan := p.Obj
 	objectives(plan, &p.State.spec, p.State.now, &p.State)
-	var falses, unknowns []string
-	firstFalse, firstUnknown := "", ""
-	for _, typ := range []string{platformv1.BackupHealthyCondition, platformv1.RecoverabilityVerifiedCondition, platformv1.ObjectivesMetCondition} {
-		c := conditions.Get(plan, typ)
-		switch {
-		case c == nil:
-			unknowns = append(unknowns, typ+": not reported yet")
-			if firstUnknown == "" {
-				firstUnknown = platformv1.ConditionMissingReason
-			}
-		case c.Status == metav1.ConditionFalse:
-			falses = append(falses, typ+": "+c.Message)
-			if firstFalse == "" {
-				firstFalse = c.Reason
-			}
-		case c.Status != metav1.ConditionTrue:
-			unknowns = append(unknowns, typ+": "+c.Message)
-			if firstUnknown == "" {
-				firstUnknown = c.Reason
-			}
-		}
-	}
-	switch {
-	case len(falses) > 0:
-		conditions.MarkNotReady(plan, firstFalse, strings.Join(append(falses, unknowns...), "; "))
+	ready := conditions.Summary(plan, cairnv1.ReadyCondition, platformv1.BackupHealthyCondition,
+		platformv1.RecoverabilityVerifiedCondition, platformv1.ObjectivesMetCondition)
+	switch ready.Status {
+	case metav1.ConditionFalse:
+		conditions.MarkNotReady(plan, ready.Reason, ready.Message)
 		plan.Status.Phase = platformv1.PhaseAtRisk
-	case len(unknowns) > 0:
-		conditions.MarkReconciling(plan, firstUnknown, strings.Join(unknowns, "; "))
+	case metav1.ConditionUnknown:
+		conditions.MarkReconciling(plan, ready.Reason, ready.Message)
 		plan.Status.Phase = platformv1.PhasePending
 	default:
 		msg := "recoverable"

@@ -13,6 +13,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/conditions"
 )
 
 // The plan's BackupJob is created once, from the plan's template, owned by
@@ -44,7 +45,7 @@ func TestBackupJobCreatedOnceAndDriftReverted(t *testing.T) {
 
 	// No condition from the child yet: Unknown, and the plan is not Ready.
 	g.Eventually(condition(p, platformv1.BackupHealthyCondition)).WithTimeout(timeout).
-		Should(Equal("Unknown/" + platformv1.ConditionMissingReason))
+		Should(Equal("Unknown/" + conditions.NotYetReportedReason))
 	g.Expect(condition(p, cairnv1.ReadyCondition)(g)).To(HavePrefix("False/"))
 	g.Expect(current(g, p).Status.Phase).To(Equal(platformv1.PhasePending))
 
@@ -177,7 +178,7 @@ func TestVerificationPinsArtifactAndConditionsRollUp(t *testing.T) {
 	g.Expect(current(g, p).Status.Phase).To(Equal(platformv1.PhaseAtRisk))
 	// A child condition that disappears is Unknown, never Ready.
 	updateBackupStatus(t, bj, func(cur *backupv1.BackupJob) { cur.Status.Conditions = nil })
-	g.Eventually(condition(p, platformv1.BackupHealthyCondition)).WithTimeout(timeout).Should(Equal("Unknown/" + platformv1.ConditionMissingReason))
+	g.Eventually(condition(p, platformv1.BackupHealthyCondition)).WithTimeout(timeout).Should(Equal("Unknown/" + conditions.NotYetReportedReason))
 	g.Expect(condition(p, cairnv1.ReadyCondition)(g)).To(HavePrefix("False/"))
 
 	// The second backup since the verification: verify it (a3), and it fails.
