@@ -59,6 +59,10 @@ func arg(c corev1.Container, name string) (string, bool) {
 	return "", false
 }
 
+// runsAgent names the operators whose children run the agent (and so are
+// given its image); the orchestrator's children are other operators' kinds.
+var runsAgent = map[string]bool{"backup": true, "restore": true}
+
 // TestManager checks each operator's Deployment: two replicas with leader
 // election, probes on :8081, metrics :8443 and webhooks :9443 matching the
 // Services, requests and limits, topology spread, the webhook certificate
@@ -75,11 +79,14 @@ func TestManager(t *testing.T) {
 			t.Fatalf("%s: %d containers", op, len(d.Spec.Template.Spec.Containers))
 		}
 		c := d.Spec.Template.Spec.Containers[0]
-		for flag, want := range map[string]string{
+		flags := map[string]string{
 			"--leader-elect": "true", "--metrics-bind-address": ":8443", "--metrics-secure": "true",
 			"--health-probe-bind-address": ":8081", "--webhook-port": "9443",
-			"--agent-image": "$(AGENT_IMAGE)",
-		} {
+		}
+		if runsAgent[op] {
+			flags["--agent-image"] = "$(AGENT_IMAGE)"
+		}
+		for flag, want := range flags {
 			if got, ok := arg(c, flag); !ok || got != want {
 				t.Errorf("%s: %s=%q, want %q", op, flag, got, want)
 			}
@@ -88,8 +95,11 @@ func TestManager(t *testing.T) {
 			t.Errorf("%s: sets --leader-election-id; the default %s.operators.cairn.dev is the one ID per operator", op, op)
 		}
 		agent := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "AGENT_IMAGE" })
-		if agent < 0 || !strings.HasPrefix(c.Env[agent].Value, "ghcr.io/cairn-dev/agent:") {
+		switch {
+		case runsAgent[op] && (agent < 0 || !strings.HasPrefix(c.Env[agent].Value, "ghcr.io/cairn-dev/agent:")):
 			t.Errorf("%s: AGENT_IMAGE env %v", op, c.Env)
+		case !runsAgent[op] && agent >= 0:
+			t.Errorf("%s runs no agent, yet has AGENT_IMAGE %v", op, c.Env[agent])
 		}
 		if c.Image != "ghcr.io/cairn-dev/"+op+"-operator:latest" {
 			t.Errorf("%s: image %s", op, c.Image)

@@ -84,6 +84,24 @@ type RestoreJobSpec struct {
 	// +optional
 	AllowOverwriteSource bool `json:"allowOverwriteSource,omitempty"`
 
+	// Checks run in the target database after a successful restore (a
+	// ProtectionPlan's verification sets them); their results are reported
+	// in status.checks. The restore operator passes them to the agent
+	// (CAIRN_CHECKS, JSON). NOT RUN YET: the agent does not execute checks
+	// or report results yet, so status.checks stays empty.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Checks []Check `json:"checks,omitempty"`
+
+	// DropTargetAfterChecks drops the target database once the checks ran,
+	// but only if this restore created it (a scratch database used for
+	// verification); an existing database is never dropped. Passed to the
+	// agent as CAIRN_DROP_TARGET_AFTER_CHECKS. NOT DONE YET by the agent.
+	// +optional
+	DropTargetAfterChecks bool `json:"dropTargetAfterChecks,omitempty"`
+
 	// MaxRetries is how many times Kubernetes retries a failed restore (the
 	// Job's backoffLimit). Defaults to 3.
 	// +optional
@@ -204,6 +222,56 @@ type RestoreJobStatus struct {
 	// Attempts counts the restore pods started so far (1 + retries).
 	// +optional
 	Attempts int32 `json:"attempts,omitempty"`
+	// Checks are the results of spec.checks, as the agent reported them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Checks []CheckResult `json:"checks,omitempty"`
+}
+
+// Check is one check run in the restored database: either a SQL query with
+// an expected result, or the restored tables' row counts compared with
+// those the backup recorded.
+// +kubebuilder:validation:XValidation:rule="has(self.sql) != (has(self.rowCountsMatchBackup) && self.rowCountsMatchBackup)",message="check: set exactly one of sql (with equals, atLeast or atMost) or rowCountsMatchBackup: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.sql) || has(self.equals) || has(self.atLeast) || has(self.atMost)",message="check: a sql check needs an expected result: equals, atLeast or atMost"
+type Check struct {
+	// Name of the check, reported in status.checks.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+	// SQL is a read-only query returning one row with one column.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	SQL string `json:"sql,omitempty"`
+	// Equals: the query's value, as text, must equal this.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Equals *string `json:"equals,omitempty"`
+	// AtLeast: the query's value, a number, must be at least this.
+	// +optional
+	AtLeast *int64 `json:"atLeast,omitempty"`
+	// AtMost: the query's value, a number, must be at most this.
+	// +optional
+	AtMost *int64 `json:"atMost,omitempty"`
+	// RowCountsMatchBackup: every restored table has the row count the
+	// backup recorded.
+	// +optional
+	RowCountsMatchBackup bool `json:"rowCountsMatchBackup,omitempty"`
+}
+
+// CheckResult is the outcome of one check.
+type CheckResult struct {
+	// Name of the check (spec.checks[].name).
+	Name string `json:"name"`
+	// Passed is true when the check's expectation held.
+	Passed bool `json:"passed"`
+	// Value is what the query returned, or the row counts compared.
+	// +optional
+	Value string `json:"value,omitempty"`
+	// Message says why a check failed.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // RestoreJob restores one stored backup artifact into a database, once. The

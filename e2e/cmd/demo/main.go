@@ -201,6 +201,8 @@ func readSamples(root string) (*samples, error) {
 				s.backup = o
 			case "RestoreJob":
 				s.restore = o
+			case "ProtectionPlan":
+				continue // README "Protect a database"; the demo does not apply it yet
 			default:
 				return nil, fmt.Errorf("%s: unexpected %s in the samples", f, o.GetKind())
 			}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -26,8 +27,18 @@ const (
 	ComponentValue = "restore"
 )
 
-// ArtifactEnv is the agent's environment variable naming the artifact to restore.
-const ArtifactEnv = "CAIRN_ARTIFACT"
+// The agent's environment variables a restore Job sets besides
+// libs/agentjob's.
+const (
+	// ArtifactEnv names the artifact to restore.
+	ArtifactEnv = "CAIRN_ARTIFACT"
+	// ChecksEnv holds spec.checks as JSON (a list of restorev1.Check),
+	// to run in the target after the restore. Set only when there are checks.
+	ChecksEnv = "CAIRN_CHECKS"
+	// DropTargetEnv is "true" when the agent should drop the target after
+	// the checks, if the restore created it (spec.dropTargetAfterChecks).
+	DropTargetEnv = "CAIRN_DROP_TARGET_AFTER_CHECKS"
+)
 
 // CacheByObject keeps only the operator's own Jobs and Pods in memory.
 func CacheByObject() map[client.Object]cache.ByObject {
@@ -62,7 +73,7 @@ type source struct {
 func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src source, image string) *batchv1.Job {
 	lbls := jobLabels(rj)
 	target := spec.Target
-	return &batchv1.Job{
+	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: rj.Namespace,
 			Name:      rj.JobName(),
@@ -79,6 +90,28 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 			BackoffLimit:          spec.MaxRetries,
 			ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
 		}),
+	}
+	addCheckEnv(job, spec)
+	return job
+}
+
+// addCheckEnv passes spec.checks and spec.dropTargetAfterChecks to the
+// agent container. The agent does not act on them yet (see the API docs).
+func addCheckEnv(job *batchv1.Job, spec *restorev1.RestoreJobSpec) {
+	var env []corev1.EnvVar
+	if len(spec.Checks) > 0 {
+		b, err := json.Marshal(spec.Checks)
+		if err == nil {
+			env = append(env, corev1.EnvVar{Name: ChecksEnv, Value: string(b)})
+		}
+	}
+	if spec.DropTargetAfterChecks {
+		env = append(env, corev1.EnvVar{Name: DropTargetEnv, Value: "true"})
+	}
+	for i := range job.Spec.Template.Spec.Containers {
+		if c := &job.Spec.Template.Spec.Containers[i]; c.Name == agentjob.ContainerName {
+			c.Env = append(c.Env, env...)
+		}
 	}
 }
 

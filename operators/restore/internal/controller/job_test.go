@@ -83,3 +83,44 @@ func TestDescribeSource(t *testing.T) {
 		}
 	}
 }
+
+// Checks and the drop flag reach the agent container as CAIRN_CHECKS (JSON)
+// and CAIRN_DROP_TARGET_AFTER_CHECKS; without them neither is set.
+func TestDesiredJobPassesChecks(t *testing.T) {
+	one := int64(1)
+	rj := &restorev1.RestoreJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "verify"},
+		Spec: restorev1.RestoreJobSpec{
+			Source: restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: "orders-db"}},
+			Target: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "scratch", Port: 5432, Database: "orders_verify",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch-credentials"}},
+			Checks:                []restorev1.Check{{Name: "has-orders", SQL: "select count(*) from orders", AtLeast: &one}},
+			DropTargetAfterChecks: true,
+		},
+	}
+	src := source{Storage: cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}}, CatalogKey: "shop/orders-db",
+		Artifact: cairnv1.Artifact{Path: "a.pgdump.zst"}}
+	envOf := func(rj *restorev1.RestoreJob) map[string]string {
+		spec := *rj.Spec.DeepCopy()
+		spec.SetDefaults()
+		env := map[string]string{}
+		for _, e := range desiredJob(rj, &spec, src, "agent:1").Spec.Template.Spec.Containers[0].Env {
+			env[e.Name] = e.Value
+		}
+		return env
+	}
+	env := envOf(rj)
+	if got, want := env[ChecksEnv], `[{"name":"has-orders","sql":"select count(*) from orders","atLeast":1}]`; got != want {
+		t.Errorf("%s=%s, want %s", ChecksEnv, got, want)
+	}
+	if env[DropTargetEnv] != "true" {
+		t.Errorf("%s=%q, want true", DropTargetEnv, env[DropTargetEnv])
+	}
+	rj.Spec.Checks, rj.Spec.DropTargetAfterChecks = nil, false
+	env = envOf(rj)
+	for _, k := range []string{ChecksEnv, DropTargetEnv} {
+		if _, ok := env[k]; ok {
+			t.Errorf("%s set without checks", k)
+		}
+	}
+}

@@ -1,0 +1,399 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+)
+
+// Phase is the one-word summary of a ProtectionPlan's state. It is a fixed
+// enum: match on these constants, never on free text.
+// +kubebuilder:validation:Enum=Pending;Verifying;Protected;AtRisk;Deleting
+type Phase string
+
+const (
+	// PhasePending: the children are being created, or the database has no
+	// verified backup yet (waiting for the first backup or its first
+	// verification), or the spec cannot be acted on (see the conditions).
+	PhasePending Phase = "Pending"
+	// PhaseVerifying: a verification RestoreJob is restoring a backup into
+	// the scratch database.
+	PhaseVerifying Phase = "Verifying"
+	// PhaseProtected: Ready is True — backups are healthy, the last
+	// verification succeeded and every objective is met.
+	PhaseProtected Phase = "Protected"
+	// PhaseAtRisk: at least one of BackupHealthy, RecoverabilityVerified or
+	// ObjectivesMet is False (e.g. backups fail, a verification failed, the
+	// newest backup is older than the RPO).
+	PhaseAtRisk Phase = "AtRisk"
+	// PhaseDeleting: the plan is being deleted and its children are removed.
+	PhaseDeleting Phase = "Deleting"
+)
+
+// VerificationResult is the outcome of one verification.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed
+type VerificationResult string
+
+const (
+	// VerificationPending: the artifact is chosen; the RestoreJob is being created.
+	VerificationPending VerificationResult = "Pending"
+	// VerificationRunning: the RestoreJob has not finished.
+	VerificationRunning VerificationResult = "Running"
+	// VerificationSucceeded: the artifact restored and every check passed.
+	VerificationSucceeded VerificationResult = "Succeeded"
+	// VerificationFailed: the restore failed, a check failed, or the
+	// RestoreJob was deleted before it finished.
+	VerificationFailed VerificationResult = "Failed"
+)
+
+// Condition types a ProtectionPlan reports besides Ready, Reconciling and
+// Stalled. Ready is True only when all three are True.
+const (
+	// BackupHealthyCondition mirrors the child BackupJob's Ready condition.
+	BackupHealthyCondition = "BackupHealthy"
+	// RecoverabilityVerifiedCondition is True when the newest finished
+	// verification restored its backup and every check passed.
+	RecoverabilityVerifiedCondition = "RecoverabilityVerified"
+	// ObjectivesMetCondition is True when the RPO, the RTO and the
+	// maximum verification age are all met.
+	ObjectivesMetCondition = "ObjectivesMet"
+)
+
+// Condition reasons specific to ProtectionPlan; the shared ones are in
+// cairn.dev/apis/meta/v1.
+const (
+	// BackupJobMissingReason: the child BackupJob does not exist (yet).
+	BackupJobMissingReason = "BackupJobMissing"
+	// NoBackupYetReason: no backup has succeeded yet.
+	NoBackupYetReason = "NoBackupYet"
+	// NoVerificationYetReason: no verification has finished yet.
+	NoVerificationYetReason = "NoVerificationYet"
+	// VerificationRunningReason: a verification RestoreJob is running.
+	VerificationRunningReason = "VerificationRunning"
+	// VerificationSucceededReason: the newest verification succeeded.
+	VerificationSucceededReason = "VerificationSucceeded"
+	// VerificationFailedReason: the newest verification failed.
+	VerificationFailedReason = "VerificationFailed"
+	// ChecksNotReportedReason: the restore succeeded but the checks the
+	// plan asks for were not reported as run; the backup is not counted as
+	// verified.
+	ChecksNotReportedReason = "ChecksNotReported"
+	// ObjectivesMetReason: every objective is met.
+	ObjectivesMetReason = "ObjectivesMet"
+	// ObjectivesViolatedReason: at least one objective is violated; the
+	// message names each.
+	ObjectivesViolatedReason = "ObjectivesViolated"
+	// ObjectivesUnknownReason: no objective is violated, but one cannot be
+	// evaluated yet (no backup or no verification so far).
+	ObjectivesUnknownReason = "ObjectivesNotYetMeasured"
+	// ScratchIsProtectedReason: the scratch database is the protected
+	// database (same server and database name); nothing is restored.
+	ScratchIsProtectedReason = "ScratchIsProtectedDatabase"
+)
+
+// Finalizers, labels and names the orchestrator uses.
+const (
+	// CleanupFinalizer holds a deleted ProtectionPlan until its BackupJob and
+	// verification RestoreJobs are gone. The BackupJob's own deletionPolicy
+	// (the plan's) decides what happens to stored backups.
+	CleanupFinalizer = "platform.cairn.dev/cleanup"
+	// PlanLabel, on every child, holds the name of the owning ProtectionPlan.
+	PlanLabel = "platform.cairn.dev/protectionplan"
+	// MaxNameLength is the longest plan name: verification RestoreJobs are
+	// named <plan>-verify-<n>, and a RestoreJob name is at most 55 characters.
+	MaxNameLength = 40
+)
+
+// ProtectionPlanSpec is the desired protection of one database.
+// +kubebuilder:validation:XValidation:rule="!(self.verification.restoreInto.host.lowerAscii() == self.database.host.lowerAscii() && self.verification.restoreInto.database == self.database.database && (has(self.verification.restoreInto.port) ? self.verification.restoreInto.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="verification.restoreInto: the scratch database is the protected database (same host, port and database name); verification restores into it, so choose another database or server",fieldPath=".verification.restoreInto"
+type ProtectionPlanSpec struct {
+	// Database to protect: it is backed up (spec.backup) and never written to.
+	Database cairnv1.DatabaseRef `json:"database"`
+
+	// TimeZone is the IANA time zone name the backup and verification
+	// schedules are read in, e.g. "Asia/Shanghai". Defaults to "UTC".
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][-+_A-Za-z0-9]*(/[-+_A-Za-z0-9]+)*$`
+	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone: \"Local\" is the operator's zone, not yours; use an IANA name such as \"UTC\" or \"Europe/Berlin\""
+	// +kubebuilder:default="UTC"
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// Backup is the template of the plan's BackupJob (named like the plan).
+	Backup BackupTemplate `json:"backup"`
+
+	// Verification says how often a backup is restored into a scratch
+	// database to prove it restores, where, and what is checked afterwards.
+	Verification VerificationSpec `json:"verification"`
+
+	// Objectives are what "recoverable" means for this database.
+	Objectives Objectives `json:"objectives"`
+
+	// DeletionPolicy is the BackupJob's: Retain (default) keeps the stored
+	// backups when the plan is deleted, Delete removes them.
+	// +optional
+	// +kubebuilder:default=Retain
+	DeletionPolicy backupv1.DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// BackupTemplate is the part of a BackupJob spec the plan lets you set; the
+// database, time zone and deletion policy come from the plan.
+// +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
+type BackupTemplate struct {
+	// Schedule in standard 5-field cron format, read in spec.timeZone, e.g.
+	// "0 2 * * *". Macros such as @daily are accepted.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^\s*(@[a-z]+|\S+(\s+\S+){4})\s*$')`,message="schedule: use 5 fields \"minute hour day-of-month month day-of-week\" (e.g. \"0 2 * * *\") or a macro such as @daily; no seconds field, and no CRON_TZ= prefix (set spec.timeZone)"
+	Schedule string `json:"schedule"`
+	// RetentionDays is how long stored backups are kept. Defaults to 7.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3650
+	// +kubebuilder:default=7
+	RetentionDays int32 `json:"retentionDays,omitempty"`
+	// MaxRetries is how many times Kubernetes retries one failed backup run.
+	// Defaults to 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	// +kubebuilder:default=3
+	MaxRetries *int32 `json:"maxRetries,omitempty"`
+	// ActiveDeadlineSeconds bounds one backup run. Defaults to 3600.
+	// +optional
+	// +kubebuilder:validation:Maximum=604800
+	// +kubebuilder:default=3600
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+	// Suspend stops new backup runs (the RPO keeps counting).
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+	// Storage is where backups are written: exactly one of pvc or s3.
+	Storage cairnv1.StorageSpec `json:"storage"`
+}
+
+// VerificationSpec is the periodic restore test.
+// +kubebuilder:validation:XValidation:rule="has(self.everyNBackups) != has(self.schedule)",message="verification: set exactly one of everyNBackups or schedule"
+type VerificationSpec struct {
+	// EveryNBackups verifies every Nth successful backup (1: every backup).
+	// The first successful backup is always verified at once.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	EveryNBackups *int32 `json:"everyNBackups,omitempty"`
+	// Schedule verifies the newest successful backup on a 5-field cron
+	// schedule read in spec.timeZone. The first successful backup is always
+	// verified at once.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^\s*(@[a-z]+|\S+(\s+\S+){4})\s*$')`,message="verification.schedule: use 5 fields \"minute hour day-of-month month day-of-week\" or a macro such as @weekly; no CRON_TZ= prefix (set spec.timeZone)"
+	Schedule *string `json:"schedule,omitempty"`
+	// RestoreInto is the scratch database a verification restores into: a
+	// database on a named server, of the protected database's engine. It can
+	// never be the protected database.
+	RestoreInto ScratchDatabase `json:"restoreInto"`
+	// Checks run in the scratch database after the restore (SQL with an
+	// expected result, or row counts equal to what the backup recorded); the
+	// backup counts as verified only when every check is reported passed.
+	// Not run yet: see RestoreJob spec.checks.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Checks []restorev1.Check `json:"checks,omitempty"`
+	// TimeoutSeconds bounds one verification restore (its RestoreJob's
+	// activeDeadlineSeconds). Defaults to 3600.
+	// +optional
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=604800
+	// +kubebuilder:default=3600
+	TimeoutSeconds *int64 `json:"timeoutSeconds,omitempty"`
+	// SuccessfulHistoryLimit is how many succeeded verification RestoreJobs
+	// are kept. Defaults to 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
+	SuccessfulHistoryLimit *int32 `json:"successfulHistoryLimit,omitempty"`
+	// FailedHistoryLimit is how many failed verification RestoreJobs are
+	// kept. Defaults to 3.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
+	FailedHistoryLimit *int32 `json:"failedHistoryLimit,omitempty"`
+}
+
+// ScratchDatabase is a database on a named server, used only for verification.
+type ScratchDatabase struct {
+	// Host of the scratch database server, as the restore pods resolve it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+	// Port of the scratch server. Defaults to the engine's (5432, 3306).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+	// Database name to restore into; its contents are replaced by every
+	// verification.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Database string `json:"database"`
+	// CredentialsSecretRef names a Secret with the keys `username` and
+	// `password` of a user of the scratch server.
+	CredentialsSecretRef cairnv1.LocalObjectReference `json:"credentialsSecretRef"`
+}
+
+// Objectives are the plan's recovery objectives.
+type Objectives struct {
+	// RPO (recovery point objective) is the maximum age of the newest
+	// successful backup, e.g. "26h" for a nightly backup.
+	RPO metav1.Duration `json:"rpo"`
+	// RTO (recovery time objective) is the maximum restore duration, as
+	// measured by the newest successful verification.
+	// +optional
+	RTO *metav1.Duration `json:"rto,omitempty"`
+	// MaxVerificationAge is the maximum time since the newest successful
+	// verification finished, e.g. "192h" for weekly verifications.
+	// +optional
+	MaxVerificationAge *metav1.Duration `json:"maxVerificationAge,omitempty"`
+}
+
+// ProtectionPlanStatus is the observed state, written by the orchestrator only.
+type ProtectionPlanStatus struct {
+	// ObservedGeneration is the metadata.generation last acted on. -1 until
+	// the orchestrator has seen the object.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase summarises the state in one word; see the Phase constants.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// Conditions: BackupHealthy, RecoverabilityVerified and ObjectivesMet,
+	// summarised into Ready; Reconciling and Stalled (kstatus).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastBackup is what the plan's BackupJob reports about its runs.
+	// +optional
+	LastBackup *BackupRecord `json:"lastBackup,omitempty"`
+	// BackupsSinceVerification counts the successful backups observed since
+	// the last verification started (for verification.everyNBackups).
+	// +optional
+	BackupsSinceVerification int32 `json:"backupsSinceVerification,omitempty"`
+
+	// Verifications counts the verification RestoreJobs created so far; the
+	// newest is <plan>-verify-<verifications>.
+	// +optional
+	Verifications int32 `json:"verifications,omitempty"`
+	// LastVerification is the newest verification, running or finished.
+	// +optional
+	LastVerification *VerificationRecord `json:"lastVerification,omitempty"`
+	// LastSuccessfulVerification is the newest verification that succeeded.
+	// +optional
+	LastSuccessfulVerification *VerificationRecord `json:"lastSuccessfulVerification,omitempty"`
+	// RecoveryPoint is when the newest verified backup was taken: restoring
+	// now, with proof that it works, recovers the data as of this time.
+	// +optional
+	RecoveryPoint *metav1.Time `json:"recoveryPoint,omitempty"`
+	// RestoreDuration is how long the newest successful verification's
+	// restore took: the measured recovery time, compared with objectives.rto.
+	// +optional
+	RestoreDuration *metav1.Duration `json:"restoreDuration,omitempty"`
+	// NextVerificationTime is when the verification schedule fires next.
+	// +optional
+	NextVerificationTime *metav1.Time `json:"nextVerificationTime,omitempty"`
+}
+
+// BackupRecord summarises the plan's BackupJob.
+type BackupRecord struct {
+	// BackupJob is the name of the plan's BackupJob.
+	BackupJob string `json:"backupJob"`
+	// Time is when the last backup run finished, either result.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// Result of the last finished run.
+	// +optional
+	Result backupv1.RunResult `json:"result,omitempty"`
+	// SuccessfulTime is when the newest successful backup finished.
+	// +optional
+	SuccessfulTime *metav1.Time `json:"successfulTime,omitempty"`
+	// Artifact is the newest successful backup's artifact.
+	// +optional
+	Artifact *cairnv1.Artifact `json:"artifact,omitempty"`
+}
+
+// VerificationRecord is one verification: which backup, how it went.
+type VerificationRecord struct {
+	// RestoreJob is the name of the verification RestoreJob.
+	RestoreJob string `json:"restoreJob"`
+	// Artifact is the backup restored, pinned when the verification was
+	// decided: the RestoreJob names exactly this artifact.
+	Artifact cairnv1.Artifact `json:"artifact"`
+	// BackupTime is when that backup finished (the data's point in time).
+	// +optional
+	BackupTime *metav1.Time `json:"backupTime,omitempty"`
+	// Result of the verification.
+	// +optional
+	Result VerificationResult `json:"result,omitempty"`
+	// StartTime is when the restore started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the restore finished, either result.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// RestoreDuration is CompletionTime - StartTime of a finished restore.
+	// +optional
+	RestoreDuration *metav1.Duration `json:"restoreDuration,omitempty"`
+	// Checks are the results of the checks, when the restore reported them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Checks []restorev1.CheckResult `json:"checks,omitempty"`
+	// Message says how the verification ended, or why it failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ProtectionPlan protects one database: the orchestrator owns its BackupJob
+// and the RestoreJobs that verify its backups restore, and summarises them
+// into BackupHealthy, RecoverabilityVerified and ObjectivesMet, and Ready.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:resource:shortName=pp;plan,categories=cairn
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name: at most 40 characters (verification RestoreJobs are named <name>-verify-<n>)"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="RPO Age",type=date,JSONPath=`.status.lastBackup.successfulTime`,description="Age of the newest successful backup"
+// +kubebuilder:printcolumn:name="Last Verified",type=date,JSONPath=`.status.lastSuccessfulVerification.completionTime`
+// +kubebuilder:printcolumn:name="Recovery Point",type=date,JSONPath=`.status.recoveryPoint`,priority=1
+// +kubebuilder:printcolumn:name="Restore Time",type=string,JSONPath=`.status.restoreDuration`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ProtectionPlan struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired protection.
+	Spec ProtectionPlanSpec `json:"spec"`
+	// Status is the observed state.
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status ProtectionPlanStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ProtectionPlanList is a list of ProtectionPlans.
+type ProtectionPlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProtectionPlan `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProtectionPlan{}, &ProtectionPlanList{})
+}

@@ -1,0 +1,58 @@
+package controller
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/operators/orchestrator/internal/planspec"
+)
+
+// desiredBackupJob is the plan's BackupJob: named like the plan, the plan's
+// database, time zone and deletion policy, and its backup template. spec is
+// the defaulted plan spec, so every field the backup webhook would default
+// is set here and a defaulted child is no drift.
+func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec) *backupv1.BackupJob {
+	b := spec.Backup.DeepCopy()
+	return &backupv1.BackupJob{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: plan.Namespace, Name: plan.Name,
+			Labels: map[string]string{platformv1.PlanLabel: plan.Name},
+		},
+		Spec: backupv1.BackupJobSpec{
+			Database:              spec.Database,
+			Schedule:              b.Schedule,
+			TimeZone:              spec.TimeZone,
+			RetentionDays:         b.RetentionDays,
+			MaxRetries:            b.MaxRetries,
+			ActiveDeadlineSeconds: b.ActiveDeadlineSeconds,
+			Suspend:               b.Suspend,
+			Storage:               b.Storage,
+			DeletionPolicy:        spec.DeletionPolicy,
+		},
+	}
+}
+
+// desiredRestoreJob is the RestoreJob of verification lv: it restores
+// exactly lv's artifact of the plan's BackupJob (pinned by path, never
+// "the newest") into the scratch database, runs the plan's checks there
+// and drops the scratch database afterwards if the restore created it. A
+// RestoreJob's spec is immutable, so it is created once and never updated.
+func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec, lv *platformv1.VerificationRecord) *restorev1.RestoreJob {
+	return &restorev1.RestoreJob{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: plan.Namespace, Name: lv.RestoreJob,
+			Labels: map[string]string{platformv1.PlanLabel: plan.Name},
+		},
+		Spec: restorev1.RestoreJobSpec{
+			Source: restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{
+				Name: plan.Name, Artifact: lv.Artifact.Path,
+			}},
+			Target:                planspec.ScratchTarget(spec),
+			ActiveDeadlineSeconds: spec.Verification.TimeoutSeconds,
+			Checks:                spec.Verification.Checks,
+			DropTargetAfterChecks: true,
+		},
+	}
+}

@@ -1,0 +1,169 @@
+// Package controller reconciles ProtectionPlans: for each it owns one
+// BackupJob (the plan's backups) and the verification RestoreJobs that
+// restore a pinned backup artifact into a scratch database, and summarises
+// them into the conditions BackupHealthy, RecoverabilityVerified and
+// ObjectivesMet, and Ready. It writes child objects and reads their status
+// only: the child operators do the work (no Jobs, no Pods here).
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
+	"cairn.dev/libs/status"
+)
+
+// +kubebuilder:rbac:groups=platform.cairn.dev,resources=protectionplans,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=platform.cairn.dev,resources=protectionplans/status,verbs=patch
+// +kubebuilder:rbac:groups=platform.cairn.dev,resources=protectionplans/finalizers,verbs=update
+// +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=restore.cairn.dev,resources=restorejobs,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// RBAC: the orchestrator writes its children (BackupJobs, RestoreJobs) and
+// reads their status; it never touches Jobs, Pods or Secrets — the child
+// operators check references and run the agent. events.k8s.io Events are
+// the plan's transitions; core Events are leader election's.
+
+// DefaultCleanupDeadline bounds the finalizer's cleanup after a deletion
+// request: removing the children, whose own finalizers may delete stored
+// backups (deletionPolicy Delete).
+const DefaultCleanupDeadline = 10 * time.Minute
+
+// ProtectionPlanReconciler reconciles ProtectionPlans.
+type ProtectionPlanReconciler struct {
+	// Client reads from the cache and writes.
+	Client client.Client
+	// APIReader reads past the cache (a child missing from the cache may
+	// just have been created).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	// Recorder emits an Event for every transition.
+	Recorder events.EventRecorder
+	// Clock tells the time objectives and schedules are evaluated at; nil
+	// is the real clock. Tests set one they control.
+	Clock clock.PassiveClock
+	// CleanupDeadline bounds the finalizer's cleanup after a deletion request.
+	CleanupDeadline time.Duration
+
+	applier  *ownership.Applier
+	skeleton *reconcile.Reconciler[*platformv1.ProtectionPlan, state]
+}
+
+// pass is one reconcile of one ProtectionPlan.
+type pass = reconcile.Pass[*platformv1.ProtectionPlan, state]
+
+// state is what the plan's steps share within one pass.
+type state struct {
+	// spec is the plan's spec with defaults applied.
+	spec platformv1.ProtectionPlanSpec
+	// now is the pass' one reading of the clock.
+	now time.Time
+	// backupJob is the plan's BackupJob as cached, or nil.
+	backupJob *backupv1.BackupJob
+	// nextCheck is the earliest time an objective or a schedule changes
+	// the plan's state without any event: the pass requeues at it.
+	nextCheck time.Time
+}
+
+// SetupWithManager registers the controller with mgr.
+func (r *ProtectionPlanReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.CleanupDeadline <= 0 {
+		r.CleanupDeadline = DefaultCleanupDeadline
+	}
+	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
+	r.skeleton = &reconcile.Reconciler[*platformv1.ProtectionPlan, state]{
+		Kind:     "ProtectionPlan",
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		New:      func() *platformv1.ProtectionPlan { return &platformv1.ProtectionPlan{} },
+		Finalizer: &finalizer.Finalizer{Name: platformv1.CleanupFinalizer, Deadline: r.CleanupDeadline,
+			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder},
+		Steps: []reconcile.Step[*platformv1.ProtectionPlan, state]{
+			{Name: "prepare", Run: r.prepare},
+			{Name: "backup", Run: r.ensureBackup},
+			{Name: "verification", Run: r.verification},
+			{Name: "history", Run: r.pruneHistory},
+			{Name: "summarise", Run: r.summarise},
+		},
+		Cleanup:    r.cleanup,
+		Deleting:   deleting,
+		Transition: transition,
+		Observe:    observe,
+		Forget:     forget,
+	}
+	// Owns maps a child's events (its status included: that is what the
+	// plan summarises) to exactly its one controller.
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("protectionplan").
+		For(&platformv1.ProtectionPlan{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
+		Owns(&backupv1.BackupJob{}).
+		Owns(&restorev1.RestoreJob{}).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile runs one pass of the skeleton (libs/reconcile) with the plan's steps.
+func (r *ProtectionPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.skeleton.Reconcile(ctx, req)
+}
+
+// cleanup is the finalizer's work: delete the plan's children and wait
+// until they are gone. The BackupJob's own finalizer applies its
+// deletionPolicy (the plan's) to the stored backups. Garbage collection
+// would delete the children too; doing it here makes "deleted" mean
+// "nothing left" and lets the deadline report what stayed behind.
+func (r *ProtectionPlanReconciler) cleanup(p *pass) finalizer.Cleanup {
+	plan := p.Obj
+	return finalizer.Cleanup{
+		Run: func(ctx context.Context) (bool, error) { return r.deleteChildren(ctx, plan) },
+		LeftBehind: func(context.Context) string {
+			return fmt.Sprintf("BackupJob %s/%s and RestoreJobs labelled %s=%s, if they still exist",
+				plan.Namespace, plan.Name, platformv1.PlanLabel, plan.Name)
+		},
+	}
+}
+
+// deleteChildren deletes every BackupJob and RestoreJob plan controls and
+// reports whether none is left.
+func (r *ProtectionPlanReconciler) deleteChildren(ctx context.Context, plan *platformv1.ProtectionPlan) (bool, error) {
+	return ownership.DeleteChildren(ctx, r.Client, plan, ownership.Children{
+		Kinds:      []client.ObjectList{&backupv1.BackupJobList{}, &restorev1.RestoreJobList{}},
+		Controlled: true,
+	})
+}
+
+// deleteChild deletes obj (this UID only) unless its deletion is under way.
+func (r *ProtectionPlanReconciler) deleteChild(ctx context.Context, obj client.Object) error {
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	uid := obj.GetUID()
+	err := r.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground),
+		client.Preconditions{UID: &uid})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err)
+	}
+	return nil
+}

@@ -1,0 +1,443 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
+	"cairn.dev/libs/schedule"
+	"cairn.dev/operators/orchestrator/internal/planspec"
+)
+
+// prepare reads the clock once, applies defaults and validates the spec:
+// an invalid spec or a scratch database that is the protected one stalls
+// the plan before any child is touched.
+func (r *ProtectionPlanReconciler) prepare(_ context.Context, p *pass) error {
+	plan := p.Obj
+	p.State.now = r.Clock.Now()
+	p.State.spec = *plan.Spec.DeepCopy()
+	planspec.SetDefaults(&p.State.spec)
+	if plan.Status.Phase == "" {
+		plan.Status.Phase = platformv1.PhasePending
+	}
+	if ferr := planspec.ScratchError(&p.State.spec, field.NewPath("spec", "verification", "restoreInto")); ferr != nil {
+		plan.Status.Phase = platformv1.PhasePending
+		return reconcile.Stalled(platformv1.ScratchIsProtectedReason, "%s", ferr.Error())
+	}
+	errs := planspec.ValidateName(plan.Name)
+	errs = append(errs, planspec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
+	if len(errs) > 0 {
+		plan.Status.Phase = platformv1.PhasePending
+		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())
+	}
+	return nil
+}
+
+// ensureBackup creates the plan's BackupJob, or reverts it to the plan's
+// template, and records what it reports.
+func (r *ProtectionPlanReconciler) ensureBackup(ctx context.Context, p *pass) error {
+	log := ctrl.LoggerFrom(ctx)
+	plan := p.Obj
+	desired := desiredBackupJob(plan, &p.State.spec)
+	op, err := r.applier.Ensure(ctx, plan, desired)
+	var nc *ownership.NotControlledError
+	switch {
+	case errors.As(err, &nc):
+		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
+	case apierrors.IsAlreadyExists(err):
+		log.V(1).Info("BackupJob exists but is not cached yet", "BackupJob", desired.Name)
+		p.RequeueAfter(time.Second)
+	case err != nil:
+		return fmt.Errorf("ensuring BackupJob %s: %w", desired.Name, err)
+	case op != ownership.Unchanged:
+		log.Info("BackupJob ensured", "BackupJob", desired.Name, "op", op)
+	}
+	bj := &backupv1.BackupJob{}
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(desired), bj)
+	switch {
+	case apierrors.IsNotFound(err):
+		bj = nil
+		p.RequeueAfter(time.Second) // just created: the cache catches up
+	case err != nil:
+		return fmt.Errorf("reading BackupJob %s: %w", desired.Name, err)
+	}
+	p.State.backupJob = bj
+	observeBackup(plan, bj)
+	return nil
+}
+
+// observeBackup records the BackupJob's runs in status.lastBackup, counts
+// new successful backups, and mirrors its Ready condition into
+// BackupHealthy.
+func observeBackup(plan *platformv1.ProtectionPlan, bj *backupv1.BackupJob) {
+	rec := plan.Status.LastBackup
+	if rec == nil {
+		rec = &platformv1.BackupRecord{}
+	}
+	rec.BackupJob = plan.Name
+	plan.Status.LastBackup = rec
+	if bj == nil {
+		conditions.Set(plan, platformv1.BackupHealthyCondition, metav1.ConditionUnknown,
+			platformv1.BackupJobMissingReason, fmt.Sprintf("BackupJob %s is being created", plan.Name))
+		return
+	}
+	rec.Time = bj.Status.LastBackupTime.DeepCopy()
+	rec.Result = bj.Status.LastResult
+	if s := bj.Status.LastSuccessfulTime; s != nil && bj.Status.LastArtifact != nil &&
+		(rec.SuccessfulTime == nil || s.After(rec.SuccessfulTime.Time)) {
+		// A new successful backup: its time and artifact are read together.
+		rec.SuccessfulTime = s.DeepCopy()
+		a := *bj.Status.LastArtifact
+		rec.Artifact = &a
+		plan.Status.BackupsSinceVerification++
+	}
+	// Cluster API's mirror: a child that has not reported Ready for its
+	// current generation is Unknown, never taken as Ready.
+	conditions.SetMirror(plan, bj, cairnv1.ReadyCondition, platformv1.BackupHealthyCondition)
+}
+
+// verification follows the running verification, starts a new one when it
+// is due, and sets RecoverabilityVerified.
+func (r *ProtectionPlanReconciler) verification(ctx context.Context, p *pass) error {
+	plan := p.Obj
+	if lv := plan.Status.LastVerification; lv != nil && !finished(lv.Result) {
+		if err := r.follow(ctx, p, lv); err != nil {
+			return err
+		}
+	}
+	if due, why := r.due(p); due {
+		if err := r.start(ctx, p, why); err != nil {
+			return err
+		}
+	}
+	setRecoverability(plan)
+	return nil
+}
+
+func finished(r platformv1.VerificationResult) bool {
+	return r == platformv1.VerificationSucceeded || r == platformv1.VerificationFailed
+}
+
+// due says whether a new verification should start now, and why.
+func (r *ProtectionPlanReconciler) due(p *pass) (bool, string) {
+	plan, spec := p.Obj, &p.State.spec
+	lb, lv := plan.Status.LastBackup, plan.Status.LastVerification
+	if p.State.backupJob == nil || lb == nil || lb.Artifact == nil {
+		return false, ""
+	}
+	switch {
+	case lv == nil:
+		return true, "the first successful backup"
+	case !finished(lv.Result):
+		return false, ""
+	case spec.Verification.EveryNBackups != nil:
+		n := *spec.Verification.EveryNBackups
+		if plan.Status.BackupsSinceVerification >= n {
+			return true, fmt.Sprintf("%d successful backup(s) since the last verification (everyNBackups %d)", plan.Status.BackupsSinceVerification, n)
+		}
+		return false, ""
+	case spec.Verification.Schedule != nil:
+		sched, err := schedule.Parse(*spec.Verification.Schedule, spec.TimeZone)
+		if err != nil {
+			return false, "" // validated in prepare
+		}
+		anchor := plan.CreationTimestamp.Time
+		switch {
+		case lv.StartTime != nil:
+			anchor = lv.StartTime.Time
+		case lv.CompletionTime != nil:
+			anchor = lv.CompletionTime.Time
+		}
+		next := sched.Next(anchor)
+		plan.Status.NextVerificationTime = &metav1.Time{Time: next}
+		if !p.State.now.Before(next) {
+			return true, fmt.Sprintf("the verification schedule %q fired at %s", *spec.Verification.Schedule, next.In(sched.Location()).Format(time.RFC3339))
+		}
+		p.State.checkAt(next)
+	}
+	return false, ""
+}
+
+// start pins the newest successful backup's artifact, records the new
+// verification in status (a checkpoint: a retry or a restart creates this
+// RestoreJob for this artifact, never for a newer one) and creates its
+// RestoreJob.
+func (r *ProtectionPlanReconciler) start(ctx context.Context, p *pass, why string) error {
+	plan := p.Obj
+	if err := r.checkScratch(p); err != nil {
+		return err
+	}
+	n := plan.Status.Verifications + 1
+	lb := plan.Status.LastBackup
+	lv := &platformv1.VerificationRecord{
+		RestoreJob: fmt.Sprintf("%s-verify-%d", plan.Name, n),
+		Artifact:   *lb.Artifact,
+		BackupTime: lb.SuccessfulTime.DeepCopy(),
+		Result:     platformv1.VerificationPending,
+		Message:    "verifying after " + why,
+	}
+	plan.Status.Verifications = n
+	plan.Status.LastVerification = lv
+	plan.Status.BackupsSinceVerification = 0
+	if err := p.Checkpoint(ctx); err != nil {
+		return fmt.Errorf("recording verification %s: %w", lv.RestoreJob, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("verification decided", "RestoreJob", lv.RestoreJob, "artifact", lv.Artifact.Path, "why", why)
+	return r.createRestoreJob(ctx, p, plan.Status.LastVerification)
+}
+
+// checkScratch re-checks, before a verification runs, that the scratch
+// database is neither the plan's database nor the database the BackupJob
+// actually backs up.
+func (r *ProtectionPlanReconciler) checkScratch(p *pass) error {
+	target := planspec.ScratchTarget(&p.State.spec)
+	dbs := []cairnv1.DatabaseRef{p.State.spec.Database}
+	if bj := p.State.backupJob; bj != nil {
+		dbs = append(dbs, bj.Spec.Database)
+	}
+	for _, db := range dbs {
+		if planspec.SameDatabase(db, target) {
+			return reconcile.Stalled(platformv1.ScratchIsProtectedReason,
+				"the scratch database %s is the protected database; nothing is restored: change spec.verification.restoreInto", planspec.Describe(target))
+		}
+	}
+	return nil
+}
+
+// createRestoreJob creates the RestoreJob of verification lv.
+func (r *ProtectionPlanReconciler) createRestoreJob(ctx context.Context, p *pass, lv *platformv1.VerificationRecord) error {
+	if err := r.checkScratch(p); err != nil {
+		return err
+	}
+	desired := desiredRestoreJob(p.Obj, &p.State.spec, lv)
+	_, err := r.applier.Ensure(ctx, p.Obj, desired)
+	var nc *ownership.NotControlledError
+	switch {
+	case errors.As(err, &nc):
+		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
+	case apierrors.IsAlreadyExists(err):
+		// Ours, created by an earlier pass; the cache has not seen it yet.
+		p.RequeueAfter(time.Second)
+		return nil
+	case err != nil:
+		return fmt.Errorf("creating RestoreJob %s: %w", desired.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("verification RestoreJob created", "RestoreJob", desired.Name, "artifact", lv.Artifact.Path)
+	lv.Result = platformv1.VerificationRunning
+	return nil
+}
+
+// follow reads the running verification's RestoreJob into lv.
+func (r *ProtectionPlanReconciler) follow(ctx context.Context, p *pass, lv *platformv1.VerificationRecord) error {
+	plan := p.Obj
+	rj := &restorev1.RestoreJob{}
+	key := client.ObjectKey{Namespace: plan.Namespace, Name: lv.RestoreJob}
+	err := r.Client.Get(ctx, key, rj)
+	switch {
+	case apierrors.IsNotFound(err) && lv.Result == platformv1.VerificationPending:
+		return r.createRestoreJob(ctx, p, lv)
+	case apierrors.IsNotFound(err):
+		if lerr := r.APIReader.Get(ctx, key, rj); lerr == nil {
+			p.RequeueAfter(time.Second) // the cache lags
+			return nil
+		} else if !apierrors.IsNotFound(lerr) {
+			return fmt.Errorf("reading RestoreJob %s: %w", lv.RestoreJob, lerr)
+		}
+		finish(lv, platformv1.VerificationFailed, p.State.now,
+			fmt.Sprintf("RestoreJob %s was deleted before it finished", lv.RestoreJob))
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading RestoreJob %s: %w", lv.RestoreJob, err)
+	}
+	if !metav1.IsControlledBy(rj, plan) {
+		return reconcile.Stalled(cairnv1.NotControlledReason, "%s",
+			(&ownership.NotControlledError{Kind: "RestoreJob", Key: key}).Error())
+	}
+	readRestoreJob(lv, rj, &p.State.spec, p.State.now)
+	return nil
+}
+
+// readRestoreJob sets lv from the RestoreJob's status.
+func readRestoreJob(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob, spec *platformv1.ProtectionPlanSpec, now time.Time) {
+	lv.StartTime = rj.Status.StartTime.DeepCopy()
+	ready := conditions.Get(rj, cairnv1.ReadyCondition)
+	msg := ""
+	if ready != nil {
+		msg = ready.Message
+	}
+	switch rj.Status.Phase {
+	case restorev1.PhaseSucceeded:
+		lv.CompletionTime = rj.Status.CompletionTime.DeepCopy()
+		if lv.StartTime != nil && lv.CompletionTime != nil {
+			lv.RestoreDuration = &metav1.Duration{Duration: lv.CompletionTime.Sub(lv.StartTime.Time).Round(time.Second)}
+		}
+		if names := checkNames(spec); len(names) > 0 {
+			if failed, ok := checkResults(lv, rj, names); !ok {
+				// The restore did not report the checks (the agent does not
+				// run them yet): a restore alone does not prove what the
+				// plan asks for.
+				finish(lv, platformv1.VerificationFailed, now, fmt.Sprintf(
+					"the restore succeeded (%s), but checks %s were not run: RestoreJob %s reported no results for them, so the backup is not counted as verified",
+					msg, strings.Join(names, ", "), rj.Name))
+				return
+			} else if len(failed) > 0 {
+				finish(lv, platformv1.VerificationFailed, now, "the restore succeeded, but checks failed: "+strings.Join(failed, "; "))
+				return
+			}
+			msg += "; checks passed: " + strings.Join(names, ", ")
+		}
+		finish(lv, platformv1.VerificationSucceeded, now, msg)
+	case restorev1.PhaseFailed:
+		lv.CompletionTime = rj.Status.CompletionTime.DeepCopy()
+		finish(lv, platformv1.VerificationFailed, now, msg)
+	default:
+		if conditions.IsTrue(rj, cairnv1.StalledCondition) {
+			finish(lv, platformv1.VerificationFailed, now, fmt.Sprintf("RestoreJob %s cannot start: %s", rj.Name, msg))
+			return
+		}
+		lv.Result = platformv1.VerificationRunning
+		if msg != "" {
+			lv.Message = msg
+		}
+	}
+}
+
+// checkResults copies the RestoreJob's check results into lv. ok is false
+// when a check in names has no result; failed describes each failed check.
+func checkResults(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob, names []string) (failed []string, ok bool) {
+	byName := map[string]restorev1.CheckResult{}
+	for _, r := range rj.Status.Checks {
+		byName[r.Name] = r
+	}
+	lv.Checks = nil
+	for _, n := range names {
+		r, found := byName[n]
+		if !found {
+			return nil, false
+		}
+		lv.Checks = append(lv.Checks, r)
+		if !r.Passed {
+			failed = append(failed, fmt.Sprintf("%s (value %q: %s)", n, r.Value, r.Message))
+		}
+	}
+	return failed, true
+}
+
+func checkNames(spec *platformv1.ProtectionPlanSpec) []string {
+	var names []string
+	for _, c := range spec.Verification.Checks {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// finish ends verification lv with result and message.
+func finish(lv *platformv1.VerificationRecord, result platformv1.VerificationResult, now time.Time, msg string) {
+	lv.Result = result
+	lv.Message = msg
+	if lv.CompletionTime == nil {
+		lv.CompletionTime = &metav1.Time{Time: now}
+	}
+}
+
+// setRecoverability sets RecoverabilityVerified from the newest finished
+// verification, and records a success as the recovery point.
+func setRecoverability(plan *platformv1.ProtectionPlan) {
+	lv := plan.Status.LastVerification
+	typ := platformv1.RecoverabilityVerifiedCondition
+	switch {
+	case lv == nil && (plan.Status.LastBackup == nil || plan.Status.LastBackup.Artifact == nil):
+		conditions.Set(plan, typ, metav1.ConditionUnknown, platformv1.NoVerificationYetReason,
+			"waiting for the first successful backup to verify")
+	case lv == nil:
+		conditions.Set(plan, typ, metav1.ConditionUnknown, platformv1.NoVerificationYetReason,
+			"the first verification is being created")
+	case !finished(lv.Result):
+		// The newest finished verification's result stands meanwhile.
+		if conditions.Get(plan, typ) == nil || conditions.Get(plan, typ).Reason == platformv1.NoVerificationYetReason {
+			conditions.Set(plan, typ, metav1.ConditionUnknown, platformv1.VerificationRunningReason,
+				fmt.Sprintf("RestoreJob %s is restoring %s", lv.RestoreJob, lv.Artifact.Path))
+		}
+	case lv.Result == platformv1.VerificationSucceeded:
+		if s := plan.Status.LastSuccessfulVerification; s == nil || s.RestoreJob != lv.RestoreJob {
+			plan.Status.LastSuccessfulVerification = lv.DeepCopy()
+			if lv.BackupTime != nil && (plan.Status.RecoveryPoint == nil || lv.BackupTime.After(plan.Status.RecoveryPoint.Time)) {
+				plan.Status.RecoveryPoint = lv.BackupTime.DeepCopy()
+			}
+			plan.Status.RestoreDuration = lv.RestoreDuration.DeepCopy()
+		}
+		msg := fmt.Sprintf("backup %s restored (RestoreJob %s)", lv.Artifact.Path, lv.RestoreJob)
+		if lv.RestoreDuration != nil {
+			msg += " in " + lv.RestoreDuration.Duration.String()
+		}
+		conditions.Set(plan, typ, metav1.ConditionTrue, platformv1.VerificationSucceededReason, msg)
+	default:
+		conditions.Set(plan, typ, metav1.ConditionFalse, platformv1.VerificationFailedReason,
+			fmt.Sprintf("verification of backup %s failed (RestoreJob %s): %s", lv.Artifact.Path, lv.RestoreJob, lv.Message))
+	}
+}
+
+// pruneHistory deletes the oldest finished verification RestoreJobs beyond
+// the history limits.
+func (r *ProtectionPlanReconciler) pruneHistory(ctx context.Context, p *pass) error {
+	plan, v := p.Obj, &p.State.spec.Verification
+	list := &restorev1.RestoreJobList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(plan.Namespace),
+		client.MatchingLabels{platformv1.PlanLabel: plan.Name}); err != nil {
+		return fmt.Errorf("listing verification RestoreJobs: %w", err)
+	}
+	var succeeded, failed []*restorev1.RestoreJob
+	for i := range list.Items {
+		rj := &list.Items[i]
+		if !metav1.IsControlledBy(rj, plan) || !rj.DeletionTimestamp.IsZero() {
+			continue
+		}
+		switch rj.Status.Phase {
+		case restorev1.PhaseSucceeded:
+			succeeded = append(succeeded, rj)
+		case restorev1.PhaseFailed:
+			failed = append(failed, rj)
+		}
+	}
+	for _, set := range []struct {
+		jobs  []*restorev1.RestoreJob
+		limit int32
+	}{{succeeded, *v.SuccessfulHistoryLimit}, {failed, *v.FailedHistoryLimit}} {
+		// Newest first, by the sequence number in the name.
+		slices.SortFunc(set.jobs, func(a, b *restorev1.RestoreJob) int { return sequence(b.Name) - sequence(a.Name) })
+		for i, rj := range set.jobs {
+			if int32(i) < set.limit {
+				continue
+			}
+			if err := r.deleteChild(ctx, rj); err != nil {
+				return err
+			}
+			ctrl.LoggerFrom(ctx).Info("deleted old verification RestoreJob", "RestoreJob", rj.Name, "phase", rj.Status.Phase)
+		}
+	}
+	return nil
+}
+
+// sequence is n of a RestoreJob named <plan>-verify-<n>.
+func sequence(name string) int {
+	i := strings.LastIndex(name, "-")
+	n, _ := strconv.Atoi(name[i+1:])
+	return n
+}

@@ -1,0 +1,105 @@
+package planspec
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+)
+
+func TestSameDatabase(t *testing.T) {
+	db := func(engine cairnv1.DatabaseEngine, host string, port int32, name string) cairnv1.DatabaseRef {
+		return cairnv1.DatabaseRef{Engine: engine, Host: host, Port: port, Database: name}
+	}
+	pg := cairnv1.PostgresEngine
+	for _, tc := range []struct {
+		name string
+		a, b cairnv1.DatabaseRef
+		same bool
+	}{
+		{"identical", db(pg, "db.svc", 5432, "orders"), db(pg, "db.svc", 5432, "orders"), true},
+		{"default port", db(pg, "db.svc", 0, "orders"), db(pg, "db.svc", 5432, "orders"), true},
+		{"host case and trailing dot", db(pg, "DB.svc.", 0, "orders"), db(pg, "db.svc", 0, "orders"), true},
+		{"other database", db(pg, "db.svc", 0, "orders"), db(pg, "db.svc", 0, "orders_verify"), false},
+		{"database name case matters", db(pg, "db.svc", 0, "orders"), db(pg, "db.svc", 0, "Orders"), false},
+		{"other port", db(pg, "db.svc", 5432, "orders"), db(pg, "db.svc", 5433, "orders"), false},
+		{"other server", db(pg, "db.svc", 0, "orders"), db(pg, "scratch.svc", 0, "orders"), false},
+		{"mysql default port", db(cairnv1.MySQLEngine, "db", 0, "o"), db(cairnv1.MySQLEngine, "db", 3306, "o"), true},
+	} {
+		if got := SameDatabase(tc.a, tc.b); got != tc.same {
+			t.Errorf("%s: SameDatabase = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+}
+
+func validSpec() platformv1.ProtectionPlanSpec {
+	n := int32(3)
+	s := platformv1.ProtectionPlanSpec{
+		Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "db.svc", Database: "orders",
+			CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "creds"}},
+		Backup: platformv1.BackupTemplate{Schedule: "0 2 * * *",
+			Storage: cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}}},
+		Verification: platformv1.VerificationSpec{EveryNBackups: &n, RestoreInto: platformv1.ScratchDatabase{
+			Host: "db.svc", Database: "orders_verify", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "creds"}}},
+		Objectives: platformv1.Objectives{RPO: metav1.Duration{Duration: 26 * time.Hour}},
+	}
+	SetDefaults(&s)
+	return s
+}
+
+func TestValidateSpec(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*platformv1.ProtectionPlanSpec)
+		want   string // "" means valid
+	}{
+		{"valid", func(*platformv1.ProtectionPlanSpec) {}, ""},
+		{"scratch is protected", func(s *platformv1.ProtectionPlanSpec) { s.Verification.RestoreInto.Database = "orders" }, "spec.verification.restoreInto: Forbidden"},
+		{"bad cron", func(s *platformv1.ProtectionPlanSpec) { s.Backup.Schedule = "0 25 * * *" }, "spec.backup.schedule"},
+		{"bad verification cron", func(s *platformv1.ProtectionPlanSpec) {
+			s.Verification.EveryNBackups = nil
+			s.Verification.Schedule = new("every sunday")
+		}, "spec.verification.schedule"},
+		{"neither mode", func(s *platformv1.ProtectionPlanSpec) { s.Verification.EveryNBackups = nil }, "spec.verification: Required"},
+		{"unknown zone", func(s *platformv1.ProtectionPlanSpec) { s.TimeZone = "Europe/Atlantis" }, "spec.timeZone"},
+		{"short rpo", func(s *platformv1.ProtectionPlanSpec) { s.Objectives.RPO.Duration = time.Second }, "spec.objectives.rpo"},
+		{"duplicate checks", func(s *platformv1.ProtectionPlanSpec) {
+			one := int64(1)
+			s.Verification.Checks = []restorev1.Check{{Name: "a", SQL: "select 1", AtLeast: &one}, {Name: "a", RowCountsMatchBackup: true}}
+		}, "Duplicate value"},
+		{"both storages", func(s *platformv1.ProtectionPlanSpec) {
+			s.Backup.Storage.S3 = &cairnv1.S3Storage{Endpoint: "s3.example.com", Bucket: "b", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}
+		}, "spec.backup.storage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSpec()
+			tc.mutate(&s)
+			err := ValidateSpec(&s, field.NewPath("spec")).ToAggregate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetDefaultsKeepsWhatIsSet(t *testing.T) {
+	s := validSpec()
+	if s.TimeZone != "UTC" || s.Database.Port != 5432 || s.Verification.RestoreInto.Port != 5432 ||
+		*s.Verification.TimeoutSeconds != 3600 || s.Backup.RetentionDays != 7 || s.DeletionPolicy != "Retain" {
+		t.Fatalf("defaults not applied: %+v", s)
+	}
+	s.TimeZone, s.Backup.RetentionDays = "Asia/Shanghai", 30
+	SetDefaults(&s)
+	if s.TimeZone != "Asia/Shanghai" || s.Backup.RetentionDays != 30 {
+		t.Fatalf("a set field was changed: %+v", s)
+	}
+}

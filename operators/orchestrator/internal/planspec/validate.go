@@ -1,0 +1,124 @@
+package planspec
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/libs/schedule"
+	"cairn.dev/libs/validation"
+)
+
+// Kind names the kind in messages.
+const Kind = "ProtectionPlan"
+
+// ValidateName checks a plan's metadata.name.
+func ValidateName(name string) field.ErrorList {
+	if len(name) > platformv1.MaxNameLength {
+		return field.ErrorList{field.TooLong(field.NewPath("metadata", "name"), name, platformv1.MaxNameLength)}
+	}
+	return nil
+}
+
+// ValidateSpec checks a (defaulted) plan spec; fldPath is the path of the
+// spec. Every message names the field and says how to fix it.
+func ValidateSpec(spec *platformv1.ProtectionPlanSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validation.Database(&spec.Database, fldPath.Child("database"), Kind)...)
+	if _, err := schedule.LoadLocation(spec.TimeZone); err != nil {
+		errs = append(errs, field.Invalid(fldPath.Child("timeZone"), spec.TimeZone, err.Error()))
+	}
+	bp := fldPath.Child("backup")
+	if _, err := schedule.Parse(spec.Backup.Schedule, spec.TimeZone); err != nil {
+		errs = append(errs, field.Invalid(bp.Child("schedule"), spec.Backup.Schedule, err.Error()))
+	}
+	errs = append(errs, validation.Storage(&spec.Backup.Storage, bp.Child("storage"), Kind)...)
+
+	vp := fldPath.Child("verification")
+	v := &spec.Verification
+	switch {
+	case v.EveryNBackups != nil && v.Schedule != nil:
+		errs = append(errs, field.Forbidden(vp, "set exactly one of everyNBackups or schedule, not both"))
+	case v.EveryNBackups == nil && v.Schedule == nil:
+		errs = append(errs, field.Required(vp, "set how often to verify: everyNBackups (e.g. 7) or schedule (e.g. \"0 4 * * 0\")"))
+	case v.EveryNBackups != nil && *v.EveryNBackups < 1:
+		errs = append(errs, field.Invalid(vp.Child("everyNBackups"), *v.EveryNBackups, "must be at least 1 (1 verifies every backup)"))
+	case v.Schedule != nil:
+		if _, err := schedule.Parse(*v.Schedule, spec.TimeZone); err != nil {
+			errs = append(errs, field.Invalid(vp.Child("schedule"), *v.Schedule, err.Error()))
+		}
+	}
+	target := ScratchTarget(spec)
+	errs = append(errs, validation.Database(&target, vp.Child("restoreInto"), Kind)...)
+	if ferr := ScratchError(spec, vp.Child("restoreInto")); ferr != nil {
+		errs = append(errs, ferr)
+	}
+	seen := map[string]bool{}
+	for i, c := range v.Checks {
+		cp := vp.Child("checks").Index(i)
+		if seen[c.Name] {
+			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
+		}
+		seen[c.Name] = true
+		hasSQL := strings.TrimSpace(c.SQL) != ""
+		switch {
+		case hasSQL == c.RowCountsMatchBackup:
+			errs = append(errs, field.Invalid(cp, c.Name, "set exactly one of sql (with equals, atLeast or atMost) or rowCountsMatchBackup: true"))
+		case hasSQL && c.Equals == nil && c.AtLeast == nil && c.AtMost == nil:
+			errs = append(errs, field.Required(cp.Child("equals"), "a sql check needs an expected result: equals, atLeast or atMost"))
+		}
+	}
+
+	op := fldPath.Child("objectives")
+	o := &spec.Objectives
+	errs = append(errs, positive(o.RPO.Duration, op.Child("rpo"), "e.g. \"26h\" for a nightly backup")...)
+	if o.RTO != nil {
+		errs = append(errs, positive(o.RTO.Duration, op.Child("rto"), "e.g. \"1h\"")...)
+	}
+	if o.MaxVerificationAge != nil {
+		errs = append(errs, positive(o.MaxVerificationAge.Duration, op.Child("maxVerificationAge"), "e.g. \"192h\" for weekly verifications")...)
+	}
+	return errs
+}
+
+func positive(d time.Duration, p *field.Path, example string) field.ErrorList {
+	if d < time.Minute {
+		return field.ErrorList{field.Invalid(p, d.String(), "must be at least one minute, "+example)}
+	}
+	return nil
+}
+
+// ScratchError refuses a scratch database that is the protected database:
+// same host (case-insensitive), port and database name. p is the path of
+// restoreInto.
+func ScratchError(spec *platformv1.ProtectionPlanSpec, p *field.Path) *field.Error {
+	if !SameDatabase(spec.Database, ScratchTarget(spec)) {
+		return nil
+	}
+	return field.Forbidden(p, fmt.Sprintf(
+		"the scratch database %s is the protected database: every verification replaces its contents; choose another database name or server",
+		Describe(ScratchTarget(spec))))
+}
+
+// SameDatabase reports whether a and b name the same database on the same
+// server (ports defaulted by engine).
+func SameDatabase(a, b cairnv1.DatabaseRef) bool {
+	pa, pb := a.Port, b.Port
+	if pa == 0 {
+		pa = DefaultPort(a.Engine)
+	}
+	if pb == 0 {
+		pb = DefaultPort(b.Engine)
+	}
+	return strings.EqualFold(strings.TrimSuffix(a.Host, "."), strings.TrimSuffix(b.Host, ".")) &&
+		pa == pb && a.Database == b.Database
+}
+
+// Describe names a database in messages: "orders on orders-db.shop.svc:5432".
+func Describe(db cairnv1.DatabaseRef) string {
+	return fmt.Sprintf("%s on %s:%d", db.Database, db.Host, db.Port)
+}

@@ -1,0 +1,39 @@
+// Package webhook holds the orchestrator's admission webhooks for
+// ProtectionPlan: defaulting (Defaulter) and validation (Validator). Setup
+// registers both with a manager's webhook server.
+//
+// Both are called on create and update: a plan's spec may change (a new
+// schedule, other objectives). Deletion is never refused, and the
+// finalizer is added on create only, so a plan stays deletable while the
+// orchestrator is down.
+package webhook
+
+import (
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	platformv1 "cairn.dev/apis/platform/v1"
+)
+
+// Paths the webhook server serves; they match the markers below and the
+// generated manifests in deploy/orchestrator/webhook/generated.
+const (
+	MutatePath   = "/mutate-platform-cairn-dev-v1-protectionplan"
+	ValidatePath = "/validate-platform-cairn-dev-v1-protectionplan"
+)
+
+// +kubebuilder:webhook:path=/mutate-platform-cairn-dev-v1-protectionplan,mutating=true,failurePolicy=fail,sideEffects=None,groups=platform.cairn.dev,resources=protectionplans,verbs=create;update,versions=v1,name=mprotectionplan.cairn.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-platform-cairn-dev-v1-protectionplan,mutating=false,failurePolicy=fail,sideEffects=None,groups=platform.cairn.dev,resources=protectionplans,verbs=create;update,versions=v1,name=vprotectionplan.cairn.dev,admissionReviewVersions=v1
+
+// Setup registers the ProtectionPlan defaulting and validating webhooks
+// with mgr's webhook server.
+func Setup(mgr ctrl.Manager) error {
+	if gvk := platformv1.GroupVersion.WithKind("ProtectionPlan"); !mgr.GetScheme().Recognizes(gvk) {
+		return fmt.Errorf("webhook: the manager's scheme has no %s; add it with its package's AddToScheme", gvk)
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &platformv1.ProtectionPlan{}).
+		WithDefaulter(&Defaulter{}).
+		WithValidator(&Validator{}).
+		Complete()
+}
