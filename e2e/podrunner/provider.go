@@ -111,24 +111,35 @@ func (p *provider) run(st *podState) {
 		return
 	}
 	p.mu.Lock()
-	if st.deleted {
-		p.mu.Unlock()
+	deleted := st.deleted
+	p.mu.Unlock()
+	if deleted {
 		p.finish(st, nil)
 		return
 	}
+	// Start without the lock: creating a container can take a while, and
+	// the other pods' status must not wait for it.
 	started := map[string]instance{}
 	for _, cs := range specs {
 		inst, err := p.rt.Start(ctx, cs.spec)
 		if err != nil {
-			p.mu.Unlock()
 			for _, i := range started {
 				i.Stop(0)
+				i.Wait()
 			}
 			p.fail(st, "StartError", fmt.Sprintf("container %s: %v", cs.name, err))
 			return
 		}
 		started[cs.name] = inst
-		st.running[cs.name] = inst
+	}
+	p.mu.Lock()
+	for name, inst := range started {
+		st.running[name] = inst
+	}
+	if st.deleted { // deleted while starting: DeletePod saw no container to stop
+		for _, inst := range started {
+			go inst.Stop(gracePeriod(st.pod))
+		}
 	}
 	now := metav1.Now()
 	st.pod.Status.Phase = corev1.PodRunning
@@ -252,12 +263,7 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 		p.mu.Unlock()
 		return nil
 	}
-	grace := 30 * time.Second
-	if g := pod.DeletionGracePeriodSeconds; g != nil {
-		grace = time.Duration(*g) * time.Second
-	} else if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		grace = time.Duration(*g) * time.Second
-	}
+	grace := gracePeriod(pod)
 	running := make([]instance, 0, len(st.running))
 	for _, i := range st.running {
 		running = append(running, i)
@@ -351,3 +357,15 @@ func setCondition(pod *corev1.Pod, t corev1.PodConditionType, s corev1.Condition
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// gracePeriod is how long a deleted pod's containers get between SIGTERM and
+// SIGKILL: the deletion's grace period, else the pod's, else 30 s.
+func gracePeriod(pod *corev1.Pod) time.Duration {
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
+}

@@ -178,9 +178,10 @@ func TestMissingCredentialsSecretIsReported(t *testing.T) {
 }
 
 // Retention prunes real artifacts across runs and keeps the newest: two
-// backups are made, their catalog entries aged by three days (the store's
-// catalog.json rewritten; the artifacts stay the real bytes), and the next
-// run, with retentionDays 1, deletes both and keeps its own.
+// backups are made, their index entries aged by three days (the store's
+// manifests rewritten, the artifacts renamed; their bytes stay the real
+// ones), and the next run, with retentionDays 1, deletes both and keeps its
+// own.
 func TestRetentionPrunesOldArtifactsKeepsNewest(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -209,51 +210,84 @@ func TestRetentionPrunesOldArtifactsKeepsNewest(t *testing.T) {
 	g.Expect(stored(t, bj, newest)).NotTo(BeEmpty())
 }
 
-// ageCatalog moves every backup of bj (in its PVC) back by d: its
-// catalog entry's times and the timestamp in its name, with the artifact
-// file renamed to match (the agent checks that an entry's start is its
-// name's). The bytes stay what the real backup wrote.
+// ageCatalog moves every backup of bj (in its PVC) back by d: the times in
+// its index entry and the timestamp in its name, with the artifact file
+// renamed to match (the agent checks that an entry's start is its name's).
+// The bytes stay what the real backup wrote. Agents keep the index as one
+// manifest per artifact (<job>/entries/<artifact>.json); older ones as one
+// catalog.json: both are handled.
 func ageCatalog(t *testing.T, bj *backupv1.BackupJob, d time.Duration) {
 	t.Helper()
-	const layout = "20060102T150405.000Z" // the agent's artifact timestamp (agent/internal/naming.TimeLayout)
 	dir := pvcPath(bj, filepath.Join(bj.Namespace, bj.Name))
+	manifests, _ := filepath.Glob(filepath.Join(dir, "entries", "*.json"))
+	if len(manifests) > 0 {
+		for _, m := range manifests {
+			var en map[string]any
+			readJSON(t, m, &en)
+			renamed := ageEntry(t, dir, en, d)
+			writeJSON(t, filepath.Join(dir, "entries", renamed+".json"), en)
+			if err := os.Remove(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
 	path := filepath.Join(dir, "catalog.json")
+	var cat map[string]any
+	readJSON(t, path, &cat)
+	entries, _ := cat["entries"].([]any)
+	if len(entries) == 0 {
+		t.Fatalf("no manifest in %s/entries and no entry in %s", dir, path)
+	}
+	for _, x := range entries {
+		ageEntry(t, dir, x.(map[string]any), d)
+	}
+	writeJSON(t, path, cat)
+}
+
+// ageEntry moves one index entry (and its artifact file in dir) back by d
+// and returns its new name.
+func ageEntry(t *testing.T, dir string, en map[string]any, d time.Duration) string {
+	t.Helper()
+	const layout = "20060102T150405.000Z" // the agent's artifact timestamp (agent/internal/naming.TimeLayout)
+	start, err := time.Parse(time.RFC3339Nano, en["start"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := en["name"].(string)
+	renamed := strings.Replace(name, start.UTC().Format(layout), start.Add(-d).UTC().Format(layout), 1)
+	if renamed == name {
+		t.Fatalf("index entry %s: no timestamp %s in its name", name, start.UTC().Format(layout))
+	}
+	if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, renamed)); err != nil {
+		t.Fatal(err)
+	}
+	en["name"] = renamed
+	for _, k := range []string{"start", "end"} {
+		at, err := time.Parse(time.RFC3339Nano, en[k].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		en[k] = at.Add(-d).Format(time.RFC3339Nano)
+	}
+	return renamed
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cat map[string]any
-	if err := json.Unmarshal(b, &cat); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
-	entries, _ := cat["entries"].([]any)
-	if len(entries) == 0 {
-		t.Fatalf("catalog %s has no entries: %s", path, b)
-	}
-	for _, x := range entries {
-		en := x.(map[string]any)
-		start, err := time.Parse(time.RFC3339Nano, en["start"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := en["name"].(string)
-		renamed := strings.Replace(name, start.UTC().Format(layout), start.Add(-d).UTC().Format(layout), 1)
-		if renamed == name {
-			t.Fatalf("catalog entry %s: no timestamp %s in its name", name, start.UTC().Format(layout))
-		}
-		if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, renamed)); err != nil {
-			t.Fatal(err)
-		}
-		en["name"] = renamed
-		for _, k := range []string{"start", "end"} {
-			at, err := time.Parse(time.RFC3339Nano, en[k].(string))
-			if err != nil {
-				t.Fatal(err)
-			}
-			en[k] = at.Add(-d).Format(time.RFC3339Nano)
-		}
-	}
-	if b, err = json.Marshal(cat); err != nil {
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
