@@ -175,9 +175,15 @@ func TestSpecIsImmutable(t *testing.T) {
 		"source":          func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob.Artifact = "x.pgdump.zst" },
 		"allow overwrite": func(rj *restorev1.RestoreJob) { rj.Spec.AllowOverwriteSource = true },
 	} {
-		cur := current(g, rj)
-		mutate(cur)
-		err := env.Client.Update(ctx, cur)
+		// The operator writes status meanwhile: retry a conflict, so what
+		// is asserted is the webhook's answer.
+		var err error
+		g.Eventually(func() bool {
+			cur := current(g, rj)
+			mutate(cur)
+			err = env.Client.Update(ctx, cur)
+			return !apierrors.IsConflict(err)
+		}).WithTimeout(timeout).Should(BeTrue(), name)
 		g.Expect(err).To(HaveOccurred(), name)
 		g.Expect(err.Error()).To(ContainSubstring("spec is immutable: create a new RestoreJob"), name)
 	}
