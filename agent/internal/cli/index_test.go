@@ -134,6 +134,8 @@ func TestMarkerRefreshedUntilStopped(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("marker never refreshed: %s", first)
 		}
+		// The poll interval of a loop bounded by the deadline above, not a
+		// wait for an assumed duration.
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop()
