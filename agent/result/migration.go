@@ -1,0 +1,228 @@
+package result
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The migration contract between the migration operator and `agent migrate`.
+//
+// The operator runs one agent Job per step; the step is the first argument
+// after "migrate" (`agent migrate precheck`, …). Each Job reports one
+// MigrationResult line as its termination message. The source database is
+// configured with the same CAIRN_ENGINE / CAIRN_DB_* variables as a backup;
+// the target with the CAIRN_TARGET_DB_* variables below. A step that uses a
+// store (export, import, and verify or precheck when the transfer goes
+// through a store) is configured with the backup's CAIRN_STORE / CAIRN_S3_* /
+// CAIRN_PVC_PATH variables.
+//
+// Steps and where their Job runs:
+//
+//	precheck   both sides reachable (direct): checks source and target.
+//	precheck-source / precheck-target: one side each (store transfer; the
+//	           target one runs in the target cluster).
+//	copy       direct transfer: dump of the source streamed into the target.
+//	export     store transfer, source cluster: dump to the store plus the
+//	           source's per-table inventory (rows, checksum) taken in the
+//	           dump's own snapshot.
+//	import     store transfer, target cluster: restore the exported artifact.
+//	verify     compares the target with the source per table, both
+//	           directions; direct: live source against live target; store
+//	           transfer: target against the inventory export recorded.
+//	cutover    source cluster: the declared source-side cutover actions
+//	           (CAIRN_CUTOVER_SOURCE_READ_ONLY).
+//	replication-start / replication-status / replication-stop: Continuous
+//	           mode (PostgreSQL logical replication).
+const (
+	StepPrecheck          = "precheck"
+	StepPrecheckSource    = "precheck-source"
+	StepPrecheckTarget    = "precheck-target"
+	StepCopy              = "copy"
+	StepExport            = "export"
+	StepImport            = "import"
+	StepVerify            = "verify"
+	StepCutover           = "cutover"
+	StepReplicationStart  = "replication-start"
+	StepReplicationStatus = "replication-status"
+	StepReplicationStop   = "replication-stop"
+)
+
+// Environment variables of `agent migrate` (besides the backup's).
+const (
+	// EnvMigration is the MigrationJob's "<namespace>/<name>"; it names the
+	// store artifacts of a store transfer and the replication objects.
+	EnvMigration = "CAIRN_MIGRATION"
+	// EnvMigrationUID is the MigrationJob's UID; replication objects
+	// (publication, subscription, slot) carry a hash of it in their names.
+	EnvMigrationUID = "CAIRN_MIGRATION_UID"
+	// EnvMode is Full, SchemaOnly or Continuous.
+	EnvMode = "CAIRN_MIGRATE_MODE"
+	// EnvInclude and EnvExclude are comma-separated "schema.table" patterns
+	// (`*` any run of characters, `?` one character; a pattern without a dot
+	// matches a schema/database name, i.e. all its tables). Empty include =
+	// everything; exclude wins over include.
+	EnvInclude = "CAIRN_MIGRATE_INCLUDE"
+	EnvExclude = "CAIRN_MIGRATE_EXCLUDE"
+	// EnvParallel is the number of tables copied (and verified) at once.
+	EnvParallel = "CAIRN_MIGRATE_PARALLEL"
+	// EnvAllowNonEmptyTarget "true" lets precheck pass when the target holds
+	// included objects.
+	EnvAllowNonEmptyTarget = "CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET"
+	// EnvVerify is None, RowCount or Checksum (row counts and a content
+	// checksum per table).
+	EnvVerify = "CAIRN_MIGRATE_VERIFY"
+	// EnvArtifact of import/verify in a store transfer: the artifact export
+	// reported.
+	EnvArtifact = "CAIRN_ARTIFACT"
+	// EnvCutoverSourceReadOnly "true": cutover makes the source database
+	// read-only.
+	EnvCutoverSourceReadOnly = "CAIRN_CUTOVER_SOURCE_READ_ONLY"
+	// EnvMaxRetainedWALBytes: replication-status fails with ExitUsage-free
+	// Failure "retained WAL … above limit" when the slot retains more.
+	EnvMaxRetainedWALBytes = "CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES"
+
+	EnvTargetHost     = "CAIRN_TARGET_DB_HOST"
+	EnvTargetPort     = "CAIRN_TARGET_DB_PORT"
+	EnvTargetName     = "CAIRN_TARGET_DB_NAME"
+	EnvTargetUser     = "CAIRN_TARGET_DB_USER"
+	EnvTargetPassword = "CAIRN_TARGET_DB_PASSWORD"
+)
+
+// MigrationResult is what every `agent migrate` step reports. Fields a step
+// does not produce are left empty. It must fit in MaxMessageBytes: use
+// MarshalMigration, which drops matched tables from Verification.Tables (and
+// counts them in Truncated) until it fits.
+type MigrationResult struct {
+	Step   string `json:"step"`
+	Engine string `json:"engine"`
+
+	// Precheck.
+	SourceVersion string `json:"sourceVersion,omitempty"`
+	TargetVersion string `json:"targetVersion,omitempty"`
+	// Tables is the number of included tables on the source.
+	Tables int `json:"tables,omitempty"`
+	// EstimatedBytes is the source's size of the included tables.
+	EstimatedBytes int64 `json:"estimatedBytes,omitempty"`
+	// Problems are precheck findings that block the migration, each one
+	// sentence naming the object ("target already has table public.orders").
+	// A precheck with problems still exits 0; the operator decides.
+	Problems []string `json:"problems,omitempty"`
+
+	// Copy, export, import.
+	TablesDone int   `json:"tablesDone,omitempty"`
+	Bytes      int64 `json:"bytes,omitempty"`
+	// Artifact, Size, Checksum: export's stored artifact (as Result).
+	Artifact string `json:"artifact,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+	Checksum string `json:"checksum,omitempty"`
+
+	// Verify.
+	Verification *Verification `json:"verification,omitempty"`
+
+	// Replication (Continuous).
+	Replication *Replication `json:"replication,omitempty"`
+
+	DurationSeconds float64 `json:"durationSeconds,omitempty"`
+}
+
+// Verification is the per-table comparison.
+type Verification struct {
+	// Method is RowCount or Checksum.
+	Method     string `json:"method"`
+	Tables     int    `json:"tables"`
+	Matched    int    `json:"matched"`
+	Mismatched int    `json:"mismatched"`
+	// Items: mismatches first, then matched tables, each sorted by name.
+	Items []TableCheck `json:"items,omitempty"`
+	// Truncated is how many matched tables were left out of Items to fit
+	// the termination message (mismatches are never left out before matches).
+	Truncated int `json:"truncated,omitempty"`
+}
+
+// TableCheck is one table's comparison. Rows are -1 when the table is
+// missing on that side.
+type TableCheck struct {
+	Table      string `json:"t"`
+	SourceRows int64  `json:"s"`
+	TargetRows int64  `json:"d"`
+	Match      bool   `json:"ok"`
+	// Reason when !Match: "rows differ", "content differs", "missing on
+	// target", "only on target".
+	Reason string `json:"r,omitempty"`
+}
+
+// Replication is the state of a Continuous migration's logical replication.
+type Replication struct {
+	Publication  string `json:"publication"`
+	Subscription string `json:"subscription"`
+	Slot         string `json:"slot"`
+	// LagBytes: source's current WAL LSN minus what the subscription confirmed.
+	LagBytes int64 `json:"lagBytes"`
+	// RetainedWALBytes: WAL the slot keeps on the source.
+	RetainedWALBytes int64 `json:"retainedWalBytes"`
+	// SyncedTables / Tables: tables whose initial sync finished.
+	SyncedTables int `json:"syncedTables"`
+	Tables       int `json:"tables"`
+}
+
+// MarshalMigration returns r as one JSON line of at most MaxMessageBytes:
+// matched tables are dropped from the end of Verification.Items (counted in
+// Truncated) and then mismatched ones, until it fits.
+func MarshalMigration(r MigrationResult) ([]byte, error) {
+	b, err := Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if r.Verification != nil {
+		v := *r.Verification
+		v.Items = append([]TableCheck(nil), v.Items...)
+		r.Verification = &v
+		for len(b) > MaxMessageBytes && len(v.Items) > 0 {
+			v.Items = v.Items[:len(v.Items)-1]
+			v.Truncated++
+			if b, err = Marshal(r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for len(b) > MaxMessageBytes && len(r.Problems) > 1 {
+		r.Problems = r.Problems[:len(r.Problems)-1]
+		if b, err = Marshal(r); err != nil {
+			return nil, err
+		}
+	}
+	if len(b) > MaxMessageBytes {
+		return nil, fmt.Errorf("migration result does not fit %d bytes", MaxMessageBytes)
+	}
+	return b, nil
+}
+
+// ParseMigration decodes a termination message of `agent migrate`. A failure
+// message yields a *FailedError.
+func ParseMigration(message string) (*MigrationResult, error) {
+	message = strings.TrimSpace(message)
+	if message == "" {
+		return nil, errors.New("empty termination message")
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(message), &probe); err != nil {
+		return nil, fmt.Errorf("termination message is not agent JSON: %q", truncate(message, 200))
+	}
+	if raw, ok := probe["error"]; ok {
+		var reason string
+		if err := json.Unmarshal(raw, &reason); err != nil {
+			return nil, fmt.Errorf("malformed failure message: %w", err)
+		}
+		return nil, &FailedError{Reason: reason}
+	}
+	var r MigrationResult
+	if err := json.Unmarshal([]byte(message), &r); err != nil {
+		return nil, fmt.Errorf("malformed migration result: %w", err)
+	}
+	if r.Step == "" {
+		return nil, fmt.Errorf("migration result lacks its step: %q", truncate(message, 200))
+	}
+	return &r, nil
+}
