@@ -113,15 +113,19 @@ func Start(ctx context.Context, o Options) (*Runner, error) {
 			}
 			return img
 		}}
+	api, err := kubeletAPI(o.NodeName)
+	if err != nil {
+		return nil, fmt.Errorf("podrunner: %w", err)
+	}
 	n, err := nodeutil.NewNode(o.NodeName,
 		func(nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) { return p, nil, nil },
 		nodeutil.WithClient(cs),
 		func(cfg *nodeutil.NodeConfig) error {
 			cfg.NumWorkers = 4
-			cfg.HTTPListenAddr = "127.0.0.1:0" // no TLS config: the HTTP API (logs, exec) is not served
 			nodeSpec(&cfg.NodeSpec)
 			return nil
-		})
+		},
+		api)
 	if err != nil {
 		return nil, fmt.Errorf("podrunner: %w", err)
 	}
@@ -213,7 +217,10 @@ func nodeSpec(n *corev1.Node) {
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}
 	n.Status.Capacity, n.Status.Allocatable = res, res.DeepCopy()
-	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: n.Name}}
+	// Only an InternalIP: the API server tries a Hostname address first when
+	// it connects to the kubelet API (logs), and the node's name resolves to
+	// nothing.
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
 	n.Status.NodeInfo = corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.37.2-cairn-pod-runner",
 		ContainerRuntimeVersion: "docker://20.10"}
 }

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -132,6 +133,12 @@ exit 3`
 	g.Expect(term.StartedAt.Time).NotTo(BeZero())
 	g.Expect(term.FinishedAt.Time).NotTo(BeTemporally("<", term.StartedAt.Time))
 	g.Expect(r.Logs(ns, "mapped", "main")).To(ContainSubstring("to stdout"))
+	// `kubectl logs` works: the API server reads them from the node's kubelet API.
+	cs, err := kubernetes.NewForConfig(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	logs, err := cs.CoreV1().Pods(ns).GetLogs("mapped", &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(logs)).To(ContainSubstring("to stdout"))
 
 	// The claim's folder outlives the pod, like a volume.
 	b, err := os.ReadFile(filepath.Join(r.ClaimDir(ns, "backups"), "sub", "made-by-pod"))
