@@ -203,6 +203,10 @@ func (a *app) pgReadOnly(ctx context.Context, sc engine.Conn, res *result.Migrat
 		return fmt.Errorf("source: %w", err)
 	}
 	defer c.Close(context.WithoutCancel(ctx))
+	// A repeated cutover's session starts read-only itself.
+	if _, err := c.Exec(ctx, "SET SESSION default_transaction_read_only = off"); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
 	if _, err := c.Exec(ctx, "ALTER DATABASE "+inventory.Ident(sc.Database)+" SET default_transaction_read_only = on"); err != nil {
 		return fmt.Errorf("make source database %q read-only: %w", sc.Database, err)
 	}
@@ -242,7 +246,7 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *result.Migrat
 	if err := tgt.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare target database %q: %w", tc.Database, err)
 	}
-	if err := a.pgReset(ctx, tc, res); err != nil {
+	if err := a.pgReset(ctx, tc, tables, res); err != nil {
 		return err
 	}
 	if !m.Filter.SchemaLevel() {
@@ -296,10 +300,11 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *result.Migrat
 	return nil
 }
 
-// pgReset drops the included tables found on the target (CASCADE: their
-// indexes, constraints, and views over them go too; the pre-data section
-// recreates what the source has).
-func (a *app) pgReset(ctx context.Context, tc engine.Conn, res *result.MigrationResult) error {
+// pgReset drops the tables about to be copied that are already on the
+// target (CASCADE: their indexes, constraints, and views over them go too;
+// the pre-data section recreates what the source has). Tables only on the
+// target are left alone.
+func (a *app) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.Table, res *result.MigrationResult) error {
 	c, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
@@ -309,18 +314,20 @@ func (a *app) pgReset(ctx context.Context, tc engine.Conn, res *result.Migration
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	if len(existing) == 0 {
-		return nil
+	var names []string
+	for _, t := range existing {
+		if slices.ContainsFunc(copying, func(c inventory.Table) bool { return c.Key() == t.Key() }) {
+			names = append(names, inventory.QualifiedName(t))
+		}
 	}
-	names := make([]string, len(existing))
-	for i, t := range existing {
-		names[i] = inventory.QualifiedName(t)
+	if len(names) == 0 {
+		return nil
 	}
 	if _, err := c.Exec(ctx, "DROP TABLE IF EXISTS "+strings.Join(names, ", ")+" CASCADE"); err != nil {
 		return fmt.Errorf("target: drop included tables of an earlier attempt: %w", err)
 	}
-	res.Actions = append(res.Actions, fmt.Sprintf("dropped %d included tables already on the target before copying", len(existing)))
-	a.log.Warn("dropped included tables already on the target", "tables", len(existing))
+	res.Actions = append(res.Actions, fmt.Sprintf("dropped %d of the copied tables that were already on the target before copying", len(names)))
+	a.log.Warn("dropped copied tables already on the target", "tables", len(names))
 	return nil
 }
 
