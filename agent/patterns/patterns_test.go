@@ -67,7 +67,7 @@ func TestFilter(t *testing.T) {
 		{"", "public.tmp_*", "public", "orders", true},
 		{"public", "public.tmp_*", "public", "tmp_1", false},
 		{"public.tmp_1", "public", "public", "tmp_1", false}, // exclude wins
-		{"Public", "", "public", "orders", false},             // case-sensitive
+		{"Public", "", "public", "orders", false},            // case-sensitive
 		{"s", "", "s", "t.with.dots", true},
 		{"s.t.with.*", "", "s", "t.with.dots", true},
 		{"渡辺.*", "", "渡辺", "表", true},

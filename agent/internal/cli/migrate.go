@@ -111,7 +111,9 @@ type problems struct {
 
 const maxProblems = 20
 
-func (p *problems) add(format string, args ...any) { p.list = append(p.list, fmt.Sprintf(format, args...)) }
+func (p *problems) add(format string, args ...any) {
+	p.list = append(p.list, fmt.Sprintf(format, args...))
+}
 
 // addNames adds one problem per name (the first maxProblems), then a
 // summary of the rest.

@@ -146,4 +146,3 @@ func (a *app) copyStep(ctx context.Context, res *result.MigrationResult) error {
 	}
 	return fmt.Errorf("unknown engine %q", a.cfg.Engine)
 }
-

@@ -9,11 +9,11 @@ package config
 
 import (
 	"errors"
-	"slices"
 	"flag"
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -54,8 +54,8 @@ type Config struct {
 	// Inventory is what backup records of the dumped tables: None,
 	// RowCount or Checksum (CAIRN_INVENTORY).
 	Inventory string
-	LogLevel    string
-	LogFormat   string
+	LogLevel  string
+	LogFormat string
 
 	// Migrate is the configuration of `agent migrate <step>` (nil for the
 	// other commands).
