@@ -203,7 +203,7 @@ func (a *app) sourceChecks(ctx context.Context, db inventory.DB, tables []invent
 			p.add("%s cannot dump PostgreSQL %s (pg_dump dumps servers of its own major version and older): use an agent image with a newer client", tool, version)
 		}
 		if a.cfg.Migrate.Mode == "Continuous" {
-			if err := pgReplicationChecks(ctx, d, p); err != nil {
+			if err := pgReplicationChecks(ctx, d, tables, p); err != nil {
 				return err
 			}
 		}

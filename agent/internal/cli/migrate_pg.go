@@ -73,7 +73,7 @@ func pgUnreadable(ctx context.Context, d *inventory.Postgres, tables []inventory
 	return denied, nil
 }
 
-func pgReplicationChecks(ctx context.Context, d *inventory.Postgres, p *problems) error {
+func pgReplicationChecks(ctx context.Context, d *inventory.Postgres, tables []inventory.Table, p *problems) error {
 	var wal string
 	var canReplicate bool
 	if err := d.C.QueryRow(ctx, "SELECT current_setting('wal_level'), rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user").
@@ -86,6 +86,22 @@ func pgReplicationChecks(ctx context.Context, d *inventory.Postgres, p *problems
 	if !canReplicate {
 		p.add("source user %q has neither REPLICATION nor SUPERUSER: Continuous mode needs one to create a replication slot", d.Conn.User)
 	}
+	// Once published, UPDATE and DELETE fail on a table without a replica
+	// identity: the source's application would break.
+	var none []string
+	for _, t := range tables {
+		var ok bool
+		err := d.C.QueryRow(ctx, `SELECT c.relreplident = 'f' OR (c.relreplident = 'd' AND EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
+  OR (c.relreplident = 'i' AND EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident))
+FROM pg_class c WHERE c.oid = $1::regclass`, inventory.QualifiedName(t)).Scan(&ok)
+		if err != nil {
+			return fmt.Errorf("source replica identity of %s: %w", t.Key(), err)
+		}
+		if !ok {
+			none = append(none, t.Key())
+		}
+	}
+	p.addNames("source table %s has no primary key or replica identity: once published, UPDATE and DELETE on it would fail (add a primary key, or REPLICA IDENTITY FULL)", none)
 	return nil
 }
 
@@ -283,7 +299,9 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *result.Migrat
 		return err
 	}
 	a.log.Info("schema created (pre-data)")
-	if m.Mode != "SchemaOnly" {
+	// SchemaOnly copies no rows; neither does Continuous, whose rows come
+	// from the subscription's initial synchronisation (replication-start).
+	if m.Mode == "Full" {
 		if err := a.pgCopyData(ctx, sc, tc, snap, tables, &moved, res); err != nil {
 			return err
 		}

@@ -132,3 +132,5 @@ func TestMigrateViaStore(t *testing.T) {
 func TestMigrateCutover(t *testing.T) { suite.MigrateCutoverPostgres(t, e(t)) }
 
 func TestMigrateUsage(t *testing.T) { suite.MigrateUsage(t, e(t)) }
+
+func TestMigrateContinuous(t *testing.T) { suite.MigrateContinuous(t, e(t)) }
