@@ -31,8 +31,12 @@ const (
 	bucket    = "bench"
 )
 
-// inventories are the CAIRN_INVENTORY settings measured.
-var inventories = []string{"Checksum"}
+// inventories are the CAIRN_INVENTORY settings measured; withS3 adds the
+// S3 store.
+var (
+	inventories = []string{"Checksum"}
+	withS3      = true
+)
 
 type measurement struct {
 	config   string
@@ -45,9 +49,11 @@ func main() {
 	sizesFlag := flag.String("sizes", "100,1000", "database sizes to generate, in MB (comma-separated)")
 	runs := flag.Int("runs", 2, "runs of each configuration; the fastest counts")
 	levels := flag.String("compression", "default", "agent zstd levels to measure (comma-separated: fastest, default, better)")
+	noS3 := flag.Bool("no-s3", false, "measure the PVC store only (no versitygw needed)")
 	invs := flag.String("inventory", "Checksum,None", "agent CAIRN_INVENTORY settings to measure (comma-separated: Checksum, RowCount, None); the first also runs against S3")
 	flag.Parse()
 	inventories = strings.Split(*invs, ",")
+	withS3 = !*noS3
 	if err := run(*sizesFlag, *runs, strings.Split(*levels, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -85,13 +91,15 @@ func run(sizesFlag string, runs int, levels []string) error {
 		return err
 	}
 	defer pg.Stop()
-	s3, err := testenv.StartS3("", accessKey, secretKey)
-	if err != nil {
-		return err
-	}
-	defer s3.Stop()
-	if err := s3.MakeBucket(bucket); err != nil {
-		return err
+	var s3 *testenv.S3
+	if withS3 {
+		if s3, err = testenv.StartS3("", accessKey, secretKey); err != nil {
+			return err
+		}
+		defer s3.Stop()
+		if err := s3.MakeBucket(bucket); err != nil {
+			return err
+		}
 	}
 
 	type row struct {
@@ -129,7 +137,7 @@ func run(sizesFlag string, runs int, levels []string) error {
 			for _, level := range levels {
 				for i, inv := range inventories {
 					kinds := []string{"pvc"}
-					if i == 0 {
+					if i == 0 && withS3 {
 						kinds = append(kinds, "s3")
 					}
 					for _, kind := range kinds {
