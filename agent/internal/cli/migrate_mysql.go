@@ -37,6 +37,25 @@ func (a *app) myTargetChecks(ctx context.Context, tc engine.Conn, p *problems, r
 	if err := c.QueryRowContext(ctx, "SELECT VERSION()").Scan(&res.TargetVersion); err != nil {
 		return fmt.Errorf("target version: %w", err)
 	}
+	// Probe tables of a precheck killed mid-probe.
+	rows, err := c.QueryContext(ctx, `SELECT table_name FROM information_schema.tables
+WHERE table_schema = DATABASE() AND table_name LIKE 'cairn\_precheck\_%'`)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	var leftovers []string
+	for rows.Next() {
+		var n string
+		if rows.Scan(&n) == nil {
+			leftovers = append(leftovers, n)
+		}
+	}
+	rows.Close()
+	for _, n := range leftovers {
+		if _, err := c.ExecContext(ctx, "DROP TABLE IF EXISTS "+inventory.QuoteIdent(n)); err != nil {
+			return fmt.Errorf("target: drop leftover probe table %s: %w", n, err)
+		}
+	}
 	if err := a.existingTargetTables(ctx, &inventory.MySQL{Conn: tc, DB: pool, C: c}, p); err != nil {
 		return err
 	}
