@@ -130,3 +130,5 @@ func TestMigrateViaStore(t *testing.T) {
 func TestMigrateCutover(t *testing.T) { suite.MigrateCutoverMariaDB(t, e(t)) }
 
 func TestMigrateUsage(t *testing.T) { suite.MigrateUsage(t, e(t)) }
+
+func TestBackupLockBrief(t *testing.T) { suite.BackupLockBrief(t, e(t)) }
