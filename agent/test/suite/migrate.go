@@ -267,6 +267,17 @@ func MigrateViaStore(t *testing.T, e *Env, kind, changeRow string) {
 	st := e.NewStore(t, kind)
 	m := newMigration(t, e, "mig_store_"+kind)
 	m.env = append(m.env, st.Env...)
+	// The target side runs without the source's coordinates (another
+	// cluster): only CAIRN_DB_NAME for MySQL's pattern schema.
+	targetOnly := []string{"CAIRN_DB_HOST=", "CAIRN_DB_USER=", "CAIRN_DB_PASSWORD="}
+	ps := m.ok(t, "precheck-source")
+	if ps.Tables != seedTables(e) || ps.SourceVersion == "" || ps.TargetVersion != "" || len(ps.Problems) != 0 {
+		t.Errorf("precheck-source: %+v", ps)
+	}
+	pt := m.ok(t, "precheck-target", targetOnly...)
+	if pt.TargetVersion == "" || pt.SourceVersion != "" || len(pt.Problems) != 0 {
+		t.Errorf("precheck-target of a missing database: %+v", pt)
+	}
 	ex := m.ok(t, "export")
 	if ex.Artifact == "" || ex.Size <= 0 || !strings.HasPrefix(ex.Checksum, "sha256:") || ex.Tables != seedTables(e) {
 		t.Fatalf("export: %+v", ex)
@@ -285,9 +296,7 @@ func MigrateViaStore(t *testing.T, e *Env, kind, changeRow string) {
 		t.Errorf("export inventory not taken in the dump's snapshot")
 	}
 
-	// The target side runs without the source's coordinates (another
-	// cluster): only CAIRN_DB_NAME for MySQL's pattern schema.
-	targetOnly := []string{"CAIRN_DB_HOST=", "CAIRN_DB_USER=", "CAIRN_DB_PASSWORD=", "CAIRN_ARTIFACT=" + ex.Artifact}
+	targetOnly = append(targetOnly, "CAIRN_ARTIFACT="+ex.Artifact)
 	im := m.ok(t, "import", targetOnly...)
 	if im.TablesDone != seedTables(e) {
 		t.Errorf("import: %+v", im)
@@ -296,6 +305,9 @@ func MigrateViaStore(t *testing.T, e *Env, kind, changeRow string) {
 		t.Fatalf("imported target differs from source")
 	}
 	allMatch(t, m.verified(t, targetOnly...), seedTables(e))
+	if pt := m.ok(t, "precheck-target", targetOnly...); len(pt.Problems) != seedTables(e) {
+		t.Errorf("precheck-target of the imported target: %q", pt.Problems)
+	}
 	_, err = e.DB.SQL(m.dst, changeRow)
 	check(t, err)
 	if v := m.verified(t, targetOnly...); v.Mismatched != 1 || v.Items[0].Reason != "content differs" {
