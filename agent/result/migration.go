@@ -88,6 +88,10 @@ const (
 	EnvTargetName     = "CAIRN_TARGET_DB_NAME"
 	EnvTargetUser     = "CAIRN_TARGET_DB_USER"
 	EnvTargetPassword = "CAIRN_TARGET_DB_PASSWORD"
+	// EnvTargetPasswordFile names a file holding the target password (a
+	// mounted Secret key; one trailing newline dropped). Set it or
+	// EnvTargetPassword, not both.
+	EnvTargetPasswordFile = "CAIRN_TARGET_DB_PASSWORD_FILE"
 )
 
 // MigrationResult is what every `agent migrate` step reports. Fields a step
