@@ -84,7 +84,7 @@ test: controlplane agent-deps ## Run every test (unit and integration against a 
 	$(MAKE) fuzz
 
 FUZZTIME ?= 5s
-FUZZ_TARGETS := libs/validation:FuzzDatabase libs/validation:FuzzStorage agent/internal/config:FuzzLoad agent/internal/engine:FuzzQuoteConninfo
+FUZZ_TARGETS := libs/validation:FuzzDatabase libs/validation:FuzzStorage agent/internal/config:FuzzLoad agent/internal/engine:FuzzQuoteConninfo agent/patterns:FuzzGlob agent/patterns:FuzzParse
 
 .PHONY: fuzz
 fuzz: ## Fuzz the admission validators and the agent's config parsing, FUZZTIME (5s) each; seed corpora in testdata/fuzz.
