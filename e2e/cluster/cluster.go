@@ -16,6 +16,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -192,6 +194,10 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := os.WriteFile(stages, config, 0o644); err != nil {
 		return nil, err
 	}
+	apiserverPort, err := portBelowEphemeral()
+	if err != nil {
+		return nil, err
+	}
 	if err := c.kwokctl(ctx, "create", "cluster", "--name", c.Name, "--runtime", "binary",
 		"--etcd-binary", filepath.Join(dir, "etcd"),
 		"--kube-apiserver-binary", filepath.Join(dir, "kube-apiserver"),
@@ -200,6 +206,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		"--kwok-controller-binary", filepath.Join(dir, "kwok"),
 		"--config", stages,
 		"--kubeconfig", c.Kubeconfig,
+		"--kube-apiserver-port", strconv.Itoa(apiserverPort),
 		"--wait", "2m"); err != nil {
 		return nil, err
 	}
@@ -490,4 +497,34 @@ func StartPodRunner(ctx context.Context, cfg *rest.Config, workdir, image string
 	}
 	return podrunner.Start(ctx, podrunner.Options{Config: cfg, Dir: filepath.Join(workdir, "podrunner"),
 		Images: map[string]string{AgentRepository: image}, Logf: logf})
+}
+
+// portBelowEphemeral returns a free TCP port below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range, 32768-60999 by default). The
+// kube-apiserver listens on it: RestartComponent kills the API server and
+// starts it again on the same port, and a port the kernel never hands out
+// for ":0" cannot be taken meanwhile by another process's listener (servers
+// started by tests, other clusters) — which made the restart test flaky
+// when the port came from the ephemeral range.
+func portBelowEphemeral() (int, error) {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
+	}
+	const base = 10000
+	start := rand.IntN(low - base)
+	for i := 0; i < low-base; i++ {
+		port := base + (start+i)%(low-base)
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("cluster: no free TCP port in %d-%d for the kube-apiserver", base, low-1)
 }
