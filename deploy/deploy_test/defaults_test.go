@@ -7,6 +7,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 )
 
@@ -32,6 +33,20 @@ func TestCRDDefaultsAreTheAPIConstants(t *testing.T) {
 			"v1": {
 				"maxRetries":            restorev1.DefaultMaxRetries,
 				"activeDeadlineSeconds": restorev1.DefaultActiveDeadlineSeconds,
+			},
+		},
+		// transfer and cutover default to {} so their own fields' defaults
+		// (method Direct, parallelism 4, cutover mode Manual) apply.
+		"migrationjobs.migration.cairn.dev": {
+			"v1": {
+				"mode":                  migrationv1.DefaultMode,
+				"transfer":              map[string]any{},
+				"verify":                migrationv1.DefaultVerify,
+				"cutover":               map[string]any{},
+				"allowNonEmptyTarget":   false,
+				"dryRun":                false,
+				"maxRetries":            migrationv1.DefaultMaxRetries,
+				"activeDeadlineSeconds": migrationv1.DefaultActiveDeadlineSeconds,
 			},
 		},
 	}
