@@ -35,14 +35,14 @@ func TestCRDDefaultsAreTheAPIConstants(t *testing.T) {
 				"activeDeadlineSeconds": restorev1.DefaultActiveDeadlineSeconds,
 			},
 		},
-		// transfer and cutover default to {} so their own fields' defaults
-		// (method Direct, parallelism 4, cutover mode Manual) apply.
+		// transfer and cutover: whole objects (their fields' own defaults
+		// apply too when they are given in part).
 		"migrationjobs.migration.cairn.dev": {
 			"v1": {
 				"mode":                  migrationv1.DefaultMode,
-				"transfer":              map[string]any{},
+				"transfer":              map[string]any{"method": migrationv1.DefaultTransferMethod, "parallelism": migrationv1.DefaultParallelism},
 				"verify":                migrationv1.DefaultVerify,
-				"cutover":               map[string]any{},
+				"cutover":               map[string]any{"mode": migrationv1.DefaultCutoverMode, "sourceReadOnly": false},
 				"allowNonEmptyTarget":   false,
 				"dryRun":                false,
 				"maxRetries":            migrationv1.DefaultMaxRetries,

@@ -214,7 +214,7 @@ type MigrationJobSpec struct {
 
 	// Transfer says how the data travels: Direct (streamed) or Store.
 	// +optional
-	// +kubebuilder:default={}
+	// +kubebuilder:default={method:"Direct",parallelism:4}
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="transfer is immutable: create a new MigrationJob"
 	Transfer TransferSpec `json:"transfer,omitempty"`
 
@@ -229,7 +229,7 @@ type MigrationJobSpec struct {
 	// Cutover says when and how the migration switches over to the target.
 	// Nothing happens at cutover that is not declared here.
 	// +optional
-	// +kubebuilder:default={}
+	// +kubebuilder:default={mode:"Manual",sourceReadOnly:false}
 	Cutover CutoverSpec `json:"cutover,omitempty"`
 
 	// AllowNonEmptyTarget lets the precheck pass when the target already

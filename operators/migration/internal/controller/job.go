@@ -37,6 +37,9 @@ const (
 	ComponentValue = "migration"
 )
 
+// CutoverEventReason is the reason of the Event listing what cutover did.
+const CutoverEventReason = "CutoverActions"
+
 // Secret keys spec.cutover.switchSecret gets at cutover.
 const (
 	SwitchHostKey     = "host"
@@ -300,7 +303,7 @@ func (r *MigrationJobReconciler) deleteAll(ctx context.Context, mj *migrationv1.
 	}
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
-	if runsRemote(spec) {
+	if runsRemote(spec) && ranRemote(mj) {
 		ref := spec.Target.KubeconfigSecretRef
 		c, err := r.Remote.Get(ctx, remote.SecretRef{Namespace: mj.Namespace, Name: ref.Name, Key: ref.Key})
 		if err != nil {
@@ -316,6 +319,17 @@ func (r *MigrationJobReconciler) deleteAll(ctx context.Context, mj *migrationv1.
 		gone = gone && remoteGone
 	}
 	return gone, nil
+}
+
+// ranRemote reports whether a step was recorded in the target cluster (so
+// a Job of mj's may exist there).
+func ranRemote(mj *migrationv1.MigrationJob) bool {
+	for _, st := range mj.Status.Steps {
+		if st.Cluster == migrationv1.ClusterTarget {
+			return true
+		}
+	}
+	return false
 }
 
 // stopReplicationForDeletion runs a replication-stop Job for a deleted
@@ -350,9 +364,9 @@ func (r *MigrationJobReconciler) stopReplicationForDeletion(ctx context.Context,
 // did, one line each), beyond the generic transition Event.
 func transition(_ context.Context, rec events.EventRecorder, old, mj *migrationv1.MigrationJob) {
 	if mj.Status.Cutover != nil && mj.Status.Cutover.Time != nil && (old.Status.Cutover == nil || old.Status.Cutover.Time == nil) {
-		for _, a := range mj.Status.Cutover.Actions {
-			rec.Eventf(mj, nil, corev1.EventTypeNormal, "CutoverAction", "CutOver", "%s", a)
-		}
+		// One Event: the events API folds Events of the same reason and
+		// action into one series, keeping the first note.
+		rec.Eventf(mj, nil, corev1.EventTypeNormal, CutoverEventReason, "CutOver", "%s", strings.Join(mj.Status.Cutover.Actions, "; "))
 	}
 	if mj.Finished() && !old.Finished() {
 		recordFinished(mj)

@@ -171,7 +171,7 @@ func (r *MigrationJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 		Run: func(ctx context.Context) (bool, error) { return r.deleteAll(ctx, mj) },
 		LeftBehind: func(context.Context) string {
 			msg := fmt.Sprintf("Jobs labelled %s=%s in namespace %s", migrationv1.MigrationJobLabel, mj.Name, mj.Namespace)
-			if t := mj.Spec.Target; t.KubeconfigSecretRef != nil && mj.Spec.Transfer.Method == migrationv1.TransferStore {
+			if ranRemote(mj) {
 				msg += fmt.Sprintf(", and Jobs labelled %s=%s in namespace %s of the target cluster", migrationv1.MigrationJobUIDLabel, mj.UID, targetNamespace(mj))
 			}
 			if needsReplicationStop(mj) {
