@@ -285,7 +285,6 @@ type MigrationJobSpec struct {
 
 // TargetDatabase is a database reference (as the source's) that may be in
 // another cluster.
-// +kubebuilder:validation:XValidation:rule="self.engine != 'postgres' || size(self.database) <= 63",message="database: at most 63 characters for postgres",fieldPath=".database"
 // +kubebuilder:validation:XValidation:rule="!has(self.__namespace__) || has(self.kubeconfigSecretRef)",message="namespace: only with kubeconfigSecretRef (a local target's Jobs run in the MigrationJob's namespace)"
 type TargetDatabase struct {
 	cairnv1.DatabaseRef `json:",inline"`
