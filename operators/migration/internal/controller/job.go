@@ -333,9 +333,10 @@ func ranRemote(mj *migrationv1.MigrationJob) bool {
 }
 
 // stopReplicationForDeletion runs a replication-stop Job for a deleted
-// Continuous MigrationJob whose replication may still run, and reports
-// whether it has finished (either way: a failure is reported by the
-// finalizer's deadline and the Event of what was left behind).
+// Continuous MigrationJob whose replication may still run. Once it
+// succeeded it sets status.replication.stopped (written by the skeleton's
+// Deleting write); it never reports done itself. A failed stop is left as
+// it is: the finalizer's deadline Event says replication may still run.
 func (r *MigrationJobReconciler) stopReplicationForDeletion(ctx context.Context, mj *migrationv1.MigrationJob) (bool, error) {
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
@@ -357,7 +358,18 @@ func (r *MigrationJobReconciler) stopReplicationForDeletion(ctx context.Context,
 		return false, err
 	}
 	out := agentjob.JobOutcome(job)
-	return out.Finished, nil
+	if !out.Succeeded {
+		// Running, or failed: a failed stop is not retried behind the
+		// user's back; the finalizer's deadline reports what is left.
+		return false, nil
+	}
+	// Recorded in status (the Deleting write of this pass), so the next
+	// pass deletes every Job, this one too, without starting another.
+	if mj.Status.Replication == nil {
+		mj.Status.Replication = &migrationv1.ReplicationStatus{}
+	}
+	mj.Status.Replication.Stopped = true
+	return false, nil
 }
 
 // transition emits the Event of a cutover that was just stored (what it

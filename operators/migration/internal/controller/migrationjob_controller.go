@@ -26,7 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
@@ -134,6 +136,7 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			{Name: "advance", Run: r.advance},
 		},
 		Cleanup:    r.cleanup,
+		Deleting:   deleting,
 		Transition: transition,
 	}
 	if err := ownership.IndexReferences(ctx, mgr.GetFieldIndexer(), &migrationv1.MigrationJob{}, references.IndexField, migrationJobIndex); err != nil {
@@ -155,6 +158,18 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 // Reconcile runs one pass of the skeleton with the MigrationJob's steps.
 func (r *MigrationJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	return r.skeleton.Reconcile(ctx, req)
+}
+
+// deleting is the status of a MigrationJob whose cleanup is not finished.
+func deleting(p *pass, err error) {
+	msg := "deleting: removing the migration's Jobs"
+	if needsReplicationStop(p.Obj) {
+		msg = "deleting: stopping replication (replication-stop Job), then removing the migration's Jobs"
+	}
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	conditions.MarkReconciling(p.Obj, cairnv1.DeletingReason, msg)
 }
 
 func notFinished(o client.Object) bool {

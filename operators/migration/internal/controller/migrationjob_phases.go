@@ -383,6 +383,8 @@ func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) 
 	}
 	if mj.Status.Replication != nil && mj.Status.Replication.RetainedWALBytes > limit {
 		p.RequeueAfter(time.Millisecond)
+	} else if st := mj.Status.Step(result.StepReplicationStatus); st != nil && st.Phase == migrationv1.StepSucceeded {
+		p.RequeueAfter(r.ReplicationInterval) // the next check
 	}
 	return nil
 }
