@@ -288,3 +288,40 @@ func TestJobDeletedMidStep(t *testing.T) {
 	g.Expect(st.Reason).To(Equal(migrationv1.JobDeletedReason))
 	g.Expect(st.Message).To(ContainSubstring("deleted-precheck was deleted before it finished"))
 }
+
+// A step recorded in status whose Job does not exist yet (the operator was
+// stopped between the checkpoint and the create) gets its Job under the
+// recorded name, once — the name in status is the one that counts.
+func TestRecordedStepGetsItsJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	op := startOperator(t)
+	ns := namespace(t)
+	mj := migrationJob(ns, "resume")
+	mj.Spec.Source.CredentialsSecretRef.Name = "late-credentials"
+	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
+	g.Eventually(message(mj, cairnv1.StalledCondition)).WithTimeout(timeout).Should(ContainSubstring("late-credentials"))
+	g.Expect(op.Stop()).To(Succeed())
+
+	// As a stopped operator would have left it: the step and its Job's
+	// name recorded, no Job created.
+	g.Eventually(func() error {
+		cur := &migrationv1.MigrationJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mj), cur); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Phase, cur.Status.StartTime = migrationv1.PhasePrechecking, &now
+		cur.Status.Steps = []migrationv1.StepStatus{{Step: result.StepPrecheck, JobName: "resume-precheck-recorded",
+			Cluster: migrationv1.ClusterLocal, Namespace: ns, Phase: migrationv1.StepPending}}
+		return env.Client.Status().Update(ctx, cur)
+	}).WithTimeout(timeout).Should(Succeed())
+	g.Expect(env.Secret(ctx, ns, "late-credentials", "username", "password")).To(Succeed())
+
+	startOperator(t)
+	job := waitForJob(t, env.Client, ns, "resume-precheck-recorded")
+	g.Consistently(jobNames(env.Client, ns)).WithTimeout(time.Second).Should(ConsistOf("resume-precheck-recorded"))
+	completeStep(t, env.Client, job, result.MigrationResult{Tables: 1})
+	waitForJob(t, env.Client, ns, "resume-copy")
+	g.Expect(current(g, mj).Status.Step(result.StepPrecheck).Phase).To(Equal(migrationv1.StepSucceeded))
+}
