@@ -51,19 +51,19 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	g.Expect(c.Args).To(Equal([]string{"migrate", "precheck"}))
 	for name, want := range map[string]string{
 		"CAIRN_ENGINE": "postgres", "CAIRN_DB_HOST": "orders-db.shop.svc", "CAIRN_DB_NAME": "orders",
-		"CAIRN_DB_PASSWORD":            "secret:source-credentials/password",
-		result.EnvTargetHost:           "orders-db-v16.shop.svc",
-		result.EnvTargetPort:           "5432",
-		result.EnvTargetName:           "orders",
-		result.EnvTargetUser:           "secret:target-credentials/username",
-		result.EnvTargetPassword:       "secret:target-credentials/password",
-		result.EnvMigration:            ns + "/orders",
-		result.EnvMode:                 "Full",
-		result.EnvInclude:              "public.*",
-		result.EnvExclude:              "public.audit_*",
-		result.EnvParallel:             "4",
-		result.EnvVerify:               "Checksum",
-		result.EnvAllowNonEmptyTarget:  "false",
+		"CAIRN_DB_PASSWORD":           "secret:source-credentials/password",
+		result.EnvTargetHost:          "orders-db-v16.shop.svc",
+		result.EnvTargetPort:          "5432",
+		result.EnvTargetName:          "orders",
+		result.EnvTargetUser:          "secret:target-credentials/username",
+		result.EnvTargetPassword:      "secret:target-credentials/password",
+		result.EnvMigration:           ns + "/orders",
+		result.EnvMode:                "Full",
+		result.EnvInclude:             "public.*",
+		result.EnvExclude:             "public.audit_*",
+		result.EnvParallel:            "4",
+		result.EnvVerify:              "Checksum",
+		result.EnvAllowNonEmptyTarget: "false",
 	} {
 		got, ok := envOf(job, name)
 		g.Expect(ok).To(BeTrue(), name)
