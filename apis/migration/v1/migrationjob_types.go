@@ -34,9 +34,9 @@ const (
 	// waits here until spec.cutover.approved is true; in Continuous mode,
 	// replication keeps the target in step meanwhile.
 	PhaseReadyForCutover Phase = "ReadyForCutover"
-	// PhaseCuttingOver: the declared cutover actions run (stop replication,
-	// make the source read-only, switch the Secret spec.cutover.switchSecret
-	// names).
+	// PhaseCuttingOver: the declared cutover actions run (make the source
+	// read-only; in Continuous mode wait until the target caught up, then
+	// stop replication; switch the Secret spec.cutover.switchSecret names).
 	PhaseCuttingOver Phase = "CuttingOver"
 	// PhaseSucceeded: migrated (and cut over), or, with spec.dryRun, the
 	// precheck passed.
@@ -386,9 +386,11 @@ type CutoverSpec struct {
 	// spec that may change after creation.
 	// +optional
 	Approved bool `json:"approved,omitempty"`
-	// SourceReadOnly makes the source database read-only at cutover
-	// (PostgreSQL: default_transaction_read_only for the database; MySQL:
-	// the server's read_only — the whole server).
+	// SourceReadOnly makes the source database read-only at cutover and
+	// ends the other sessions on it (PostgreSQL: default_transaction_read_only
+	// for the database; MySQL 8.0.22+: the schema's READ ONLY option).
+	// MariaDB has no per-database read-only: the cutover step fails and
+	// changes nothing.
 	// +optional
 	// +kubebuilder:default=false
 	SourceReadOnly bool `json:"sourceReadOnly"`
@@ -576,6 +578,12 @@ type CutoverStatus struct {
 	// "switched Secret app-db to postgres target-db:5432/orders".
 	// +optional
 	Actions []string `json:"actions,omitempty"`
+	// StartTime is when cutover started (approval, or verification with
+	// mode Auto). In Continuous mode replication is stopped only after a
+	// replication check started after it (and after the source was made
+	// read-only) found the target caught up (lag 0).
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// Time when cutover finished.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`

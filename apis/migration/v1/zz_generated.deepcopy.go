@@ -45,6 +45,10 @@ func (in *CutoverStatus) DeepCopyInto(out *CutoverStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.StartTime != nil {
+		in, out := &in.StartTime, &out.StartTime
+		*out = (*in).DeepCopy()
+	}
 	if in.Time != nil {
 		in, out := &in.Time, &out.Time
 		*out = (*in).DeepCopy()

@@ -26,6 +26,27 @@ func replication(lag, retained int64) *result.Replication {
 		LagBytes: lag, RetainedWALBytes: retained, SyncedTables: 2, Tables: 2}
 }
 
+// answerChecks completes the replication-status Jobs of name as they come
+// with the given lag: n of them, or (n = 0) until replication-stop is
+// created. It returns how many it answered.
+func answerChecks(t *testing.T, ns, name string, lag int64, n int) int {
+	t.Helper()
+	answered := map[string]bool{}
+	NewWithT(t).Eventually(func(g Gomega) bool {
+		for _, j := range jobs(g, env.Client, ns) {
+			if j.Labels[migrationv1.StepLabel] == result.StepReplicationStatus && !answered[j.Name] && len(j.Status.Conditions) == 0 {
+				answered[j.Name] = true
+				completeStep(t, env.Client, &j, result.MigrationResult{Replication: replication(lag, 1<<20)})
+			}
+			if n == 0 && j.Name == name+"-repl-stop" {
+				return true
+			}
+		}
+		return n > 0 && len(answered) >= n
+	}).WithTimeout(timeout).WithPolling(200 * time.Millisecond).Should(BeTrue())
+	return len(answered)
+}
+
 // copyAndVerify takes a MigrationJob through precheck, copy,
 // replication-start and verify.
 func copyAndVerify(t *testing.T, ns, name string) {
@@ -62,8 +83,15 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseReadyForCutover))
 
 	approve(t, mj)
-	stop := waitForJob(t, env.Client, ns, "cont-repl-stop")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCuttingOver))
+	// Replication is stopped only once a check started after the cutover
+	// began finds lag 0: a lagging target keeps it waiting.
+	lagging := answerChecks(t, ns, "cont", 8192, 2)
+	g.Expect(jobNames(env.Client, ns)(g)).NotTo(ContainElement("cont-repl-stop"), "stopped while lagging")
+	g.Expect(message(mj, cairnv1.ReadyCondition)(g)).To(ContainSubstring("waiting until the target caught up (lag 8192 bytes"))
+	answerChecks(t, ns, "cont", 0, 0)
+	stop := waitForJob(t, env.Client, ns, "cont-repl-stop")
+	g.Expect(lagging).To(BeNumerically(">=", 2))
 	completeStep(t, env.Client, stop, result.MigrationResult{Replication: replication(0, 0)})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	cur := current(g, mj)

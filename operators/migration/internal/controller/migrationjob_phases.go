@@ -277,6 +277,8 @@ func (r *MigrationJobReconciler) readyForCutover(ctx context.Context, p *pass) e
 		conditions.MarkNotReady(mj, migrationv1.AwaitingApprovalReason, msg)
 		return reconcile.Done()
 	}
+	now := metav1.Now()
+	mj.Status.Cutover = &migrationv1.CutoverStatus{StartTime: &now}
 	mj.Status.Phase = migrationv1.PhaseCuttingOver
 	return nil
 }
@@ -287,18 +289,31 @@ func (r *MigrationJobReconciler) readyForCutover(ctx context.Context, p *pass) e
 func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	mj, spec := p.Obj, &p.State.spec
 	if mj.Status.Cutover == nil {
-		mj.Status.Cutover = &migrationv1.CutoverStatus{}
+		now := metav1.Now()
+		mj.Status.Cutover = &migrationv1.CutoverStatus{StartTime: &now}
 	}
 	var steps []stepRun
 	if spec.Cutover.SourceReadOnly {
 		steps = append(steps, stepRun{step: result.StepCutover})
 	}
 	if spec.Mode == migrationv1.ModeContinuous {
-		after := ""
-		if spec.Cutover.SourceReadOnly {
-			after = result.StepCutover // no write reaches the source any more: the target catches up for good
+		// Writes to the source have stopped (sourceReadOnly): wait until a
+		// replication check started after that finds the target caught up.
+		if done, err := r.runSteps(ctx, p, migrationv1.PhaseCuttingOver, "cutting over: "+describeCutover(spec), steps...); err != nil || !done {
+			return err
 		}
-		steps = append(steps, stepRun{step: result.StepReplicationStop, after: after, onResult: func(res *result.MigrationResult) error {
+		if !r.caughtUp(mj) {
+			if err := r.checkReplication(ctx, p); err != nil || mj.Finished() {
+				return err
+			}
+			lag := "not measured yet"
+			if rep := mj.Status.Replication; rep != nil && rep.LastCheckTime != nil {
+				lag = fmt.Sprintf("%d bytes at the last check", rep.LagBytes)
+			}
+			conditions.MarkReconciling(mj, migrationv1.ReplicatingReason, "cutting over: waiting until the target caught up (lag "+lag+"), then replication stops")
+			return nil
+		}
+		steps = append(steps, stepRun{step: result.StepReplicationStop, onResult: func(res *result.MigrationResult) error {
 			if err := r.recordReplication(p)(res); err != nil {
 				return err
 			}
@@ -332,6 +347,20 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	msg := "cut over: " + strings.Join(actions, "; ")
 	conditions.Set(mj, migrationv1.CutOverCondition, metav1.ConditionTrue, migrationv1.CutOverReason, msg)
 	return r.succeed(p, cairnv1.SucceededReason, fmt.Sprintf("migrated %s to %s; %s", migspec.Describe(spec.Source), migspec.Describe(spec.Target.DatabaseRef), msg))
+}
+
+// caughtUp reports whether a replication check that started after cutover
+// began (and after the source was made read-only) found lag 0.
+func (r *MigrationJobReconciler) caughtUp(mj *migrationv1.MigrationJob) bool {
+	st, rep := mj.Status.Step(result.StepReplicationStatus), mj.Status.Replication
+	if st == nil || st.Phase != migrationv1.StepSucceeded || st.StartTime == nil || rep == nil || rep.LagBytes != 0 {
+		return false
+	}
+	since := mj.Status.Cutover.StartTime
+	if ro := mj.Status.Step(result.StepCutover); ro != nil && ro.CompletionTime != nil {
+		since = ro.CompletionTime
+	}
+	return since == nil || st.StartTime.After(since.Time)
 }
 
 // checkReplication runs a replication-status Job every ReplicationInterval
