@@ -88,6 +88,10 @@ const (
 	EnvTargetName     = "CAIRN_TARGET_DB_NAME"
 	EnvTargetUser     = "CAIRN_TARGET_DB_USER"
 	EnvTargetPassword = "CAIRN_TARGET_DB_PASSWORD"
+	// EnvTargetPasswordFile names a file holding the target password (a
+	// mounted Secret key; one trailing newline dropped). Set it or
+	// EnvTargetPassword, not both.
+	EnvTargetPasswordFile = "CAIRN_TARGET_DB_PASSWORD_FILE"
 )
 
 // MigrationResult is what every `agent migrate` step reports. Fields a step
@@ -123,6 +127,11 @@ type MigrationResult struct {
 
 	// Replication (Continuous).
 	Replication *Replication `json:"replication,omitempty"`
+
+	// Actions (cutover, and copy's reset of an earlier attempt): what the
+	// step changed, one sentence each ("source database shop is read-only
+	// (default_transaction_read_only=on); ended 3 sessions").
+	Actions []string `json:"actions,omitempty"`
 
 	DurationSeconds float64 `json:"durationSeconds,omitempty"`
 }

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/internal/pipeline"
+	"cairn.dev/agent/internal/store"
+)
+
+// dumpWithInventory streams eng's dump into key (pipeline.Backup) and takes
+// the inventory of the dumped data at the same time:
+//
+//   - PostgreSQL: a held REPEATABLE READ transaction exports a snapshot;
+//     pg_dump reads in it (--snapshot) and so does the inventory, on its
+//     own connection, while the dump runs. Both see exactly the same rows.
+//   - MySQL/MariaDB cannot share a snapshot between connections. The agent
+//     briefly takes FLUSH TABLES WITH READ LOCK (lock_wait_timeout 10 s),
+//     starts the inventory's consistent-snapshot transaction, starts
+//     mysqldump, and unlocks as soon as mysqldump wrote past its header
+//     (it starts its own transaction before it writes anything else) or
+//     after at most mysqlLockMax: no commit can fall between the two
+//     snapshots, so the inventory is Consistent. Without the RELOAD
+//     privilege (or if the lock times out) the two snapshots start a moment
+//     apart and the inventory is marked not Consistent.
+//
+// A failed inventory does not fail the dump: invErr says why it is missing.
+func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn engine.Conn, st store.Store, key string, o inventory.Options) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
+	level := pipeline.Level(a.cfg.Compression)
+	if o.Method == "None" || o.Method == "" {
+		w, err = pipeline.Backup(ctx, eng, st, key, level)
+		return w, nil, nil, err
+	}
+	ictx, cancelInv := context.WithCancel(ctx)
+	defer cancelInv()
+	done := make(chan struct{})
+	switch e := eng.(type) {
+	case *engine.Postgres:
+		holder, cerr := inventory.ConnectPostgres(ctx, conn, conn.Database)
+		if cerr != nil {
+			return w, nil, nil, cerr
+		}
+		defer holder.Close(context.WithoutCancel(ctx))
+		tx, snap, serr := inventory.ExportSnapshot(ctx, holder)
+		if serr != nil {
+			return w, nil, nil, serr
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		e.Snapshot = snap
+		defer func() { e.Snapshot = "" }()
+		o.Snapshot = snap
+		go func() {
+			defer close(done)
+			inv, invErr = inventory.Take(ictx, "postgres", conn, o)
+		}()
+	case *engine.MySQL:
+		m, cerr := inventory.OpenMySQL(ctx, conn)
+		if cerr != nil {
+			return w, nil, nil, cerr
+		}
+		defer m.Close()
+		unlock, locked := a.mysqlGlobalReadLock(ctx, conn)
+		defer unlock()
+		if berr := inventory.BeginConsistent(ctx, m.C); berr != nil {
+			return w, nil, nil, berr
+		}
+		consistent := locked
+		if locked {
+			var once sync.Once
+			release := func(inTime bool) {
+				once.Do(func() {
+					if !inTime {
+						consistent = false
+						a.log.Warn("mysqldump did not start within the lock's bound; the inventory may differ from the dump", "bound", mysqlLockMax)
+					}
+					unlock()
+				})
+			}
+			timer := time.AfterFunc(mysqlLockMax, func() { release(false) })
+			defer timer.Stop()
+			eng = startWatch{Engine: e, started: func() { timer.Stop(); release(true) }}
+		}
+		go func() {
+			defer close(done)
+			inv, invErr = m.TakeInTransaction(ictx, o)
+			if inv != nil {
+				inv.Consistent = consistent
+			}
+		}()
+	default:
+		return w, nil, nil, fmt.Errorf("no inventory for engine %s", eng.Name())
+	}
+	w, err = pipeline.Backup(ctx, eng, st, key, level)
+	if err != nil {
+		cancelInv()
+	}
+	<-done
+	if sw, ok := eng.(startWatch); ok {
+		sw.started() // a dump too small to flush before it ended
+	}
+	if err != nil {
+		return w, nil, nil, err
+	}
+	if invErr != nil {
+		invErr = fmt.Errorf("inventory: %w", invErr)
+		inv = nil
+	} else if inv == nil {
+		invErr = errors.New("inventory: none taken")
+	}
+	return w, inv, invErr, nil
+}
+
+// mysqlLockMax bounds how long a backup holds the global read lock.
+const mysqlLockMax = 10 * time.Second
+
+// mysqlGlobalReadLock takes FLUSH TABLES WITH READ LOCK on a connection of
+// its own; unlock releases it (and is safe to call twice). locked is false
+// when the lock could not be had (no RELOAD privilege, a long query in the
+// way): the caller goes on without it.
+func (a *app) mysqlGlobalReadLock(ctx context.Context, conn engine.Conn) (unlock func(), locked bool) {
+	pool, c, err := inventory.ConnectMySQL(ctx, conn, conn.Database)
+	if err != nil {
+		a.log.Warn("no global read lock for a consistent inventory", "error", err)
+		return func() {}, false
+	}
+	var once sync.Once
+	unlock = func() {
+		once.Do(func() {
+			c.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+			c.Close()
+			pool.Close()
+		})
+	}
+	if _, err := c.ExecContext(ctx, "SET SESSION lock_wait_timeout = 10"); err == nil {
+		_, err = c.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK")
+	}
+	if err != nil {
+		a.log.Warn("no global read lock for a consistent inventory (needs RELOAD); the inventory's snapshot starts a moment before the dump's", "error", err)
+		unlock()
+		return func() {}, false
+	}
+	return unlock, true
+}
+
+// startWatch calls started once mysqldump wrote past its header: it writes
+// the header, then starts its consistent-snapshot transaction, then the
+// rest, so any byte after the header means its snapshot exists.
+type startWatch struct {
+	engine.Engine
+	started func()
+}
+
+func (s startWatch) Dump(ctx context.Context, w io.Writer) error {
+	return s.Engine.Dump(ctx, &headerWatch{w: w, started: s.started})
+}
+
+// mysqldumpHeaderEnd ends the header of MySQL's and MariaDB's mysqldump.
+var mysqldumpHeaderEnd = []byte("SQL_NOTES=0 */;\n")
+
+type headerWatch struct {
+	w       io.Writer
+	started func()
+	seen    []byte // the header so far (bounded)
+	done    bool
+}
+
+func (h *headerWatch) Write(p []byte) (int, error) {
+	if !h.done {
+		if len(h.seen) < 64<<10 {
+			h.seen = append(h.seen, p...)
+		}
+		if i := bytes.Index(h.seen, mysqldumpHeaderEnd); i >= 0 && len(h.seen) > i+len(mysqldumpHeaderEnd) {
+			h.done = true
+			h.seen = nil
+			h.started()
+		}
+	}
+	return h.w.Write(p)
+}
