@@ -294,7 +294,15 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	}
 	var steps []stepRun
 	if spec.Cutover.SourceReadOnly {
-		steps = append(steps, stepRun{step: result.StepCutover})
+		steps = append(steps, stepRun{step: result.StepCutover, onResult: func(res *result.MigrationResult) error {
+			// What the agent did on the source, kept for the final list.
+			if res != nil {
+				for _, a := range res.Actions {
+					mj.Status.Cutover.Actions = append(mj.Status.Cutover.Actions, "source: "+a)
+				}
+			}
+			return nil
+		}})
 	}
 	if spec.Mode == migrationv1.ModeContinuous {
 		// Writes to the source have stopped (sourceReadOnly): wait until a
@@ -342,6 +350,7 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 		actions = append(actions, "nothing declared (no sourceReadOnly, no switchSecret): the target is ready, switch your applications to it")
 	}
 	now := metav1.Now()
+	actions = append(actions, mj.Status.Cutover.Actions...) // the agent's own report of the cutover step
 	mj.Status.Cutover.Actions = actions
 	mj.Status.Cutover.Time = &now
 	msg := "cut over: " + strings.Join(actions, "; ")
