@@ -3,6 +3,7 @@ module cairn.dev/apis
 go 1.26.0
 
 require (
+	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/controller-runtime v0.25.3
 	sigs.k8s.io/randfill v1.0.0

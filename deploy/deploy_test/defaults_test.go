@@ -7,6 +7,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 )
 
@@ -32,6 +33,20 @@ func TestCRDDefaultsAreTheAPIConstants(t *testing.T) {
 			"v1": {
 				"maxRetries":            restorev1.DefaultMaxRetries,
 				"activeDeadlineSeconds": restorev1.DefaultActiveDeadlineSeconds,
+			},
+		},
+		// transfer and cutover: whole objects (their fields' own defaults
+		// apply too when they are given in part).
+		"migrationjobs.migration.cairn.dev": {
+			"v1": {
+				"mode":                  migrationv1.DefaultMode,
+				"transfer":              map[string]any{"method": migrationv1.DefaultTransferMethod, "parallelism": migrationv1.DefaultParallelism},
+				"verify":                migrationv1.DefaultVerify,
+				"cutover":               map[string]any{"mode": migrationv1.DefaultCutoverMode, "sourceReadOnly": false},
+				"allowNonEmptyTarget":   false,
+				"dryRun":                false,
+				"maxRetries":            migrationv1.DefaultMaxRetries,
+				"activeDeadlineSeconds": migrationv1.DefaultActiveDeadlineSeconds,
 			},
 		},
 	}

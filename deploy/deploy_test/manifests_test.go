@@ -61,7 +61,7 @@ func arg(c corev1.Container, name string) (string, bool) {
 
 // runsAgent names the operators whose children run the agent (and so are
 // given its image); the orchestrator's children are other operators' kinds.
-var runsAgent = map[string]bool{"backup": true, "restore": true}
+var runsAgent = map[string]bool{"backup": true, "restore": true, "migration": true}
 
 // TestManager checks each operator's Deployment: two replicas with leader
 // election, probes on :8081, metrics :8443 and webhooks :9443 matching the

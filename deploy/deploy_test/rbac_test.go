@@ -67,6 +67,23 @@ var allowed = map[string]map[string]grant{
 		"authentication.k8s.io/tokenreviews":        {write: true},
 		"authorization.k8s.io/subjectaccessreviews": {write: true},
 	},
+	// The migration operator patches one Secret, the one a MigrationJob's
+	// spec.cutover.switchSecret names, at cutover (its host, port and
+	// database keys); everything else it only reads.
+	"migration": {
+		"migration.cairn.dev/migrationjobs":            {write: true},
+		"migration.cairn.dev/migrationjobs/status":     {write: true},
+		"migration.cairn.dev/migrationjobs/finalizers": {write: true},
+		"batch/jobs":                         {write: true},
+		"/pods":                              {},
+		"/secrets":                           {write: true},
+		"/persistentvolumeclaims":            {},
+		"/events":                            {write: true},
+		"events.k8s.io/events":               {write: true},
+		"coordination.k8s.io/leases":         {write: true},
+		"authentication.k8s.io/tokenreviews": {write: true},
+		"authorization.k8s.io/subjectaccessreviews": {write: true},
+	},
 	// The orchestrator writes its children (BackupJobs, RestoreJobs) and
 	// reads their status; never Jobs, Pods or Secrets.
 	"orchestrator": {

@@ -124,7 +124,7 @@ func TestReleaseChangesOnlyItsImageTag(t *testing.T) {
 	if _, err := release.Render(r, "backup", "1.0"); err == nil {
 		t.Error("Render accepted version 1.0")
 	}
-	if _, err := release.Render(r, "migration", "v1.0.0"); err == nil {
+	if _, err := release.Render(r, "no-such-operator", "v1.0.0"); err == nil {
 		t.Error("Render accepted an operator without a base")
 	}
 }

@@ -1,45 +1,16 @@
-// Command migration-operator will run the Cairn migration operator. Its kinds and
-// controllers land with their own issue; until then it starts a manager with
-// no controllers (leader election, health probes and metrics only), so the
-// module, image and flags exist and build.
+// Command migration-operator runs the Cairn migration operator: it
+// reconciles MigrationJobs (migration.cairn.dev) into one agent Job per step
+// (`agent migrate <step>`), in this cluster and, for a Store transfer to
+// another cluster, in the target cluster, and serves the MigrationJob
+// defaulting and validating webhooks.
 package main
 
 import (
-	"flag"
-	"fmt"
-	"os"
-
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"cairn.dev/libs/manager"
+	"cairn.dev/operators/migration/internal/operator"
 )
 
 // version is stamped at release: -ldflags "-X main.version=vX.Y.Z".
 var version = "dev"
 
-func main() {
-	opts := manager.New("migration")
-	opts.EnableWebhooks = false
-	opts.BindFlags(flag.CommandLine)
-	showVersion := flag.Bool("version", false, "Print the version and exit.")
-	flag.Parse()
-	if *showVersion {
-		fmt.Println(version)
-		return
-	}
-	opts.Logger()
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	mgr, err := opts.NewManager(ctrl.GetConfigOrDie(), scheme, nil)
-	if err != nil {
-		ctrl.Log.Error(err, "creating the manager")
-		os.Exit(1)
-	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		ctrl.Log.Error(err, "running the manager")
-		os.Exit(1)
-	}
-}
+func main() { manager.Main(operator.New(version)) }

@@ -1,0 +1,155 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"cairn.dev/agent/result"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+)
+
+func continuousJob(ns, name, maxWAL string) *migrationv1.MigrationJob {
+	mj := migrationJob(ns, name)
+	mj.Spec.Mode = migrationv1.ModeContinuous
+	q := resource.MustParse(maxWAL)
+	mj.Spec.Replication = &migrationv1.ReplicationSpec{MaxRetainedWAL: &q}
+	return mj
+}
+
+func replication(lag, retained int64) *result.Replication {
+	return &result.Replication{Publication: "cairn_pub_x", Subscription: "cairn_sub_x", Slot: "cairn_slot_x",
+		LagBytes: lag, RetainedWALBytes: retained, SyncedTables: 2, Tables: 2}
+}
+
+// answerChecks completes the replication-status Jobs of name as they come
+// with the given lag: n of them, or (n = 0) until replication-stop is
+// created. It returns how many it answered.
+func answerChecks(t *testing.T, ns, name string, lag int64, n int) int {
+	t.Helper()
+	answered := map[string]bool{}
+	NewWithT(t).Eventually(func(g Gomega) bool {
+		for _, j := range jobs(g, env.Client, ns) {
+			if j.Labels[migrationv1.StepLabel] == result.StepReplicationStatus && !answered[j.Name] && len(j.Status.Conditions) == 0 {
+				answered[j.Name] = true
+				completeStep(t, env.Client, &j, result.MigrationResult{Replication: replication(lag, 1<<20)})
+			}
+			if n == 0 && j.Name == name+"-repl-stop" {
+				return true
+			}
+		}
+		return n > 0 && len(answered) >= n
+	}).WithTimeout(timeout).WithPolling(200 * time.Millisecond).Should(BeTrue())
+	return len(answered)
+}
+
+// copyAndVerify takes a MigrationJob through precheck, copy,
+// replication-start and verify.
+func copyAndVerify(t *testing.T, ns, name string) {
+	t.Helper()
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-precheck"), result.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-copy"), result.MigrationResult{TablesDone: 2, Bytes: 100})
+	start := waitForJob(t, env.Client, ns, name+"-repl-start")
+	got, _ := envOf(start, result.EnvMaxRetainedWALBytes)
+	NewWithT(t).Expect(got).To(Equal("1073741824"))
+	completeStep(t, env.Client, start, result.MigrationResult{Replication: replication(0, 0)})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-verify"), result.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
+}
+
+// Continuous mode: after the copy, logical replication is started; while
+// waiting for approval its lag and retained WAL are checked periodically
+// (a new replication-status Job each time, the previous one deleted); the
+// cutover stops replication; status.replication shows it all.
+func TestContinuousReplicatesUntilCutover(t *testing.T) {
+	g := NewWithT(t)
+	startOperator(t)
+	ns := namespace(t)
+	mj := continuousJob(ns, "cont", "1Gi")
+	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
+	copyAndVerify(t, ns, "cont")
+	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseReadyForCutover))
+
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "cont-rstatus-0"), result.MigrationResult{Replication: replication(4096, 1<<20)})
+	g.Eventually(func(g Gomega) *migrationv1.ReplicationStatus { return current(g, mj).Status.Replication }).WithTimeout(timeout).
+		Should(And(HaveField("LagBytes", int64(4096)), HaveField("RetainedWALBytes", int64(1<<20)), HaveField("Slot", "cairn_slot_x")))
+	second := waitForJob(t, env.Client, ns, "cont-rstatus-1")
+	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).ShouldNot(ContainElement("cont-rstatus-0"), "the checked one is deleted")
+	completeStep(t, env.Client, second, result.MigrationResult{Replication: replication(0, 2<<20)})
+	waitForJob(t, env.Client, ns, "cont-rstatus-2")
+	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseReadyForCutover))
+
+	approve(t, mj)
+	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCuttingOver))
+	// Replication is stopped only once a check started after the cutover
+	// began finds lag 0: a lagging target keeps it waiting.
+	lagging := answerChecks(t, ns, "cont", 8192, 2)
+	g.Expect(jobNames(env.Client, ns)(g)).NotTo(ContainElement("cont-repl-stop"), "stopped while lagging")
+	g.Expect(message(mj, cairnv1.ReadyCondition)(g)).To(ContainSubstring("waiting until the target caught up (lag 8192 bytes"))
+	answerChecks(t, ns, "cont", 0, 0)
+	stop := waitForJob(t, env.Client, ns, "cont-repl-stop")
+	g.Expect(lagging).To(BeNumerically(">=", 2))
+	completeStep(t, env.Client, stop, result.MigrationResult{Replication: replication(0, 0)})
+	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
+	cur := current(g, mj)
+	g.Expect(cur.Status.Replication.Stopped).To(BeTrue())
+	g.Expect(cur.Status.Cutover.Actions).To(ContainElement(ContainSubstring("stopped replication")))
+}
+
+// Above spec.replication.maxRetainedWAL the migration is aborted: the slot
+// is dropped first (replication-stop), then it fails with a condition that
+// says why.
+func TestContinuousAbortsAboveRetainedWALLimit(t *testing.T) {
+	g := NewWithT(t)
+	startOperator(t)
+	ns := namespace(t)
+	mj := continuousJob(ns, "leak", "1Gi")
+	mj.Spec.Cutover.Mode = migrationv1.CutoverManual
+	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
+	copyAndVerify(t, ns, "leak")
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "leak-rstatus-0"), result.MigrationResult{Replication: replication(1<<30, 2<<30)})
+	stop := waitForJob(t, env.Client, ns, "leak-repl-stop")
+	g.Expect(current(g, mj).Status.Phase).NotTo(Equal(migrationv1.PhaseFailed), "not failed before the slot is dropped")
+	completeStep(t, env.Client, stop, result.MigrationResult{})
+	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
+	st := condition(g, mj, cairnv1.StalledCondition)
+	g.Expect(st.Reason).To(Equal(migrationv1.RetainedWALLimitReason))
+	g.Expect(st.Message).To(And(ContainSubstring("2147483648 bytes"), ContainSubstring("slot dropped")))
+	g.Expect(current(g, mj).Status.Replication.Stopped).To(BeTrue())
+}
+
+// The agent's replication-status fails on its own above the limit (it is
+// given the limit): same abort.
+func TestContinuousAbortsWhenTheAgentReportsTheLimit(t *testing.T) {
+	g := NewWithT(t)
+	startOperator(t)
+	ns := namespace(t)
+	mj := continuousJob(ns, "agentleak", "1Gi")
+	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
+	copyAndVerify(t, ns, "agentleak")
+	failStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-rstatus-0"), 1, "retained WAL 2147483648 bytes above limit 1073741824")
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-repl-stop"), result.MigrationResult{})
+	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
+	g.Expect(condition(g, mj, cairnv1.StalledCondition).Reason).To(Equal(migrationv1.RetainedWALLimitReason))
+}
+
+// A Continuous MigrationJob deleted while replicating stops replication
+// (a replication-stop Job) before its finalizer lets it go.
+func TestContinuousDeletionStopsReplication(t *testing.T) {
+	g := NewWithT(t)
+	startOperator(t)
+	ns := namespace(t)
+	mj := continuousJob(ns, "bye", "1Gi")
+	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
+	copyAndVerify(t, ns, "bye")
+	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseReadyForCutover))
+	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
+	stop := waitForJob(t, env.Client, ns, "bye-repl-stop")
+	g.Consistently(gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until replication is stopped")
+	completeStep(t, env.Client, stop, result.MigrationResult{})
+	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).Should(BeEmpty())
+}

@@ -1,0 +1,386 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/agent/result"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/references"
+	"cairn.dev/libs/remote"
+)
+
+// Labels on every Job and Pod the operator creates. The operator's cache
+// holds only objects with ManagedByLabel=ManagedByValue.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "cairn-migration-operator"
+	NameLabel      = "app.kubernetes.io/name"
+	NameValue      = "cairn-agent"
+	ComponentLabel = "app.kubernetes.io/component"
+	ComponentValue = "migration"
+)
+
+// CutoverEventReason is the reason of the Event listing what cutover did.
+const CutoverEventReason = "CutoverActions"
+
+// Secret keys spec.cutover.switchSecret gets at cutover.
+const (
+	SwitchHostKey     = "host"
+	SwitchPortKey     = "port"
+	SwitchDatabaseKey = "database"
+)
+
+// CacheByObject keeps only the operator's own Jobs and Pods in memory.
+func CacheByObject() map[client.Object]cache.ByObject {
+	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+	return map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: sel},
+		&corev1.Pod{}:  {Label: sel},
+	}
+}
+
+// runsRemote reports whether target-side Jobs run in the target cluster.
+func runsRemote(spec *migrationv1.MigrationJobSpec) bool {
+	return spec.Target.KubeconfigSecretRef != nil && spec.Transfer.Method == migrationv1.TransferStore
+}
+
+// targetNamespace is the namespace of the Jobs in the target cluster.
+func targetNamespace(mj *migrationv1.MigrationJob) string {
+	if mj.Spec.Target.Namespace != "" {
+		return mj.Spec.Target.Namespace
+	}
+	return mj.Namespace
+}
+
+// jobLabels are the labels of a step's Job and its pods.
+func jobLabels(mj *migrationv1.MigrationJob, step string) map[string]string {
+	return map[string]string{
+		ManagedByLabel:                         ManagedByValue,
+		NameLabel:                              NameValue,
+		ComponentLabel:                         ComponentValue,
+		migrationv1.MigrationJobLabel:          mj.Name,
+		migrationv1.MigrationJobNamespaceLabel: mj.Namespace,
+		migrationv1.MigrationJobUIDLabel:       string(mj.UID),
+		migrationv1.StepLabel:                  step,
+	}
+}
+
+// sides says which databases a step talks to.
+func sides(step string, transfer migrationv1.TransferMethod) (source, target bool) {
+	switch step {
+	case result.StepPrecheckSource, result.StepExport, result.StepCutover:
+		return true, false
+	case result.StepPrecheckTarget, result.StepImport:
+		return false, true
+	case result.StepVerify:
+		// Store transfer: the target against the inventory export recorded.
+		return transfer == migrationv1.TransferDirect, true
+	}
+	return true, true // precheck, copy, replication-*
+}
+
+// usesStore says whether a step's Job gets the store.
+func usesStore(step string, transfer migrationv1.TransferMethod) bool {
+	if transfer != migrationv1.TransferStore {
+		return false
+	}
+	switch step {
+	case result.StepPrecheckSource, result.StepPrecheckTarget, result.StepExport, result.StepImport, result.StepVerify:
+		return true
+	}
+	return false
+}
+
+// desiredJob renders a step's Job. spec is mj's spec with defaults applied.
+func (r *MigrationJobReconciler) desiredJob(mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec, st *migrationv1.StepStatus, artifact *cairnv1.Artifact) (*batchv1.Job, error) {
+	lbls := jobLabels(mj, st.Step)
+	src, tgt := sides(st.Step, spec.Transfer.Method)
+	as := agentjob.Spec{
+		Command:               "migrate",
+		Image:                 r.AgentImage,
+		CatalogKey:            mj.Namespace + "/" + mj.Name,
+		Labels:                lbls,
+		BackoffLimit:          spec.MaxRetries,
+		ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
+	}
+	if spec.Image != "" {
+		as.Image = spec.Image
+	}
+	if src {
+		source := spec.Source
+		as.Database = &source
+	}
+	if usesStore(st.Step, spec.Transfer.Method) && spec.Transfer.Storage != nil {
+		as.Storage = *spec.Transfer.Storage
+	}
+	if (st.Step == result.StepImport || st.Step == result.StepVerify) && artifact != nil {
+		as.Artifact = artifact.Path
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: st.Namespace, Name: st.JobName, Labels: lbls},
+		Spec:       agentjob.JobSpec(as),
+	}
+	pod := &job.Spec.Template.Spec
+	c := &pod.Containers[0]
+	c.Args = []string{"migrate", st.Step}
+	if spec.Resources != nil {
+		c.Resources = *spec.Resources.DeepCopy()
+	}
+	env := []corev1.EnvVar{
+		{Name: result.EnvMigration, Value: mj.Namespace + "/" + mj.Name},
+		{Name: result.EnvMigrationUID, Value: string(mj.UID)},
+		{Name: result.EnvMode, Value: string(spec.Mode)},
+		{Name: result.EnvParallel, Value: strconv.Itoa(int(*spec.Transfer.Parallelism))},
+		{Name: result.EnvVerify, Value: string(spec.Verify)},
+		{Name: result.EnvAllowNonEmptyTarget, Value: strconv.FormatBool(spec.AllowNonEmptyTarget)},
+	}
+	if o := spec.Objects; o != nil {
+		env = append(env,
+			corev1.EnvVar{Name: result.EnvInclude, Value: strings.Join(o.Include, ",")},
+			corev1.EnvVar{Name: result.EnvExclude, Value: strings.Join(o.Exclude, ",")})
+	}
+	if !src {
+		env = append(env, corev1.EnvVar{Name: "CAIRN_ENGINE", Value: string(spec.Target.Engine)})
+	}
+	if st.Step == result.StepCutover {
+		env = append(env, corev1.EnvVar{Name: result.EnvCutoverSourceReadOnly, Value: strconv.FormatBool(spec.Cutover.SourceReadOnly)})
+	}
+	if strings.HasPrefix(st.Step, "replication-") {
+		env = append(env, corev1.EnvVar{Name: result.EnvMaxRetainedWALBytes, Value: strconv.FormatInt(spec.MaxRetainedWALBytes(), 10)})
+	}
+	if tgt {
+		t := spec.Target
+		env = append(env,
+			corev1.EnvVar{Name: result.EnvTargetHost, Value: t.Host},
+			corev1.EnvVar{Name: result.EnvTargetPort, Value: strconv.Itoa(int(t.Port))},
+			corev1.EnvVar{Name: result.EnvTargetName, Value: t.Database},
+			secretEnv(result.EnvTargetUser, t.CredentialsSecretRef.Name, agentjob.DatabaseUsernameKey),
+			secretEnv(result.EnvTargetPassword, t.CredentialsSecretRef.Name, agentjob.DatabasePasswordKey),
+		)
+	}
+	c.Env = append(c.Env, env...)
+	if st.Cluster == migrationv1.ClusterLocal {
+		if err := ownership.SetController(mj, job, r.Scheme); err != nil {
+			return nil, err
+		}
+	}
+	return job, nil
+}
+
+func secretEnv(name, secret, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key,
+	}}}
+}
+
+// localReferences are the objects the Jobs in this cluster need: the
+// source's credentials, the target's when it is reached from here, the
+// store (Store transfer: export runs here), the cutover Secret and the
+// target cluster's kubeconfig.
+func localReferences(ns string, spec *migrationv1.MigrationJobSpec) []references.Ref {
+	var storage cairnv1.StorageSpec
+	if spec.Transfer.Storage != nil {
+		storage = *spec.Transfer.Storage
+	}
+	refs := agentjob.References(ns, &spec.Source, "spec.source", storage, "spec.transfer.storage")
+	if !runsRemote(spec) {
+		target := spec.Target.DatabaseRef
+		refs = append(refs, agentjob.References(ns, &target, "spec.target", cairnv1.StorageSpec{}, "")...)
+	}
+	if k := spec.Target.KubeconfigSecretRef; k != nil {
+		key := k.Key
+		if key == "" {
+			key = remote.DefaultKey
+		}
+		refs = append(refs, references.Ref{Kind: references.Secret, Namespace: ns, Name: k.Name, Keys: []string{key}, Field: "spec.target.kubeconfigSecretRef"})
+	}
+	if s := spec.Cutover.SwitchSecret; s != nil {
+		refs = append(refs, references.Ref{Kind: references.Secret, Namespace: ns, Name: s.Name, Field: "spec.cutover.switchSecret"})
+	}
+	return refs
+}
+
+// remoteReferences are the objects the Jobs in the target cluster need.
+func remoteReferences(ns string, spec *migrationv1.MigrationJobSpec) []references.Ref {
+	var storage cairnv1.StorageSpec
+	if spec.Transfer.Storage != nil {
+		storage = *spec.Transfer.Storage
+	}
+	target := spec.Target.DatabaseRef
+	return agentjob.References(ns, &target, "spec.target", storage, "spec.transfer.storage")
+}
+
+// migrationJobIndex is what a MigrationJob is indexed under: the local
+// objects it refers to.
+func migrationJobIndex(o client.Object) []ownership.Reference {
+	mj, ok := o.(*migrationv1.MigrationJob)
+	if !ok {
+		return nil
+	}
+	spec := mj.Spec.DeepCopy()
+	spec.SetDefaults()
+	return references.References(localReferences(mj.Namespace, spec))
+}
+
+// switchSecret rewrites the host, port and database keys of the Secret
+// spec.cutover.switchSecret names to the target's. Other keys stay.
+func (r *MigrationJobReconciler) switchSecret(ctx context.Context, mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec) error {
+	name := spec.Cutover.SwitchSecret.Name
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: mj.Namespace, Name: name}, sec); err != nil {
+		return fmt.Errorf("reading Secret %s to switch it to the target: %w", name, err)
+	}
+	t := spec.Target
+	want := map[string]string{SwitchHostKey: t.Host, SwitchPortKey: strconv.Itoa(int(t.Port)), SwitchDatabaseKey: t.Database}
+	same := true
+	for k, v := range want {
+		if string(sec.Data[k]) != v {
+			same = false
+		}
+	}
+	if same {
+		return nil
+	}
+	base := sec.DeepCopy()
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	for k, v := range want {
+		sec.Data[k] = []byte(v)
+	}
+	if err := r.Client.Patch(ctx, sec, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("switching Secret %s to the target: %w", name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("switched Secret to the target", "Secret", name, "target", t.Host)
+	return nil
+}
+
+// needsReplicationStop reports whether a Continuous migration may have
+// replication running.
+func needsReplicationStop(mj *migrationv1.MigrationJob) bool {
+	if mj.Spec.Mode != migrationv1.ModeContinuous {
+		return false
+	}
+	st := mj.Status.Step(result.StepReplicationStart)
+	if st == nil || !st.Created {
+		return false
+	}
+	return mj.Status.Replication == nil || !mj.Status.Replication.Stopped
+}
+
+// deleteAll is the finalizer's cleanup: stop replication if it may run
+// (a replication-stop Job), then delete every Job of mj here and in the
+// target cluster. Done when none is left.
+func (r *MigrationJobReconciler) deleteAll(ctx context.Context, mj *migrationv1.MigrationJob) (bool, error) {
+	if needsReplicationStop(mj) {
+		done, err := r.stopReplicationForDeletion(ctx, mj)
+		if err != nil || !done {
+			return false, err
+		}
+	}
+	gone, err := ownership.DeleteChildren(ctx, r.Client, mj, ownership.Children{
+		Kinds: []client.ObjectList{&batchv1.JobList{}}, Labels: map[string]string{migrationv1.MigrationJobLabel: mj.Name}, Controlled: true,
+	})
+	if err != nil {
+		return false, err
+	}
+	spec := mj.Spec.DeepCopy()
+	spec.SetDefaults()
+	if runsRemote(spec) && ranRemote(mj) {
+		ref := spec.Target.KubeconfigSecretRef
+		c, err := r.Remote.Get(ctx, remote.SecretRef{Namespace: mj.Namespace, Name: ref.Name, Key: ref.Key})
+		if err != nil {
+			return false, fmt.Errorf("target cluster: %w", err)
+		}
+		remoteGone, err := ownership.DeleteChildren(ctx, c, mj, ownership.Children{
+			Kinds: []client.ObjectList{&batchv1.JobList{}}, Labels: map[string]string{migrationv1.MigrationJobUIDLabel: string(mj.UID)},
+			Namespace: targetNamespace(mj),
+		})
+		if err != nil {
+			return false, fmt.Errorf("target cluster: %w", err)
+		}
+		gone = gone && remoteGone
+	}
+	return gone, nil
+}
+
+// ranRemote reports whether a step was recorded in the target cluster (so
+// a Job of mj's may exist there).
+func ranRemote(mj *migrationv1.MigrationJob) bool {
+	for _, st := range mj.Status.Steps {
+		if st.Cluster == migrationv1.ClusterTarget {
+			return true
+		}
+	}
+	return false
+}
+
+// stopReplicationForDeletion runs a replication-stop Job for a deleted
+// Continuous MigrationJob whose replication may still run. Once it
+// succeeded it sets status.replication.stopped (written by the skeleton's
+// Deleting write); it never reports done itself. A failed stop is left as
+// it is: the finalizer's deadline Event says replication may still run.
+func (r *MigrationJobReconciler) stopReplicationForDeletion(ctx context.Context, mj *migrationv1.MigrationJob) (bool, error) {
+	spec := mj.Spec.DeepCopy()
+	spec.SetDefaults()
+	st := &migrationv1.StepStatus{Step: result.StepReplicationStop, JobName: stepJobName(mj, result.StepReplicationStop, 0),
+		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
+	job := &batchv1.Job{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.JobName}, job)
+	if apierrors.IsNotFound(err) {
+		desired, err := r.desiredJob(mj, spec, st, nil)
+		if err != nil {
+			return false, err
+		}
+		if err := r.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("creating Job %s to stop replication: %w", st.JobName, err)
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	out := agentjob.JobOutcome(job)
+	if !out.Succeeded {
+		// Running, or failed: a failed stop is not retried behind the
+		// user's back; the finalizer's deadline reports what is left.
+		return false, nil
+	}
+	// Recorded in status (the Deleting write of this pass), so the next
+	// pass deletes every Job, this one too, without starting another.
+	if mj.Status.Replication == nil {
+		mj.Status.Replication = &migrationv1.ReplicationStatus{}
+	}
+	mj.Status.Replication.Stopped = true
+	return false, nil
+}
+
+// transition emits the Event of a cutover that was just stored (what it
+// did, one line each), beyond the generic transition Event.
+func transition(_ context.Context, rec events.EventRecorder, old, mj *migrationv1.MigrationJob) {
+	if mj.Status.Cutover != nil && mj.Status.Cutover.Time != nil && (old.Status.Cutover == nil || old.Status.Cutover.Time == nil) {
+		// One Event: the events API folds Events of the same reason and
+		// action into one series, keeping the first note.
+		rec.Eventf(mj, nil, corev1.EventTypeNormal, CutoverEventReason, "CutOver", "%s", strings.Join(mj.Status.Cutover.Actions, "; "))
+	}
+	if mj.Finished() && !old.Finished() {
+		recordFinished(mj)
+	}
+}

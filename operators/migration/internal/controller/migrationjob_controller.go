@@ -1,0 +1,198 @@
+// Package controller reconciles MigrationJobs: for each it runs one agent
+// Job per step (`agent migrate <step>`: precheck, copy or export/import,
+// verify, cutover, and replication-* in Continuous mode), recording each
+// Job's name in status before creating it, and moves the phase along
+// Pending → Prechecking → Copying → Verifying → ReadyForCutover →
+// CuttingOver → Succeeded | Failed.
+//
+// Jobs run in the MigrationJob's namespace (owned by it), except, with a
+// Store transfer to a target in another cluster, precheck-target, import
+// and verify, which run in the target cluster (labelled with the
+// MigrationJob's UID; the finalizer deletes them).
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
+	"cairn.dev/libs/references"
+	"cairn.dev/libs/remote"
+	"cairn.dev/libs/status"
+)
+
+// +kubebuilder:rbac:groups=migration.cairn.dev,resources=migrationjobs,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=migration.cairn.dev,resources=migrationjobs/status,verbs=patch
+// +kubebuilder:rbac:groups=migration.cairn.dev,resources=migrationjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// RBAC: Secrets are patched only at cutover, the one Secret
+// spec.cutover.switchSecret names (its host, port and database keys). In the
+// target cluster the kubeconfig's identity needs: batch/jobs get, list,
+// create, delete; pods list; secrets and persistentvolumeclaims get (the
+// references checked there) — see docs/migration.md.
+
+// Defaults of the reconciler's timings.
+const (
+	DefaultPollInterval        = 10 * time.Second
+	DefaultReplicationInterval = 30 * time.Second
+	DefaultCleanupDeadline     = 10 * time.Minute
+	// resultGrace is how long after a Job completed the controller waits
+	// for its pod's report to show up before it gives up on it.
+	resultGrace = 30 * time.Second
+)
+
+// MigrationJobReconciler reconciles MigrationJobs.
+type MigrationJobReconciler struct {
+	// Client reads from the cache and writes.
+	Client client.Client
+	// APIReader reads past the cache.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	// AgentImage runs in every step's pod unless spec.image says otherwise.
+	AgentImage string
+	// PollInterval is how often a Job in the target cluster (not watched)
+	// is looked at, and a waiting MigrationJob looks again.
+	PollInterval time.Duration
+	// ReplicationInterval is how often a Continuous migration checks its
+	// replication (a replication-status Job).
+	ReplicationInterval time.Duration
+	// CleanupDeadline bounds the finalizer's cleanup.
+	CleanupDeadline time.Duration
+	// Remote builds clients for target clusters; nil builds one from the
+	// manager's clients.
+	Remote *remote.Clients
+
+	refs     *references.Checker
+	skeleton *reconcile.Reconciler[*migrationv1.MigrationJob, state]
+}
+
+// pass is one reconcile of one MigrationJob.
+type pass = reconcile.Pass[*migrationv1.MigrationJob, state]
+
+// state is what the steps share within one pass.
+type state struct {
+	// spec with defaults applied.
+	spec migrationv1.MigrationJobSpec
+	// target is the client for Jobs that run in the target's cluster (the
+	// local client unless Store transfer to a remote target).
+	target client.Client
+	// targetNS is the namespace of those Jobs.
+	targetNS string
+	// remote is true when target is another cluster's client.
+	remote bool
+}
+
+// SetupWithManager registers the controller with mgr.
+func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.AgentImage == "" {
+		return errors.New("migration controller: no agent image")
+	}
+	if r.PollInterval <= 0 {
+		r.PollInterval = DefaultPollInterval
+	}
+	if r.ReplicationInterval <= 0 {
+		r.ReplicationInterval = DefaultReplicationInterval
+	}
+	if r.CleanupDeadline <= 0 {
+		r.CleanupDeadline = DefaultCleanupDeadline
+	}
+	if r.Remote == nil {
+		r.Remote = &remote.Clients{Metadata: r.Client, Secrets: r.APIReader, Scheme: r.Scheme}
+	}
+	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
+	r.skeleton = &reconcile.Reconciler[*migrationv1.MigrationJob, state]{
+		Kind:     "MigrationJob",
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		New:      func() *migrationv1.MigrationJob { return &migrationv1.MigrationJob{} },
+		Finalizer: &finalizer.Finalizer{Name: migrationv1.CleanupFinalizer, Deadline: r.CleanupDeadline,
+			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder},
+		Steps: []reconcile.Step[*migrationv1.MigrationJob, state]{
+			{Name: "prepare", Run: r.prepare},
+			{Name: "connect", Run: r.connect},
+			{Name: "advance", Run: r.advance},
+		},
+		Cleanup:    r.cleanup,
+		Deleting:   deleting,
+		Transition: transition,
+	}
+	if err := ownership.IndexReferences(ctx, mgr.GetFieldIndexer(), &migrationv1.MigrationJob{}, references.IndexField, migrationJobIndex); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("migrationjob").
+		For(&migrationv1.MigrationJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(migrationv1.MigrationJobLabel)).
+		Watches(&corev1.Secret{}, ownership.EnqueueReferrers(r.Client, references.IndexField, &migrationv1.MigrationJobList{},
+			references.GroupKind(references.Secret), notFinished), builder.OnlyMetadata).
+		Watches(&corev1.PersistentVolumeClaim{}, ownership.EnqueueReferrers(r.Client, references.IndexField, &migrationv1.MigrationJobList{},
+			references.GroupKind(references.PVC), notFinished), builder.OnlyMetadata).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile runs one pass of the skeleton with the MigrationJob's steps.
+func (r *MigrationJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.skeleton.Reconcile(ctx, req)
+}
+
+// deleting is the status of a MigrationJob whose cleanup is not finished.
+func deleting(p *pass, err error) {
+	msg := "deleting: removing the migration's Jobs"
+	if needsReplicationStop(p.Obj) {
+		msg = "deleting: stopping replication (replication-stop Job), then removing the migration's Jobs"
+	}
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	conditions.MarkReconciling(p.Obj, cairnv1.DeletingReason, msg)
+}
+
+func notFinished(o client.Object) bool {
+	mj, ok := o.(*migrationv1.MigrationJob)
+	return ok && !mj.Finished()
+}
+
+// cleanup is the finalizer's work: stop replication (Continuous), then
+// delete the MigrationJob's Jobs here and in the target cluster. It never
+// touches data in either database.
+func (r *MigrationJobReconciler) cleanup(p *pass) finalizer.Cleanup {
+	mj := p.Obj
+	return finalizer.Cleanup{
+		Run: func(ctx context.Context) (bool, error) { return r.deleteAll(ctx, mj) },
+		LeftBehind: func(context.Context) string {
+			msg := fmt.Sprintf("Jobs labelled %s=%s in namespace %s", migrationv1.MigrationJobLabel, mj.Name, mj.Namespace)
+			if ranRemote(mj) {
+				msg += fmt.Sprintf(", and Jobs labelled %s=%s in namespace %s of the target cluster", migrationv1.MigrationJobUIDLabel, mj.UID, targetNamespace(mj))
+			}
+			if needsReplicationStop(mj) {
+				msg += "; replication may still run: drop the subscription on the target and the slot and publication on the source by hand"
+			}
+			return msg
+		},
+	}
+}

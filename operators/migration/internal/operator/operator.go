@@ -1,0 +1,50 @@
+// Package operator wires the migration operator for libs/manager: its kind,
+// flags, cache, controller and webhooks. main.go runs it; tests start the
+// same wiring in-process (libs/testenv.StartOperator).
+package operator
+
+import (
+	"context"
+	"flag"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/manager"
+	"cairn.dev/operators/migration/internal/controller"
+	"cairn.dev/operators/migration/internal/webhook"
+)
+
+// DefaultAgentImage is the agent image used when --agent-image is not set.
+const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
+
+// New returns the migration operator at version.
+func New(version string) manager.Operator {
+	var (
+		agentImage                                         string
+		pollInterval, replicationInterval, cleanupDeadline time.Duration
+	)
+	return manager.Operator{
+		Name:        "migration",
+		Version:     version,
+		AddToScheme: []func(*runtime.Scheme) error{migrationv1.AddToScheme},
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&agentImage, "agent-image", DefaultAgentImage, "Image of the Cairn agent that migration step pods run (spec.image overrides it).")
+			fs.DurationVar(&pollInterval, "poll-interval", controller.DefaultPollInterval, "How often Jobs in a target cluster (not watched) are looked at, and a waiting MigrationJob looks again.")
+			fs.DurationVar(&replicationInterval, "replication-interval", controller.DefaultReplicationInterval, "How often a Continuous migration checks its replication (lag, retained WAL).")
+			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", controller.DefaultCleanupDeadline, "How long after a deletion request removing the Jobs (and stopping replication) may take before the finalizer is removed anyway.")
+		},
+		CacheByObject: controller.CacheByObject,
+		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
+			r := &controller.MigrationJobReconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
+				PollInterval: pollInterval, ReplicationInterval: replicationInterval, CleanupDeadline: cleanupDeadline,
+			}
+			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
+		},
+		Webhooks: webhook.Setup,
+	}
+}

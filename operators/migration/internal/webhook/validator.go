@@ -1,0 +1,70 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/operators/migration/internal/migspec"
+)
+
+// Validator is the MigrationJob validating webhook. On create it rejects
+// what the CRD schema cannot check as well (the same rules as the
+// controller: cairn.dev/operators/migration/internal/migspec), one message
+// per field naming the field and the fix; on update it refuses a change of
+// anything but spec.cutover.approved.
+type Validator struct{}
+
+var _ admission.Validator[*migrationv1.MigrationJob] = &Validator{}
+
+// ValidateCreate implements admission.Validator.
+func (*Validator) ValidateCreate(_ context.Context, mj *migrationv1.MigrationJob) (admission.Warnings, error) {
+	mj = mj.DeepCopy()
+	mj.Spec.SetDefaults()
+	errs := migspec.ValidateName(mj.Name)
+	errs = append(errs, migspec.ValidateSpec(&mj.Spec, field.NewPath("spec"))...)
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(migrationv1.GroupVersion.WithKind("MigrationJob").GroupKind(), mj.Name, errs)
+	}
+	var w admission.Warnings
+	if mj.Spec.AllowNonEmptyTarget {
+		w = append(w, "spec.allowNonEmptyTarget is true: included tables that exist in the target are replaced")
+	}
+	if mj.Spec.Cutover.Mode == migrationv1.CutoverAuto && (mj.Spec.Cutover.SourceReadOnly || mj.Spec.Cutover.SwitchSecret != nil) {
+		w = append(w, "spec.cutover.mode is Auto: the declared cutover actions run without approval as soon as the target is verified")
+	}
+	if mj.Spec.Verify == migrationv1.VerifyNone {
+		w = append(w, "spec.verify is None: the target is not compared with the source")
+	}
+	if st := mj.Spec.Transfer.Storage; st != nil && st.S3 != nil && (st.S3.Insecure || strings.HasPrefix(st.S3.Endpoint, "http://")) {
+		w = append(w, "spec.transfer.storage.s3: plain HTTP: credentials and data travel unencrypted; use an https endpoint")
+	}
+	return w, nil
+}
+
+// ValidateUpdate implements admission.Validator: only spec.cutover.approved
+// may change (and only from false to true makes a difference).
+func (*Validator) ValidateUpdate(_ context.Context, old, cur *migrationv1.MigrationJob) (admission.Warnings, error) {
+	if !cur.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	o, c := old.Spec.DeepCopy(), cur.Spec.DeepCopy()
+	o.SetDefaults()
+	c.SetDefaults()
+	if errs := migspec.ValidateUpdate(o, c, field.NewPath("spec")); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(migrationv1.GroupVersion.WithKind("MigrationJob").GroupKind(), cur.Name, errs)
+	}
+	if old.Spec.Cutover.Approved && !cur.Spec.Cutover.Approved && cur.Status.Phase != migrationv1.PhaseReadyForCutover {
+		return admission.Warnings{"spec.cutover.approved set back to false: a cutover that started is not undone"}, nil
+	}
+	return nil, nil
+}
+
+// ValidateDelete implements admission.Validator; deletion is never refused.
+func (*Validator) ValidateDelete(context.Context, *migrationv1.MigrationJob) (admission.Warnings, error) {
+	return nil, nil
+}

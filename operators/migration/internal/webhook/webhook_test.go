@@ -1,0 +1,71 @@
+package webhook
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+)
+
+func withOp(op admissionv1.Operation) context.Context {
+	return admission.NewContextWithRequest(context.Background(),
+		admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: op}})
+}
+
+func mj() *migrationv1.MigrationJob {
+	return &migrationv1.MigrationJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "m"},
+		Spec: migrationv1.MigrationJobSpec{
+			Source: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "a", Database: "d", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "a"}},
+			Target: migrationv1.TargetDatabase{DatabaseRef: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "b", Database: "d",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "b"}}},
+		},
+	}
+}
+
+func TestDefaulter(t *testing.T) {
+	m := mj()
+	if err := (&Defaulter{}).Default(withOp(admissionv1.Create), m); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(m.Finalizers, migrationv1.CleanupFinalizer) || m.Spec.Source.Port != 5432 || m.Spec.Target.Port != 5432 ||
+		m.Spec.Mode != migrationv1.ModeFull || m.Spec.Verify != migrationv1.VerifyChecksum || m.Spec.Cutover.Mode != migrationv1.CutoverManual {
+		t.Errorf("create: not defaulted: %+v %v", m.Spec, m.Finalizers)
+	}
+	u := mj()
+	if err := (&Defaulter{}).Default(withOp(admissionv1.Update), u); err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Finalizers) > 0 || u.Spec.Mode != "" {
+		t.Error("update: changed")
+	}
+}
+
+func TestValidator(t *testing.T) {
+	v := &Validator{}
+	if _, err := v.ValidateCreate(context.Background(), mj()); err != nil {
+		t.Errorf("valid refused: %v", err)
+	}
+	same := mj()
+	same.Spec.Target.Host = "A"
+	if _, err := v.ValidateCreate(context.Background(), same); err == nil || !strings.Contains(err.Error(), "is the source database") {
+		t.Errorf("same database: %v", err)
+	}
+	old, approved := mj(), mj()
+	approved.Spec.Cutover.Approved = true
+	if _, err := v.ValidateUpdate(context.Background(), old, approved); err != nil {
+		t.Errorf("approval refused: %v", err)
+	}
+	moved := mj()
+	moved.Spec.Target.Host = "c"
+	if _, err := v.ValidateUpdate(context.Background(), old, moved); err == nil || !strings.Contains(err.Error(), "spec.target") {
+		t.Errorf("target change: %v", err)
+	}
+}
