@@ -94,3 +94,9 @@ func TestHostileDatabaseNames(t *testing.T) {
 func TestHostileHosts(t *testing.T) { suite.HostileHosts(t, e(t), "pvc") }
 
 func TestRestoreStreamFailsCommitsNothing(t *testing.T) { suite.RestoreStreamFails(t, e(t)) }
+
+func TestChecksAndScratchDrop(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.Checks(t, e(t), kind) })
+	}
+}
