@@ -126,6 +126,7 @@ func notDropped(rj *restorev1.RestoreJob) (string, bool) {
 	_, why, ok := strings.Cut(c.Message, "NOT dropped")
 	return why, ok
 }
+
 // restoreReferences are the objects a restore of rj needs: the target's
 // credentials Secret and the store's PVC or S3 credentials.
 func restoreReferences(namespace string, spec *restorev1.RestoreJobSpec, storage cairnv1.StorageSpec) []references.Ref {
