@@ -124,7 +124,7 @@ func TestProtectionPlanVerifiesWithChecks(t *testing.T) {
 		g.Expect(p.Status.LastVerification.RestoreJob).NotTo(Equal(lv.RestoreJob))
 		cur = p
 		return p.Status.LastVerification.Result
-	}).WithTimeout(4*time.Minute).WithPolling(time.Second).Should(Equal(platformv1.VerificationFailed))
+	}).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Equal(platformv1.VerificationFailed))
 	rv = conditions.Get(cur, platformv1.RecoverabilityVerifiedCondition)
 	g.Expect(rv.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(rv.Reason).To(Equal(platformv1.VerificationFailedReason))
