@@ -31,6 +31,13 @@ const (
 	bucket    = "bench"
 )
 
+// inventories are the CAIRN_INVENTORY settings measured; withS3 adds the
+// S3 store.
+var (
+	inventories = []string{"Checksum"}
+	withS3      = true
+)
+
 type measurement struct {
 	config   string
 	elapsed  time.Duration
@@ -42,7 +49,11 @@ func main() {
 	sizesFlag := flag.String("sizes", "100,1000", "database sizes to generate, in MB (comma-separated)")
 	runs := flag.Int("runs", 2, "runs of each configuration; the fastest counts")
 	levels := flag.String("compression", "default", "agent zstd levels to measure (comma-separated: fastest, default, better)")
+	noS3 := flag.Bool("no-s3", false, "measure the PVC store only (no versitygw needed)")
+	invs := flag.String("inventory", "Checksum,None", "agent CAIRN_INVENTORY settings to measure (comma-separated: Checksum, RowCount, None); the first also runs against S3")
 	flag.Parse()
+	inventories = strings.Split(*invs, ",")
+	withS3 = !*noS3
 	if err := run(*sizesFlag, *runs, strings.Split(*levels, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -80,13 +91,15 @@ func run(sizesFlag string, runs int, levels []string) error {
 		return err
 	}
 	defer pg.Stop()
-	s3, err := testenv.StartS3("", accessKey, secretKey)
-	if err != nil {
-		return err
-	}
-	defer s3.Stop()
-	if err := s3.MakeBucket(bucket); err != nil {
-		return err
+	var s3 *testenv.S3
+	if withS3 {
+		if s3, err = testenv.StartS3("", accessKey, secretKey); err != nil {
+			return err
+		}
+		defer s3.Stop()
+		if err := s3.MakeBucket(bucket); err != nil {
+			return err
+		}
 	}
 
 	type row struct {
@@ -122,12 +135,18 @@ func run(sizesFlag string, runs int, levels []string) error {
 				keep(m)
 			}
 			for _, level := range levels {
-				for _, kind := range []string{"pvc", "s3"} {
-					m, err := agentBackup(bin, pg, s3, db, tmp, kind, level, fmt.Sprintf("bench/%s-%d", strings.ReplaceAll(db, "_", "-"), r))
-					if err != nil {
-						return err
+				for i, inv := range inventories {
+					kinds := []string{"pvc"}
+					if i == 0 && withS3 {
+						kinds = append(kinds, "s3")
 					}
-					keep(m)
+					for _, kind := range kinds {
+						m, err := agentBackup(bin, pg, s3, db, tmp, kind, level, inv, fmt.Sprintf("bench/%s-%d", strings.ReplaceAll(db, "_", "-"), r))
+						if err != nil {
+							return err
+						}
+						keep(m)
+					}
 				}
 			}
 		}
@@ -285,14 +304,14 @@ func baseline(pg *testenv.Postgres, db, tmp string, z0 bool) (measurement, error
 	return measurement{config: name, elapsed: elapsed, outBytes: fi.Size()}, nil
 }
 
-func agentBackup(bin string, pg *testenv.Postgres, s3 *testenv.S3, db, tmp, kind, level, job string) (measurement, error) {
+func agentBackup(bin string, pg *testenv.Postgres, s3 *testenv.S3, db, tmp, kind, level, inventory, job string) (measurement, error) {
 	env := []string{
 		"PATH=" + testenv.PGBinDir + ":" + os.Getenv("PATH"),
 		"HOME=" + tmp,
 		"CAIRN_ENGINE=postgres", "CAIRN_DB_HOST=127.0.0.1", "CAIRN_DB_PORT=" + strconv.Itoa(pg.Port),
 		"CAIRN_DB_NAME=" + db, "CAIRN_DB_USER=" + pg.User, "CAIRN_DB_PASSWORD=" + pg.Password,
 		"CAIRN_BACKUPJOB=" + job, "CAIRN_TERMINATION_LOG=" + filepath.Join(tmp, "termination-log"),
-		"CAIRN_COMPRESSION=" + level,
+		"CAIRN_COMPRESSION=" + level, "CAIRN_INVENTORY=" + inventory,
 	}
 	pvcDir := filepath.Join(tmp, "pvc")
 	switch kind {
@@ -324,6 +343,9 @@ func agentBackup(bin string, pg *testenv.Postgres, s3 *testenv.S3, db, tmp, kind
 	name := "agent backup → " + strings.ToUpper(kind)
 	if level != "default" {
 		name += " (zstd " + level + ")"
+	}
+	if len(inventories) > 1 {
+		name += ", inventory " + inventory
 	}
 	return measurement{config: name, elapsed: r.Elapsed, outBytes: res.Size, rssKiB: r.PeakRSSKiB}, nil
 }

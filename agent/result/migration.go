@@ -124,6 +124,11 @@ type MigrationResult struct {
 	// Replication (Continuous).
 	Replication *Replication `json:"replication,omitempty"`
 
+	// Actions (cutover, and copy's reset of an earlier attempt): what the
+	// step changed, one sentence each ("source database shop is read-only
+	// (default_transaction_read_only=on); ended 3 sessions").
+	Actions []string `json:"actions,omitempty"`
+
 	DurationSeconds float64 `json:"durationSeconds,omitempty"`
 }
 

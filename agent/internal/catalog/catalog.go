@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
 )
 
@@ -49,6 +50,11 @@ type Entry struct {
 	Compression string `json:"compression"`
 	// AgentVersion is the version of the agent that wrote the artifact.
 	AgentVersion string `json:"agentVersion,omitempty"`
+	// Inventory lists the dumped tables with row counts (and checksums),
+	// taken in the dump's own snapshot where the engine allows it
+	// (Inventory.Consistent). Absent in manifests of older agents, of
+	// backups taken with CAIRN_INVENTORY=None, and in the legacy catalog.
+	Inventory *inventory.Inventory `json:"inventory,omitempty"`
 }
 
 // Catalog is the index of one BackupJob's artifacts, oldest first.

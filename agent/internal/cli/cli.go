@@ -39,6 +39,8 @@ Commands:
   list      print the catalog of a BackupJob, one JSON line per artifact (--output=table for people)
   prune     delete artifacts older than CAIRN_RETENTION_DAYS, always keeping the newest
   delete    delete every artifact and the catalog of a BackupJob (deletionPolicy: Delete)
+  migrate   one step of a migration: agent migrate precheck|precheck-source|precheck-target|copy|export|
+            import|verify|cutover|replication-start|replication-status|replication-stop
   version   print the version (also: agent --version)
 
 Configuration comes from CAIRN_* environment variables; each has a flag that
@@ -73,7 +75,7 @@ func Main(ctx context.Context, args []string, o Options) int {
 	case "-h", "--help", "help":
 		fmt.Fprint(o.Stdout, usage)
 		return result.ExitOK
-	case "backup", "restore", "list", "prune", "delete":
+	case "backup", "restore", "list", "prune", "delete", "migrate":
 	default:
 		fmt.Fprintf(o.Stderr, "agent: unknown command %q\n\n%s", cmd, usage)
 		return result.ExitUsage
@@ -108,9 +110,14 @@ func Main(ctx context.Context, args []string, o Options) int {
 		line, err = a.prune(ctx)
 	case "delete":
 		line, err = a.delete(ctx)
+	case "migrate":
+		line, err = a.migrate(ctx)
 	}
 	log.Debug("resources", "peakRSSKiB", peakRSSKiB())
 	if err != nil {
+		if cfg.Migrate != nil {
+			cmd += " " + cfg.Migrate.Step
+		}
 		return fail(o, cfg, cmd, err, log)
 	}
 	if cmd != "list" {

@@ -13,6 +13,7 @@ import (
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/checks"
 	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
@@ -63,9 +64,13 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 		}
 	}()
 
-	w, err := pipeline.Backup(ctx, eng, st, key, pipeline.Level(cfg.Compression))
+	w, inv, invErr, err := a.dumpWithInventory(ctx, eng, cfg.DB, st, key, inventory.Options{Method: cfg.Inventory})
 	if err != nil {
 		return nil, err
+	}
+	if invErr != nil {
+		// The backup is good without it; restores cannot check row counts.
+		a.log.Warn("backup has no inventory", "error", invErr)
 	}
 	end := a.now().Truncate(time.Millisecond)
 	entry := catalog.Entry{
@@ -79,6 +84,7 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 		Format:          eng.Format(),
 		Compression:     "zstd",
 		AgentVersion:    a.version,
+		Inventory:       inv,
 	}
 	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum)
 

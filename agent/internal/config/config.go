@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -22,6 +23,7 @@ import (
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
+	"cairn.dev/agent/patterns"
 	"cairn.dev/agent/result"
 )
 
@@ -57,9 +59,43 @@ type Config struct {
 	Compression string // zstd level: fastest, default or better
 	Output      string // list: "json" or "table"
 	Prune       bool   // backup: apply retention after a successful backup
-	LogLevel    string
-	LogFormat   string
+	// Inventory is what backup records of the dumped tables: None,
+	// RowCount or Checksum (CAIRN_INVENTORY).
+	Inventory string
+	LogLevel  string
+	LogFormat string
+
+	// Migrate is the configuration of `agent migrate <step>` (nil for the
+	// other commands).
+	Migrate *Migrate
 }
+
+// Migrate configures a migration step (cairn.dev/agent/result's contract).
+type Migrate struct {
+	Step string
+	// Migration is CAIRN_MIGRATION (namespace/name); it is also the store
+	// key (Config.BackupJob) of a store transfer.
+	Migration naming.Job
+	UID       string
+	Mode      string // Full, SchemaOnly or Continuous
+	Include   string
+	Exclude   string
+	Filter    *patterns.Filter
+	Parallel  int
+	// AllowNonEmptyTarget lets precheck pass with included tables on the
+	// target.
+	AllowNonEmptyTarget bool
+	Verify              string // None, RowCount or Checksum
+	SourceReadOnly      bool   // cutover: make the source read-only
+	// MaxRetainedWALBytes: replication-status fails above it (0: no limit).
+	MaxRetainedWALBytes int64
+	// Target is the target database (CAIRN_TARGET_DB_*).
+	Target engine.Conn
+}
+
+// MigrateSteps are the steps of `agent migrate`.
+var MigrateSteps = []string{"precheck", "precheck-source", "precheck-target", "copy", "export", "import", "verify", "cutover",
+	"replication-start", "replication-status", "replication-stop"}
 
 // Env reads the environment and mounted files.
 type Env struct {
@@ -74,7 +110,11 @@ func (e Env) get(k string) string {
 
 // Secrets returns the configured secrets, for redaction of output.
 func (c *Config) Secrets() []string {
-	return []string{c.DB.Password, c.S3.SecretKey, c.S3.SessionToken}
+	s := []string{c.DB.Password, c.S3.SecretKey, c.S3.SessionToken}
+	if c.Migrate != nil {
+		s = append(s, c.Migrate.Target.Password)
+	}
+	return s
 }
 
 var secretArg = regexp.MustCompile(`(?i)^--?(db-)?(password|passwd|pwd|pass|secret|secret-key|access-key|aws-secret-access-key|aws-access-key-id|s3-secret-key|s3-access-key)(=.*)?$`)
@@ -101,6 +141,20 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	}
 
 	c := &Config{Command: command}
+	if command == "migrate" {
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+				fmt.Fprintf(usage, "Usage: agent migrate <step> [flags]\n\nSteps: %s\n", strings.Join(MigrateSteps, ", "))
+				return nil, ErrHelp
+			}
+			return nil, &UsageError{"migrate needs a step: " + strings.Join(MigrateSteps, ", ")}
+		}
+		c.Migrate = &Migrate{Step: args[0]}
+		args = args[1:]
+		if !slices.Contains(MigrateSteps, c.Migrate.Step) {
+			return nil, &UsageError{fmt.Sprintf("unknown migrate step %q: want one of %s", c.Migrate.Step, strings.Join(MigrateSteps, ", "))}
+		}
+	}
 	var errs []string
 	envInt := func(k string, def int) int {
 		v := env.get(k)
@@ -158,8 +212,14 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "default"), "backup: zstd level, fastest, default or better (env CAIRN_COMPRESSION)")
 	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
 	fs.BoolVar(&c.Prune, "prune", envBool("CAIRN_PRUNE_AFTER_BACKUP", true), "backup: prune by retention after a successful backup when retention days are set (env CAIRN_PRUNE_AFTER_BACKUP)")
+	fs.StringVar(&c.Inventory, "inventory", envStr("CAIRN_INVENTORY", "Checksum"), "backup: record per table None, RowCount or Checksum (row counts and content checksums) in the manifest, read in the dump's snapshot (env CAIRN_INVENTORY)")
 	fs.StringVar(&c.LogLevel, "log-level", envStr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envStr("CAIRN_LOG_FORMAT", "text"), "text or json, on stderr (env CAIRN_LOG_FORMAT)")
+
+	var mg migrateFlags
+	if c.Migrate != nil {
+		mg.register(fs, env, envInt, envBool, envStr)
+	}
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -190,6 +250,12 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	}
 	c.S3.SessionToken = env.get("AWS_SESSION_TOKEN")
 
+	if c.Migrate != nil {
+		if c.Migrate.Target.Password, err = secret(env, "CAIRN_TARGET_DB_PASSWORD", mg.targetPasswordFile, "CAIRN_TARGET_DB_PASSWORD_FILE"); err != nil {
+			return nil, err
+		}
+	}
+
 	if *partMiB < 5 || *partMiB > 512 {
 		return nil, &UsageError{fmt.Sprintf("s3 part size %d MiB: want 5..512", *partMiB)}
 	}
@@ -204,17 +270,30 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	if c.Engine != "" && c.Engine != "postgres" && c.Engine != "mysql" {
 		return nil, &UsageError{fmt.Sprintf("engine %q: want postgres or mysql", c.Engine)}
 	}
-	if c.Store != "pvc" && c.Store != "s3" {
+	if c.Migrate != nil {
+		if err := mg.finish(c, *job); err != nil {
+			return nil, err
+		}
+		*job = c.Migrate.Migration.String()
+		if c.Migrate.Migration.Name == "" {
+			*job = "" // no store key: steps that need a store say so
+		}
+	}
+	if c.Migrate != nil && c.Store == "" {
+		// A migration step uses a store only for a store transfer.
+	} else if c.Store != "pvc" && c.Store != "s3" {
 		if c.Store == "" {
 			return nil, &UsageError{"store is not set: CAIRN_STORE or --store must be pvc or s3"}
 		}
 		return nil, &UsageError{fmt.Sprintf("store %q: want pvc or s3", c.Store)}
 	}
-	if *job == "" {
-		return nil, &UsageError{"backup job is not set: CAIRN_BACKUPJOB or --backupjob must be namespace/name"}
-	}
-	if c.BackupJob, err = naming.ParseJob(*job); err != nil {
-		return nil, &UsageError{err.Error()}
+	if c.Migrate == nil || *job != "" {
+		if *job == "" {
+			return nil, &UsageError{"backup job is not set: CAIRN_BACKUPJOB or --backupjob must be namespace/name"}
+		}
+		if c.BackupJob, err = naming.ParseJob(*job); err != nil {
+			return nil, &UsageError{err.Error()}
+		}
 	}
 	if c.RetentionDays < 0 {
 		return nil, &UsageError{fmt.Sprintf("retention days %d: must not be negative", c.RetentionDays)}
@@ -226,6 +305,11 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	}
 	if c.Checks, err = checks.Parse(*checkList); err != nil {
 		return nil, &UsageError{err.Error()}
+	}
+	switch c.Inventory {
+	case "None", "RowCount", "Checksum":
+	default:
+		return nil, &UsageError{fmt.Sprintf("inventory %q: want None, RowCount or Checksum", c.Inventory)}
 	}
 	if c.Output != "json" && c.Output != "table" {
 		return nil, &UsageError{fmt.Sprintf("output %q: want json or table", c.Output)}

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
@@ -312,3 +313,63 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 func (t *tailBuffer) String() string { return t.buf.String() }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// ToolVersion returns the first line of `<tool> --version`.
+func ToolVersion(ctx context.Context, name string) (string, error) {
+	path, err := lookTool(name)
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", name, err)
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line), nil
+}
+
+// Pipe streams src's output into dst's input: the dump and restore tools
+// of a direct copy, with nothing stored in between. If either side fails,
+// the other is stopped; the first failure is returned (the dump's, when
+// the restore failed only because its input broke).
+func Pipe(ctx context.Context, src func(context.Context, io.Writer) error, dst func(context.Context, io.Reader) error, counted *atomic.Int64) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pr, pw := io.Pipe()
+	srcErr := make(chan error, 1)
+	go func() {
+		var w io.Writer = pw
+		if counted != nil {
+			w = &countingWriter{w: pw, n: counted}
+		}
+		err := src(ctx, w)
+		if err != nil {
+			pw.CloseWithError(err)
+			cancel(err)
+		} else {
+			pw.Close()
+		}
+		srcErr <- err
+	}()
+	dstErr := dst(ctx, pr)
+	if dstErr != nil {
+		pr.CloseWithError(dstErr)
+		cancel(dstErr)
+	}
+	serr := <-srcErr
+	if serr != nil {
+		return serr
+	}
+	return dstErr
+}
+
+type countingWriter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}

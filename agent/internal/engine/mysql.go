@@ -13,6 +13,10 @@ import (
 // names. Works with the MariaDB and the MySQL client tools.
 type MySQL struct {
 	Conn
+	// Tables, when set, restricts Dump to these tables of the database.
+	Tables []string
+	// NoData dumps the schema only (mysqldump --no-data).
+	NoData bool
 }
 
 func (m *MySQL) Name() string   { return "mysql" }
@@ -35,8 +39,12 @@ func (m *MySQL) connArgs() []string {
 func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 	args := append(m.connArgs(),
 		"--single-transaction", "--quick", "--routines", "--triggers", "--events",
-		"--hex-blob", "--no-tablespaces",
-		"--", m.Database)
+		"--hex-blob", "--no-tablespaces")
+	if m.NoData {
+		args = append(args, "--no-data")
+	}
+	// After "--" every argument is a name: the database, then tables.
+	args = append(append(args, "--", m.Database), m.Tables...)
 	return run(ctx, m.Password, nil, w, m.env(), "mysqldump", args...)
 }
 

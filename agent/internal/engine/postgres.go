@@ -17,6 +17,12 @@ type Postgres struct {
 	Conn
 	// MaintenanceDB is where Prepare connects to create the target.
 	MaintenanceDB string
+	// Snapshot, when set, is an exported snapshot (pg_export_snapshot of
+	// a transaction the caller holds open) that Dump reads in.
+	Snapshot string
+	// Select are pg_dump arguments selecting objects (--schema=…,
+	// --table=…, --exclude-table=…); empty: the whole database.
+	Select []string
 }
 
 func (p *Postgres) Name() string   { return "postgres" }
@@ -51,7 +57,16 @@ func QuoteConninfo(v string) string {
 var conninfoEscaper = strings.NewReplacer(`\`, `\\`, `'`, `\'`)
 
 func (p *Postgres) Dump(ctx context.Context, w io.Writer) error {
+	return p.DumpArgs(ctx, w)
+}
+
+// DumpArgs is Dump with extra pg_dump arguments (e.g. --section=pre-data).
+func (p *Postgres) DumpArgs(ctx context.Context, w io.Writer, extra ...string) error {
 	args := append(p.connArgs(p.Database), "--format=custom", "--compress=0")
+	if p.Snapshot != "" {
+		args = append(args, "--snapshot="+p.Snapshot)
+	}
+	args = append(append(args, p.Select...), extra...)
 	return run(ctx, p.Password, nil, w, p.env(), "pg_dump", args...)
 }
 
@@ -75,7 +90,16 @@ func (p *Postgres) Prepare(ctx context.Context) error {
 }
 
 func (p *Postgres) Restore(ctx context.Context, r io.Reader) error {
+	return p.RestoreArgs(ctx, r)
+}
+
+// RestoreArgs is Restore with extra pg_restore arguments.
+func (p *Postgres) RestoreArgs(ctx context.Context, r io.Reader, extra ...string) error {
 	args := append(p.connArgs(p.Database),
 		"--single-transaction", "--exit-on-error", "--clean", "--if-exists", "--no-owner", "--no-privileges")
-	return run(ctx, p.Password, r, io.Discard, p.env(), "pg_restore", args...)
+	return run(ctx, p.Password, r, io.Discard, p.env(), "pg_restore", append(args, extra...)...)
 }
+
+// PatternQuote quotes a name for a pg_dump --schema/--table pattern: in
+// double quotes every character is literal (a double quote is doubled).
+func PatternQuote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }

@@ -91,7 +91,9 @@ func StartPostgres(password string) (*Postgres, error) {
 			"-c", "unix_socket_directories="+dir,
 			"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 			"-c", "shared_buffers=128MB", "-c", "max_connections=40",
-			"-c", "max_wal_size=2GB", "-c", "logging_collector=off")
+			"-c", "max_wal_size=2GB", "-c", "logging_collector=off",
+			// Logical replication (a migration's Continuous mode).
+			"-c", "wal_level=logical", "-c", "max_replication_slots=10", "-c", "max_wal_senders=10")
 		cmd.Dir = dir
 		// Same as runuser -u postgres, with the parent-death signal kept.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}

@@ -98,3 +98,40 @@ func TestChecksAndScratchDrop(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.Checks(t, e(t), kind) })
 	}
 }
+func TestBackupInventory(t *testing.T) { suite.BackupInventory(t, e(t)) }
+
+func TestMigrateDirect(t *testing.T) { suite.MigrateDirect(t, e(t)) }
+
+func TestMigrateVerifyCatches(t *testing.T) {
+	suite.MigrateVerifyCatches(t, e(t), []suite.Catch{
+		{SQL: "UPDATE customers SET name = 'changed' WHERE id = 7", Table: "customers", Reason: "content differs"},
+		{SQL: "INSERT INTO audit (order_id) VALUES (5)", Table: "audit", Reason: "rows differ"},
+		{SQL: "DROP TABLE audit", Table: "audit", Reason: "missing on target"},
+		{SQL: "CREATE TABLE extra (id INT)", Table: "extra", Reason: "only on target", Undo: "DROP TABLE extra"},
+	})
+}
+
+func TestMigrateIncludeExclude(t *testing.T) {
+	t.Run("table", func(t *testing.T) {
+		suite.MigrateIncludeExclude(t, e(t), "*.cust*", "", []string{"customers"}, []string{"orders", "audit"})
+	})
+	t.Run("database minus table", func(t *testing.T) {
+		suite.MigrateIncludeExclude(t, e(t), "mig_sel_src", "*.orders", []string{"audit", "customers"}, []string{"orders"})
+	})
+}
+
+func TestMigrateSchemaOnly(t *testing.T) { suite.MigrateSchemaOnly(t, e(t)) }
+
+func TestMigrateKilledCopy(t *testing.T) { suite.MigrateKilledCopy(t, e(t)) }
+
+func TestMigrateViaStore(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) {
+			suite.MigrateViaStore(t, e(t), kind, "UPDATE customers SET email = 'x' WHERE id = 3")
+		})
+	}
+}
+
+func TestMigrateCutover(t *testing.T) { suite.MigrateCutoverMariaDB(t, e(t)) }
+
+func TestMigrateUsage(t *testing.T) { suite.MigrateUsage(t, e(t)) }

@@ -100,3 +100,42 @@ func TestChecksAndScratchDrop(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.Checks(t, e(t), kind) })
 	}
 }
+func TestBackupInventory(t *testing.T) { suite.BackupInventory(t, e(t)) }
+
+func TestMigrateDirect(t *testing.T) { suite.MigrateDirect(t, e(t)) }
+
+func TestMigrateVerifyCatches(t *testing.T) {
+	suite.MigrateVerifyCatches(t, e(t), []suite.Catch{
+		{SQL: "UPDATE customers SET name = 'changed' WHERE id = 7", Table: "public.customers", Reason: "content differs"},
+		{SQL: "INSERT INTO orders (customer_id, total) VALUES (1, 5)", Table: "public.orders", Reason: "rows differ"},
+		{SQL: "DROP VIEW big_spenders; DROP TABLE orders", Table: "public.orders", Reason: "missing on target"},
+		{SQL: "CREATE TABLE extra (id int)", Table: "public.extra", Reason: "only on target", Undo: "DROP TABLE extra"},
+	})
+}
+
+func TestMigrateIncludeExclude(t *testing.T) {
+	t.Run("table", func(t *testing.T) {
+		suite.MigrateIncludeExclude(t, e(t), "public.cust*", "", []string{"public.customers"}, []string{"orders"})
+	})
+	t.Run("schema minus table", func(t *testing.T) {
+		suite.MigrateIncludeExclude(t, e(t), "public", "*.orders", []string{"public.customers"}, []string{"orders"})
+	})
+}
+
+func TestMigrateSchemaOnly(t *testing.T) { suite.MigrateSchemaOnly(t, e(t)) }
+
+func TestMigrateKilledCopy(t *testing.T) { suite.MigrateKilledCopy(t, e(t)) }
+
+func TestMigrateViaStore(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) {
+			suite.MigrateViaStore(t, e(t), kind, "UPDATE customers SET email = 'x' WHERE id = 3")
+		})
+	}
+}
+
+func TestMigrateCutover(t *testing.T) { suite.MigrateCutoverPostgres(t, e(t)) }
+
+func TestMigrateUsage(t *testing.T) { suite.MigrateUsage(t, e(t)) }
+
+func TestMigrateContinuous(t *testing.T) { suite.MigrateContinuous(t, e(t)) }

@@ -1,0 +1,289 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"cairn.dev/agent/internal/config"
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/result"
+)
+
+// Continuous mode (PostgreSQL): the copy step creates the schema only, and
+// the subscription's own initial synchronisation (copy_data) copies the
+// rows, table by table, each in a snapshot consistent with the slot's
+// start — so no row is copied twice or missed between an initial copy and
+// the start of replication. Then the target applies the source's changes
+// until cutover.
+//
+//	replication-start   publication (source) → slot (source) → subscription
+//	                    (target); each created only if absent.
+//	replication-status  lag, retained WAL, tables synced; fails (exit 1)
+//	                    above CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES.
+//	replication-stop    sequences copied to the target, subscription,
+//	                    slot and publication dropped; each only if present,
+//	                    and the source's slot and publication even when the
+//	                    target is unreachable (the leaked slot is what fills
+//	                    a source's disk).
+
+// replicationNames are the names of a migration's replication objects:
+// "cairn_" and 16 hex digits of the SHA-256 of the MigrationJob's UID.
+func (a *app) replicationNames() (result.Replication, error) {
+	uid := a.cfg.Migrate.UID
+	if uid == "" {
+		return result.Replication{}, &config.UsageError{Msg: "CAIRN_MIGRATION_UID is not set: it names the replication objects"}
+	}
+	h := sha256.Sum256([]byte(uid))
+	base := "cairn_" + hex.EncodeToString(h[:8])
+	return result.Replication{Publication: base + "_pub", Subscription: base + "_sub", Slot: base + "_slot"}, nil
+}
+
+func (a *app) replicationStep(ctx context.Context, res *result.MigrationResult) error {
+	if a.cfg.Engine != "postgres" {
+		return &config.UsageError{Msg: "replication steps are PostgreSQL only (Continuous mode)"}
+	}
+	names, err := a.replicationNames()
+	if err != nil {
+		return err
+	}
+	sc, err := a.source()
+	if err != nil {
+		return err
+	}
+	res.Replication = &names
+	switch a.cfg.Migrate.Step {
+	case result.StepReplicationStart:
+		tc, err := a.target()
+		if err != nil {
+			return err
+		}
+		return a.replicationStart(ctx, sc, tc, res)
+	case result.StepReplicationStatus:
+		tc, err := a.target()
+		if err != nil {
+			return err
+		}
+		return a.replicationStatus(ctx, sc, tc, res)
+	default:
+		return a.replicationStop(ctx, sc, res)
+	}
+}
+
+func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
+	n := res.Replication
+	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	tables, err := (&inventory.Postgres{Conn: sc, C: src}).Tables(ctx, a.cfg.Migrate.Filter, "")
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if len(tables) == 0 {
+		return &config.UsageError{Msg: "no source table to replicate"}
+	}
+	var exists bool
+	if err := src.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", n.Publication).Scan(&exists); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if !exists {
+		names := make([]string, len(tables))
+		for i, t := range tables {
+			names[i] = inventory.QualifiedName(t)
+		}
+		if _, err := src.Exec(ctx, "CREATE PUBLICATION "+inventory.Ident(n.Publication)+" FOR TABLE "+strings.Join(names, ", ")); err != nil {
+			return fmt.Errorf("source: create publication: %w", err)
+		}
+		res.Actions = append(res.Actions, fmt.Sprintf("created publication %s of %d tables on the source", n.Publication, len(tables)))
+	}
+	if err := src.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)", n.Slot).Scan(&exists); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if !exists {
+		// Created here rather than by CREATE SUBSCRIPTION, which cannot
+		// create a slot in its own cluster (source and target in one
+		// server) and would leave no trace to retry from.
+		if _, err := src.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'pgoutput')", n.Slot); err != nil {
+			return fmt.Errorf("source: create replication slot: %w", err)
+		}
+		res.Actions = append(res.Actions, "created replication slot "+n.Slot+" on the source")
+	}
+	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	defer tgt.Close(context.WithoutCancel(ctx))
+	if err := tgt.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_subscription WHERE subname = $1)", n.Subscription).Scan(&exists); err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	if !exists {
+		port := sc.Port
+		conninfo := "host=" + engine.QuoteConninfo(sc.Host) + " port=" + strconv.Itoa(port) + " user=" + engine.QuoteConninfo(sc.User) +
+			" password=" + engine.QuoteConninfo(sc.Password) + " dbname=" + engine.QuoteConninfo(sc.Database) + " application_name=" + n.Subscription
+		_, err := tgt.Exec(ctx, "CREATE SUBSCRIPTION "+inventory.Ident(n.Subscription)+" CONNECTION "+quoteLiteral(conninfo)+
+			" PUBLICATION "+inventory.Ident(n.Publication)+" WITH (create_slot = false, slot_name = "+quoteLiteral(n.Slot)+", copy_data = true)")
+		if err != nil {
+			return fmt.Errorf("target: create subscription: %s", engine.Redact(err.Error(), sc.Password))
+		}
+		res.Actions = append(res.Actions, "created subscription "+n.Subscription+" on the target (initial copy by table synchronisation)")
+	}
+	return a.fillStatus(ctx, src, tgt, res)
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
+	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	defer tgt.Close(context.WithoutCancel(ctx))
+	if err := a.fillStatus(ctx, src, tgt, res); err != nil {
+		return err
+	}
+	r := res.Replication
+	if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && r.RetainedWALBytes > max {
+		return fmt.Errorf("retained WAL %d bytes above limit %d: slot %s on the source keeps WAL the target has not confirmed (lag %d bytes, %d of %d tables synced)",
+			r.RetainedWALBytes, max, r.Slot, r.LagBytes, r.SyncedTables, r.Tables)
+	}
+	return nil
+}
+
+func (a *app) fillStatus(ctx context.Context, src, tgt *pgx.Conn, res *result.MigrationResult) error {
+	r := res.Replication
+	err := src.QueryRow(ctx, `SELECT coalesce(pg_current_wal_lsn() - confirmed_flush_lsn, 0)::bigint,
+  coalesce(pg_current_wal_lsn() - restart_lsn, 0)::bigint FROM pg_replication_slots WHERE slot_name = $1`, r.Slot).Scan(&r.LagBytes, &r.RetainedWALBytes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("replication slot %s does not exist on the source (replication-start not run, or stopped)", r.Slot)
+	}
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	err = tgt.QueryRow(ctx, `SELECT count(*) FILTER (WHERE r.srsubstate = 'r'), count(*)
+FROM pg_subscription s JOIN pg_subscription_rel r ON r.srsubid = s.oid WHERE s.subname = $1`, r.Subscription).Scan(&r.SyncedTables, &r.Tables)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	res.Tables, res.TablesDone = r.Tables, r.SyncedTables
+	return nil
+}
+
+// replicationStop copies the sequences' values (the source should be
+// read-only by now: cutover), then removes the subscription, the slot and
+// the publication. Whatever is absent is skipped, so it can be repeated;
+// an unreachable target does not keep the source's slot alive.
+func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *result.MigrationResult) error {
+	n := res.Replication
+	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	// After cutover the source database is read-only for new sessions.
+	if _, err := src.Exec(ctx, "SET SESSION default_transaction_read_only = off"); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	tc, terr := a.target()
+	var tgtErr error
+	if terr == nil {
+		tgtErr = a.dropSubscription(ctx, src, sc, tc, res)
+	} else {
+		tgtErr = terr
+	}
+	if tgtErr != nil {
+		a.log.Warn("target side of replication-stop failed; dropping the source's slot and publication anyway", "error", tgtErr)
+		res.Actions = append(res.Actions, "target not cleaned up: "+tgtErr.Error())
+	}
+	// The slot: end the walsender still using it (a subscription that
+	// could not be dropped), then drop it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var pid *int32
+		err := src.QueryRow(ctx, "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", n.Slot).Scan(&pid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		if pid != nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("replication slot %s is still in use by process %d", n.Slot, *pid)
+			}
+			src.Exec(ctx, "SELECT pg_terminate_backend($1)", *pid)
+			time.Sleep(200 * time.Millisecond) // the bounded wait for the walsender to exit
+			continue
+		}
+		if _, err := src.Exec(ctx, "SELECT pg_drop_replication_slot($1)", n.Slot); err != nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("source: drop replication slot %s: %w", n.Slot, err)
+			}
+			continue
+		}
+		res.Actions = append(res.Actions, "dropped replication slot "+n.Slot+" on the source")
+		break
+	}
+	tag, err := src.Exec(ctx, "DROP PUBLICATION IF EXISTS "+inventory.Ident(n.Publication))
+	if err != nil {
+		return fmt.Errorf("source: drop publication: %w", err)
+	}
+	_ = tag
+	res.Actions = append(res.Actions, "publication "+n.Publication+" absent on the source")
+	if tgtErr != nil {
+		return fmt.Errorf("source cleaned up, but the target: %w", tgtErr)
+	}
+	return nil
+}
+
+func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine.Conn, res *result.MigrationResult) error {
+	n := res.Replication
+	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	defer tgt.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := tgt.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_subscription WHERE subname = $1)", n.Subscription).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		// Sequences are not replicated: their values now, in one
+		// snapshot of the source.
+		tx, err := src.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		tables, err := (&inventory.Postgres{Conn: sc, C: src}).Tables(ctx, a.cfg.Migrate.Filter, "")
+		if err == nil {
+			err = pgCopySequences(ctx, tx, tc, tables, a.cfg.Migrate.Filter)
+		}
+		tx.Rollback(context.WithoutCancel(ctx))
+		if err != nil {
+			return fmt.Errorf("sequences: %w", err)
+		}
+		res.Actions = append(res.Actions, "copied sequence values to the target")
+		sub := inventory.Ident(n.Subscription)
+		for _, s := range []string{"ALTER SUBSCRIPTION " + sub + " DISABLE", "ALTER SUBSCRIPTION " + sub + " SET (slot_name = NONE)", "DROP SUBSCRIPTION " + sub} {
+			if _, err := tgt.Exec(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+		}
+		res.Actions = append(res.Actions, "dropped subscription "+n.Subscription+" on the target")
+	}
+	return nil
+}

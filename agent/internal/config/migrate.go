@@ -1,0 +1,84 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/naming"
+	"cairn.dev/agent/patterns"
+)
+
+// migrateFlags are the flags (over CAIRN_MIGRATE_* / CAIRN_TARGET_DB_*
+// variables) of `agent migrate <step>`.
+type migrateFlags struct {
+	c                  Migrate
+	migration          string
+	targetPasswordFile string
+	maxWAL             string
+}
+
+func (m *migrateFlags) register(fs *flag.FlagSet, env Env, envInt func(string, int) int, envBool func(string, bool) bool, envStr func(string, string) string) {
+	fs.StringVar(&m.migration, "migration", env.get("CAIRN_MIGRATION"), "MigrationJob namespace/name: names store artifacts and replication objects (env CAIRN_MIGRATION)")
+	fs.StringVar(&m.c.UID, "migration-uid", env.get("CAIRN_MIGRATION_UID"), "MigrationJob UID (env CAIRN_MIGRATION_UID)")
+	fs.StringVar(&m.c.Mode, "mode", envStr("CAIRN_MIGRATE_MODE", "Full"), "Full, SchemaOnly or Continuous (env CAIRN_MIGRATE_MODE)")
+	fs.StringVar(&m.c.Include, "include", env.get("CAIRN_MIGRATE_INCLUDE"), "comma-separated schema.table patterns; empty = all (env CAIRN_MIGRATE_INCLUDE)")
+	fs.StringVar(&m.c.Exclude, "exclude", env.get("CAIRN_MIGRATE_EXCLUDE"), "comma-separated schema.table patterns; wins over include (env CAIRN_MIGRATE_EXCLUDE)")
+	fs.IntVar(&m.c.Parallel, "parallel", envInt("CAIRN_MIGRATE_PARALLEL", 4), "tables copied and verified at once, 1..64 (env CAIRN_MIGRATE_PARALLEL)")
+	fs.BoolVar(&m.c.AllowNonEmptyTarget, "allow-non-empty-target", envBool("CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET", false), "precheck passes with included tables on the target (env CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET)")
+	fs.StringVar(&m.c.Verify, "verify", envStr("CAIRN_MIGRATE_VERIFY", "Checksum"), "None, RowCount or Checksum (env CAIRN_MIGRATE_VERIFY)")
+	fs.BoolVar(&m.c.SourceReadOnly, "cutover-source-read-only", envBool("CAIRN_CUTOVER_SOURCE_READ_ONLY", false), "cutover makes the source database read-only (env CAIRN_CUTOVER_SOURCE_READ_ONLY)")
+	fs.StringVar(&m.maxWAL, "max-retained-wal-bytes", env.get("CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES"), "replication-status fails when the slot retains more WAL (env CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES)")
+	fs.StringVar(&m.c.Target.Host, "target-db-host", env.get("CAIRN_TARGET_DB_HOST"), "target database host (env CAIRN_TARGET_DB_HOST)")
+	fs.IntVar(&m.c.Target.Port, "target-db-port", envInt("CAIRN_TARGET_DB_PORT", 0), "target database port (env CAIRN_TARGET_DB_PORT)")
+	fs.StringVar(&m.c.Target.Database, "target-db-name", env.get("CAIRN_TARGET_DB_NAME"), "target database name (env CAIRN_TARGET_DB_NAME)")
+	fs.StringVar(&m.c.Target.User, "target-db-user", env.get("CAIRN_TARGET_DB_USER"), "target database user (env CAIRN_TARGET_DB_USER)")
+	fs.StringVar(&m.targetPasswordFile, "target-db-password-file", env.get("CAIRN_TARGET_DB_PASSWORD_FILE"), "file holding the target password (env CAIRN_TARGET_DB_PASSWORD_FILE; or env CAIRN_TARGET_DB_PASSWORD)")
+}
+
+// finish validates the migrate settings into c.Migrate.
+func (m *migrateFlags) finish(c *Config, backupJob string) error {
+	mc := m.c
+	mc.Step = c.Migrate.Step
+	switch mc.Mode {
+	case "Full", "SchemaOnly", "Continuous":
+	default:
+		return &UsageError{fmt.Sprintf("migrate mode %q: want Full, SchemaOnly or Continuous", mc.Mode)}
+	}
+	switch mc.Verify {
+	case "None", "RowCount", "Checksum":
+	default:
+		return &UsageError{fmt.Sprintf("migrate verify %q: want None, RowCount or Checksum", mc.Verify)}
+	}
+	if mc.Parallel < 1 || mc.Parallel > 64 {
+		return &UsageError{fmt.Sprintf("migrate parallel %d: want 1..64", mc.Parallel)}
+	}
+	f, err := patterns.NewFilter(mc.Include, mc.Exclude)
+	if err != nil {
+		return &UsageError{"migrate objects: " + err.Error()}
+	}
+	mc.Filter = f
+	if m.maxWAL != "" {
+		if mc.MaxRetainedWALBytes, err = strconv.ParseInt(m.maxWAL, 10, 64); err != nil || mc.MaxRetainedWALBytes < 0 {
+			return &UsageError{fmt.Sprintf("CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES=%q is not a non-negative integer", m.maxWAL)}
+		}
+	}
+	if m.migration != "" {
+		if mc.Migration, err = naming.ParseJob(m.migration); err != nil {
+			return &UsageError{"migration: " + err.Error()}
+		}
+	}
+	if err := engine.CheckConn(mc.Target); err != nil {
+		return &UsageError{"target " + err.Error()}
+	}
+	if c.Engine == "" {
+		return &UsageError{"engine is not set: CAIRN_ENGINE or --engine must be postgres or mysql"}
+	}
+	if mc.Mode == "Continuous" && c.Engine != "postgres" {
+		return &UsageError{"migrate mode Continuous is PostgreSQL only"}
+	}
+	mc.Target.Password = c.Migrate.Target.Password
+	*c.Migrate = mc
+	return nil
+}

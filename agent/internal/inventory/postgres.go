@@ -1,0 +1,255 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/patterns"
+)
+
+// Postgres is a connection to a PostgreSQL database.
+type Postgres struct {
+	Conn engine.Conn
+	C    *pgx.Conn
+}
+
+// ConnectPostgres opens a pgx connection to database db of c. The
+// coordinates go into the configuration as quoted conninfo values (and the
+// password as a field), never as a connection string of their own.
+func ConnectPostgres(ctx context.Context, c engine.Conn, db string) (*pgx.Conn, error) {
+	port := c.Port
+	if port == 0 {
+		port = 5432
+	}
+	cfg, err := pgx.ParseConfig("host=" + engine.QuoteConninfo(c.Host) + " port=" + strconv.Itoa(port) +
+		" user=" + engine.QuoteConninfo(c.User) + " dbname=" + engine.QuoteConninfo(db) +
+		" connect_timeout=15 application_name=cairn-agent")
+	if err != nil {
+		return nil, fmt.Errorf("connection settings for %s:%d: %v", c.Host, port, redact(err, c.Password))
+	}
+	cfg.Password = c.Password
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 15 * time.Second
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL %s:%d database %q as %q: %v", c.Host, port, db, c.User, redact(err, c.Password))
+	}
+	return conn, nil
+}
+
+func redact(err error, secret string) string { return engine.Redact(err.Error(), secret) }
+
+// OpenPostgres connects to c's database.
+func OpenPostgres(ctx context.Context, c engine.Conn) (*Postgres, error) {
+	conn, err := ConnectPostgres(ctx, c, c.Database)
+	if err != nil {
+		return nil, err
+	}
+	return &Postgres{Conn: c, C: conn}, nil
+}
+
+func (p *Postgres) Engine() string { return "postgres" }
+func (p *Postgres) Close() error   { return p.C.Close(context.Background()) }
+
+func (p *Postgres) Version(ctx context.Context) (string, error) {
+	var v string
+	err := p.C.QueryRow(ctx, "SHOW server_version").Scan(&v)
+	return v, err
+}
+
+// SystemSchemasSQL excludes the catalogs, TOAST and temporary schemas.
+const pgUserTables = `
+SELECT n.nspname, c.relname, pg_total_relation_size(c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'r'
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp\_%'
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                  WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+ORDER BY 1, 2`
+
+// Tables lists the ordinary tables (and partitions) outside the system
+// schemas and extensions that f selects.
+func (p *Postgres) Tables(ctx context.Context, f *patterns.Filter, _ string) ([]Table, error) {
+	return pgTables(ctx, p.C, f)
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func pgTables(ctx context.Context, q querier, f *patterns.Filter) ([]Table, error) {
+	rows, err := q.Query(ctx, pgUserTables)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	var out []Table
+	for rows.Next() {
+		var t Table
+		if err := rows.Scan(&t.Schema, &t.Name, &t.Bytes); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if f.Match(t.Schema, t.Name) {
+			out = append(out, t)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	sortTables(out)
+	return out, nil
+}
+
+// OutputSettings fix how values print, so that a row's text is the same on
+// every server and session.
+var OutputSettings = []string{
+	"SET TimeZone = 'UTC'",
+	"SET DateStyle = 'ISO, YMD'",
+	"SET IntervalStyle = 'postgres'",
+	"SET extra_float_digits = 3",
+	"SET bytea_output = 'hex'",
+	"SET lc_monetary = 'C'",
+}
+
+// Ident quotes a PostgreSQL identifier.
+func Ident(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// QualifiedName is "schema"."table", quoted.
+func QualifiedName(t Table) string { return Ident(t.Schema) + "." + Ident(t.Name) }
+
+// ExportSnapshot begins a REPEATABLE READ transaction on conn and exports
+// its snapshot; the snapshot lives as long as that transaction.
+func ExportSnapshot(ctx context.Context, conn *pgx.Conn) (pgx.Tx, string, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, "", fmt.Errorf("begin snapshot transaction: %w", err)
+	}
+	var id string
+	if err := tx.QueryRow(ctx, "SELECT pg_export_snapshot()").Scan(&id); err != nil {
+		tx.Rollback(context.Background())
+		return nil, "", fmt.Errorf("export snapshot: %w", err)
+	}
+	return tx, id, nil
+}
+
+// BeginInSnapshot begins a REPEATABLE READ READ ONLY transaction on conn
+// that sees the exported snapshot id.
+func BeginInSnapshot(ctx context.Context, conn *pgx.Conn, id string) (pgx.Tx, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(id)); err != nil {
+		tx.Rollback(context.Background())
+		return nil, fmt.Errorf("set transaction snapshot: %w", err)
+	}
+	return tx, nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Take lists the selected tables and counts (and checksums) them, all in
+// one snapshot: o.Snapshot, or one exported here.
+func (p *Postgres) Take(ctx context.Context, o Options) (*Inventory, error) {
+	for _, s := range OutputSettings {
+		if _, err := p.C.Exec(ctx, s); err != nil {
+			return nil, fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	snap := o.Snapshot
+	var tx pgx.Tx
+	var err error
+	if snap == "" {
+		if tx, snap, err = ExportSnapshot(ctx, p.C); err != nil {
+			return nil, err
+		}
+	} else if tx, err = BeginInSnapshot(ctx, p.C, snap); err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.Background())
+
+	tables, err := pgTables(ctx, tx, o.Filter)
+	if err != nil {
+		return nil, err
+	}
+	inv := &Inventory{Method: o.Method, Consistent: true, Tables: tables}
+	if o.Method == MethodList || o.Method == "" {
+		inv.Method = MethodList
+		return inv, nil
+	}
+	workers := max(1, min(o.Parallel, len(tables)))
+	// Worker 0 is this connection's transaction; the others join the
+	// snapshot on connections of their own.
+	txs := []pgx.Tx{tx}
+	for i := 1; i < workers; i++ {
+		c, err := ConnectPostgres(ctx, p.Conn, p.Conn.Database)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close(context.Background())
+		for _, s := range OutputSettings {
+			if _, err := c.Exec(ctx, s); err != nil {
+				return nil, fmt.Errorf("%s: %w", s, err)
+			}
+		}
+		wtx, err := BeginInSnapshot(ctx, c, snap)
+		if err != nil {
+			return nil, err
+		}
+		defer wtx.Rollback(context.Background())
+		txs = append(txs, wtx)
+	}
+	next := make(chan int)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if errs[w] != nil {
+					continue
+				}
+				errs[w] = pgCount(ctx, txs[w], &inv.Tables[i], o.Method)
+			}
+		}()
+	}
+	for i := range inv.Tables {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return inv, nil
+}
+
+func pgCount(ctx context.Context, tx pgx.Tx, t *Table, method string) error {
+	name := QualifiedName(*t)
+	if method == MethodRowCount {
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM ONLY "+name).Scan(&t.Rows); err != nil {
+			return fmt.Errorf("count %s: %w", t.Key(), err)
+		}
+		return nil
+	}
+	var sum string
+	err := tx.QueryRow(ctx, "SELECT count(*), coalesce(sum(('x' || left(md5(ROW(t.*)::text), 16))::bit(64)::bigint), 0)::text FROM ONLY "+
+		name+" AS t").Scan(&t.Rows, &sum)
+	if err != nil {
+		return fmt.Errorf("checksum %s: %w", t.Key(), err)
+	}
+	t.Checksum, err = foldSum(sum)
+	return err
+}
