@@ -176,7 +176,7 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	a.log.Info("restore finished", "artifact", r.Artifact, "durationSeconds", r.DurationSeconds, "targetCreated", own)
 
 	if len(cfg.Checks) > 0 {
-		r.Checks = checks.Run(ctx, tgt, cfg.Checks, a.rowCounts(entry))
+		r.Checks = checks.Run(ctx, tgt, cfg.Checks, a.rowCounts(eng, entry))
 		for _, c := range r.Checks {
 			a.log.Info("check", "name", c.Name, "passed", c.Passed, "value", c.Value, "message", c.Message)
 		}
@@ -209,10 +209,49 @@ func ScratchMarker(job naming.Job) string {
 	return "cairn-agent: scratch database of a verification restore of " + job.String() + "; dropped after its checks"
 }
 
-// rowCounts compares the restored tables' row counts with those recorded
-// at backup time in entry. Nil when the backup recorded none.
-func (a *app) rowCounts(entry catalog.Entry) checks.RowCounts {
-	return nil
+// rowCounts compares the restored tables' row counts with those the backup
+// recorded in entry's manifest (its inventory, taken in the dump's
+// snapshot). Every recorded table must be in the target with that many
+// rows; tables only in the target (a restore into an existing database) are
+// not the backup's and are not compared. Nil when the backup recorded no
+// row counts (an older agent, or CAIRN_INVENTORY=None).
+func (a *app) rowCounts(eng engine.Engine, entry catalog.Entry) checks.RowCounts {
+	rec := entry.Inventory
+	if rec == nil || rec.Method == inventory.MethodList {
+		return nil
+	}
+	var conn engine.Conn
+	switch e := eng.(type) {
+	case *engine.Postgres:
+		conn = e.Conn
+	case *engine.MySQL:
+		conn = e.Conn
+	default:
+		return nil
+	}
+	return func(ctx context.Context) (string, []string, error) {
+		got, err := inventory.Take(ctx, eng.Name(), conn, inventory.Options{Method: inventory.MethodRowCount})
+		if err != nil {
+			return "", nil, fmt.Errorf("counting the restored tables: %w", err)
+		}
+		var recorded int64
+		for _, t := range rec.Tables {
+			recorded += t.Rows
+		}
+		summary := fmt.Sprintf("%d table(s), %d row(s) recorded", len(rec.Tables), recorded)
+		var diffs []string
+		for _, c := range inventory.Compare(rec, got, inventory.MethodRowCount).Items {
+			switch {
+			case c.Match || c.SourceRows < 0:
+				// equal, or only in the target
+			case c.TargetRows < 0:
+				diffs = append(diffs, fmt.Sprintf("%s: missing, %d recorded", c.Table, c.SourceRows))
+			default:
+				diffs = append(diffs, fmt.Sprintf("%s: %d restored, %d recorded", c.Table, c.TargetRows, c.SourceRows))
+			}
+		}
+		return summary, diffs, nil
+	}
 }
 
 func (a *app) list(ctx context.Context) ([]byte, error) {

@@ -3,9 +3,11 @@ package suite
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 	"testing"
 
+	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/cli"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/result"
@@ -70,6 +72,7 @@ func Checks(t *testing.T, e *Env, kind string) {
 		{Name: "many-rows", SQL: "SELECT id FROM customers", AtLeast: ptr(int64(0))},
 		{Name: "not-number", SQL: "SELECT 'abc'", AtLeast: ptr(int64(0))},
 		{Name: "null", SQL: "SELECT NULL", Equals: ptr("NULL")},
+		{Name: "row-counts", RowCountsMatchBackup: true},
 	}
 	if dbExists(t, e, scratch) {
 		t.Fatalf("%s exists before the test", scratch)
@@ -97,9 +100,10 @@ func Checks(t *testing.T, e *Env, kind string) {
 		{"many-rows", false, "", "rows"},
 		{"not-number", false, "abc", "not a number"},
 		{"null", true, "NULL", ""},
+		{"row-counts", true, "table(s)", ""},
 	} {
 		c := got[want.name]
-		if c.Passed != want.passed || c.Value != want.value || !strings.Contains(c.Message, want.msg) || want.passed && c.Message != "" {
+		if c.Passed != want.passed || c.Value != want.value && !(want.name == "row-counts" && strings.Contains(c.Value, want.value)) || !strings.Contains(c.Message, want.msg) || want.passed && c.Message != "" {
 			t.Errorf("check %s = %+v; want passed=%v value=%q message containing %q", want.name, c, want.passed, want.value, want.msg)
 		}
 	}
@@ -142,6 +146,38 @@ func Checks(t *testing.T, e *Env, kind string) {
 		if strings.Contains(rr.TermLog, f) {
 			t.Errorf("a restore without checks reports %s: %s", f, rr.TermLog)
 		}
+	}
+
+	// Row counts are compared with what the backup recorded in its
+	// manifest: one more order recorded than restored fails the check.
+	key := st.KeyOf(t, job, r.Artifact)
+	name := path.Base(key)
+	raw := st.Read(t, job.ManifestKey(name))
+	entry, err := catalog.DecodeManifest(raw, job, job.ManifestKey(name))
+	check(t, err)
+	if entry.Inventory == nil {
+		t.Fatalf("the backup recorded no inventory: %s", raw)
+	}
+	tampered := false
+	for i, tb := range entry.Inventory.Tables {
+		if tb.Name == "orders" {
+			entry.Inventory.Tables[i].Rows++
+			tampered = true
+		}
+	}
+	if !tampered {
+		t.Fatalf("no orders table in the inventory: %s", raw)
+	}
+	b, err := catalog.EncodeManifest(job, entry)
+	check(t, err)
+	st.Write(t, job.ManifestKey(name), b)
+	r = mustSucceed(t, e.agent(t, st, scratch, job, checksEnv(t, cs[len(cs)-1:], true), "restore"))
+	if len(r.Checks) != 1 || r.Checks[0].Passed || !strings.Contains(r.Checks[0].Message, "orders: "+orders+" restored, ") ||
+		!strings.Contains(r.Checks[0].Message, "1 table(s) differ") {
+		t.Errorf("row counts against a tampered record: %+v", r.Checks)
+	}
+	if !r.TargetDropped || dbExists(t, e, scratch) {
+		t.Errorf("the scratch database was not dropped after a failed check")
 	}
 
 	// Bad checks are a usage error: nothing is restored.
