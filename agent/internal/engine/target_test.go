@@ -87,11 +87,11 @@ func TestTargetAgainstRealServers(t *testing.T) {
 				}
 			}
 			for q, want := range map[string]string{
-				"SELECT id FROM t":             "rows",
-				"SELECT 1, 2":                  "columns",
+				"SELECT id FROM t":              "rows",
+				"SELECT 1, 2":                   "columns",
 				"SELECT id FROM t WHERE id > 5": "no row",
-				"DELETE FROM t":                "",
-				"SELECT * FROM missing_table":  "missing_table",
+				"DELETE FROM t":                 "",
+				"SELECT * FROM missing_table":   "missing_table",
 			} {
 				if got, err := tg.QueryValue(ctx, q); err == nil || !strings.Contains(err.Error(), want) {
 					t.Errorf("QueryValue(%q) = %q, %v; want an error containing %q", q, got, err, want)
