@@ -59,6 +59,7 @@ func TestProtectionPlanVerifiesWithChecks(t *testing.T) {
 				Checks: []restorev1.Check{
 					{Name: "has-orders", SQL: "select count(*) from orders", AtLeast: ptr.To[int64](1)},
 					{Name: "orders-exact", SQL: "select count(*) from orders", Equals: ptr.To(fmt.Sprint(orders))},
+					{Name: "row-counts", RowCountsMatchBackup: true},
 				},
 				TimeoutSeconds: ptr.To[int64](600),
 			},
@@ -85,9 +86,14 @@ func TestProtectionPlanVerifiesWithChecks(t *testing.T) {
 	g.Expect(lv.RestoreDuration).NotTo(BeNil())
 	g.Expect(cur.Status.RestoreDuration).To(Equal(lv.RestoreDuration))
 	g.Expect(cur.Status.RecoveryPoint).NotTo(BeNil())
+	var rows int64
+	for _, tb := range want {
+		rows += tb.Rows
+	}
 	g.Expect(lv.Checks).To(ConsistOf(
 		restorev1.CheckResult{Name: "has-orders", Passed: true, Value: fmt.Sprint(orders)},
-		restorev1.CheckResult{Name: "orders-exact", Passed: true, Value: fmt.Sprint(orders)}))
+		restorev1.CheckResult{Name: "orders-exact", Passed: true, Value: fmt.Sprint(orders)},
+		restorev1.CheckResult{Name: "row-counts", Passed: true, Value: fmt.Sprintf("%d table(s), %d row(s) recorded", len(want), rows)}))
 	t.Logf("verified %s: restore took %s (RestoreJob %s); checks %+v", lv.Artifact.Path, lv.RestoreDuration.Duration, lv.RestoreJob, lv.Checks)
 
 	rj := &restorev1.RestoreJob{}
