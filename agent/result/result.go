@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // MaxMessageBytes is the kubelet's limit for a container termination message.
@@ -69,6 +70,95 @@ type Result struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	// Engine is "postgres" or "mysql".
 	Engine string `json:"engine"`
+
+	// The fields below are reported by a restore asked to run checks
+	// (EnvChecks) or to drop its target (EnvDropTargetAfterChecks); absent
+	// otherwise, so older messages parse unchanged.
+
+	// Checks are the results of the checks, in the order they were given.
+	// Every check given has a result: a check that could not run failed.
+	Checks []CheckResult `json:"checks,omitempty"`
+	// TargetCreated: the target database did not exist and this restore
+	// (or an earlier attempt of a restore from the same catalog key, see
+	// the engines) created it.
+	TargetCreated bool `json:"targetCreated,omitempty"`
+	// TargetDropped: the target database was dropped after the checks ran
+	// (only ever when TargetCreated).
+	TargetDropped bool `json:"targetDropped,omitempty"`
+	// DropError says why a drop that was asked for did not happen (e.g.
+	// "the target existed before the restore; it is never dropped").
+	DropError string `json:"dropError,omitempty"`
+}
+
+// The restore's check contract, between the restore operator and `agent
+// restore`.
+const (
+	// EnvChecks holds the checks as a JSON list of Check (the RestoreJob's
+	// spec.checks), run in the target after a successful restore.
+	EnvChecks = "CAIRN_CHECKS"
+	// EnvDropTargetAfterChecks "true": drop the target after the checks ran,
+	// only if the restore created it.
+	EnvDropTargetAfterChecks = "CAIRN_DROP_TARGET_AFTER_CHECKS"
+)
+
+// Check is one check to run in a restored database: a SQL query returning
+// one row with one column and an expected value (Equals, AtLeast, AtMost;
+// all that are set must hold), or RowCountsMatchBackup. The JSON is the
+// RestoreJob API's spec.checks[].
+type Check struct {
+	Name                 string  `json:"name"`
+	SQL                  string  `json:"sql,omitempty"`
+	Equals               *string `json:"equals,omitempty"`
+	AtLeast              *int64  `json:"atLeast,omitempty"`
+	AtMost               *int64  `json:"atMost,omitempty"`
+	RowCountsMatchBackup bool    `json:"rowCountsMatchBackup,omitempty"`
+}
+
+// CheckResult is the outcome of one check. The JSON is the RestoreJob API's
+// status.checks[].
+type CheckResult struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	// Value is what the query returned, or a summary of the row counts.
+	Value string `json:"value,omitempty"`
+	// Message says why the check failed.
+	Message string `json:"message,omitempty"`
+}
+
+// MarshalResult returns r as one JSON line of at most MaxMessageBytes:
+// check values and messages are shortened, then left out, until it fits.
+func MarshalResult(r Result) ([]byte, error) {
+	b, err := Marshal(r)
+	if err != nil || len(b) <= MaxMessageBytes || len(r.Checks) == 0 {
+		return b, err
+	}
+	r.Checks = append([]CheckResult(nil), r.Checks...)
+	for _, limit := range []int{256, 96, 32, 0} {
+		for i := range r.Checks {
+			r.Checks[i].Value = cut(r.Checks[i].Value, limit)
+			r.Checks[i].Message = cut(r.Checks[i].Message, limit)
+		}
+		r.DropError = cut(r.DropError, limit+64)
+		if b, err = Marshal(r); err != nil || len(b) <= MaxMessageBytes {
+			return b, err
+		}
+	}
+	return nil, fmt.Errorf("restore result with %d checks does not fit %d bytes", len(r.Checks), MaxMessageBytes)
+}
+
+// cut shortens s to at most n bytes (whole runes), marking a cut with "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n == 0 {
+		return ""
+	}
+	i := max(n-len("…"), 0)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // Failure is reported instead of a Result when a command fails. It is also

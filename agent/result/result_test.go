@@ -2,6 +2,7 @@ package result
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,55 @@ func TestFailureLine(t *testing.T) {
 				t.Fatalf("reason %q, want %q", f.Reason, tt.reason)
 			}
 		})
+	}
+}
+
+// A restore with checks reports them, and an old message (without the
+// check fields) still parses; the worst case (32 checks with the longest
+// names, long values, a long artifact path) fits the termination message.
+func TestMarshalResultChecksFit(t *testing.T) {
+	old := `{"artifact":"a.pgdump.zst","size":1,"checksum":"sha256:ab","start":"1970-01-01T00:00:00Z","end":"1970-01-01T00:00:01Z","durationSeconds":1,"engine":"mysql"}`
+	r, err := Parse(old)
+	if err != nil || r.Checks != nil || r.TargetCreated || r.TargetDropped {
+		t.Fatalf("old message: %+v, %v", r, err)
+	}
+
+	base := Result{Artifact: strings.Repeat("p/", 300) + "x.pgdump.zst", Size: 1, Checksum: "sha256:" + strings.Repeat("f", 64),
+		Engine: "postgres", TargetCreated: true, TargetDropped: true}
+	small := base
+	small.Checks = []CheckResult{{Name: "orders", Passed: true, Value: "12"}, {Name: "rows", Passed: false, Value: "3 tables", Message: "orders: 1 restored, 2 recorded"}}
+	b, err := MarshalResult(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(string(b))
+	if err != nil || len(got.Checks) != 2 || got.Checks[1].Message != small.Checks[1].Message || !got.TargetDropped {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+
+	big := base
+	for i := range 32 {
+		big.Checks = append(big.Checks, CheckResult{Name: strings.Repeat("n", 61) + fmt.Sprintf("%02d", i), Passed: i%2 == 0,
+			Value: strings.Repeat("väl", 400), Message: strings.Repeat("why ", 300)})
+	}
+	big.DropError = strings.Repeat("e", 2000)
+	b, err = MarshalResult(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > MaxMessageBytes || !utf8.Valid(b) {
+		t.Fatalf("%d bytes (valid UTF-8: %v)", len(b), utf8.Valid(b))
+	}
+	got, err = Parse(string(b))
+	if err != nil || len(got.Checks) != 32 {
+		t.Fatalf("parse: %v, %d checks", err, len(got.Checks))
+	}
+	for i, c := range got.Checks {
+		if c.Name != big.Checks[i].Name || c.Passed != big.Checks[i].Passed {
+			t.Errorf("check %d: %+v, want name %s passed %v", i, c, big.Checks[i].Name, big.Checks[i].Passed)
+		}
+	}
+	if big.Checks[0].Value == "" || !strings.HasPrefix(big.Checks[0].Value, "väl") {
+		t.Error("MarshalResult changed its argument's checks")
 	}
 }

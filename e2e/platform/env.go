@@ -19,6 +19,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/cluster"
 )
@@ -32,6 +33,7 @@ func Scheme() *runtime.Scheme {
 	utilruntime.Must(backupv1alpha1.AddToScheme(s))
 	utilruntime.Must(restorev1.AddToScheme(s))
 	utilruntime.Must(migrationv1.AddToScheme(s))
+	utilruntime.Must(platformv1.AddToScheme(s))
 	return s
 }
 

@@ -157,9 +157,12 @@ func (a *Applier) Ensure(ctx context.Context, owner, desired client.Object) (Op,
 // Drift compares live with desired the way Ensure does: live matches when
 // every field desired sets (labels, annotations, owner references, and
 // everything outside metadata and status) has the same value in it; fields
-// the API server defaulted are not drift. It returns nil for a match, else
-// live with desired's fields laid over it, carrying live's resourceVersion,
-// ready for an Update.
+// the API server defaulted are not drift. A plain (non-pointer) boolean
+// desired leaves false is set too: JSON omits it, but a live true (e.g. a
+// child suspended by hand) is drift, reverted to false; an optional *bool
+// desired leaves nil stays the API server's. It returns nil for a match,
+// else live with desired's fields laid over it, carrying live's
+// resourceVersion, ready for an Update.
 func Drift(desired, live client.Object) (client.Object, error) {
 	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
 	if err != nil {
@@ -170,15 +173,142 @@ func Drift(desired, live client.Object) (client.Object, error) {
 		return nil, err
 	}
 	pruneForCompare(want)
-	if Subset(want, have) {
+	falses, err := omittedFalse(desired, want, have)
+	if err != nil {
+		return nil, err
+	}
+	if Subset(want, have) && len(falses) == 0 {
 		return nil, nil
 	}
+	merged := Merge(have, want)
+	for _, p := range falses {
+		deletePath(merged, p)
+	}
 	updated := desired.DeepCopyObject().(client.Object)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(Merge(have, want), updated); err != nil {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(merged, updated); err != nil {
 		return nil, err
 	}
 	updated.SetResourceVersion(live.GetResourceVersion())
 	return updated, nil
+}
+
+// omittedFalse returns the paths (outside metadata and status) where have
+// holds true and want has no value because desired's field there is a plain
+// boolean left false (omitempty drops it). A *bool left nil is not one: it
+// round-trips as false, not as absent.
+func omittedFalse(desired client.Object, want, have map[string]any) ([][]any, error) {
+	var cands [][]any
+	for k, wv := range want {
+		if k == "metadata" || k == "status" {
+			continue
+		}
+		collectTrue(wv, have[k], []any{k}, &cands)
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	// Set each candidate false in a copy of have and round-trip it through
+	// desired's type: a plain omitempty bool disappears.
+	probe := runtime.DeepCopyJSON(have)
+	for _, p := range cands {
+		setPath(probe, p, false)
+	}
+	typed := desired.DeepCopyObject()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(probe, typed); err != nil {
+		return nil, err
+	}
+	back, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]any
+	for _, p := range cands {
+		if _, ok := getPath(back, p); !ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// collectTrue adds the paths below path where have is true and want (a map
+// at that level) has no key, walking maps and same-length lists.
+func collectTrue(want, have any, path []any, out *[][]any) {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return
+		}
+		for k, hv := range h {
+			wv, inWant := w[k]
+			if !inWant {
+				if b, ok := hv.(bool); ok && b {
+					*out = append(*out, append(append([]any{}, path...), k))
+				}
+				continue
+			}
+			collectTrue(wv, hv, append(append([]any{}, path...), k), out)
+		}
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return
+		}
+		for i := range w {
+			collectTrue(w[i], h[i], append(append([]any{}, path...), i), out)
+		}
+	}
+}
+
+func getPath(v any, p []any) (any, bool) {
+	for _, k := range p {
+		switch key := k.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if v, ok = m[key]; !ok {
+				return nil, false
+			}
+		case int:
+			l, ok := v.([]any)
+			if !ok || key >= len(l) {
+				return nil, false
+			}
+			v = l[key]
+		}
+	}
+	return v, true
+}
+
+func setPath(v any, p []any, val any) {
+	parent, ok := getPath(v, p[:len(p)-1])
+	if !ok {
+		return
+	}
+	switch key := p[len(p)-1].(type) {
+	case string:
+		if m, ok := parent.(map[string]any); ok {
+			m[key] = val
+		}
+	case int:
+		if l, ok := parent.([]any); ok && key < len(l) {
+			l[key] = val
+		}
+	}
+}
+
+func deletePath(v any, p []any) {
+	parent, ok := getPath(v, p[:len(p)-1])
+	if !ok {
+		return
+	}
+	if m, ok := parent.(map[string]any); ok {
+		if key, ok := p[len(p)-1].(string); ok {
+			delete(m, key)
+		}
+	}
 }
 
 // pruneForCompare keeps, of desired's metadata, only what Ensure manages.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/checks"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
@@ -151,17 +152,106 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	}
 	a.log.Info("restore started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
 		"database", cfg.DB.Database, "user", cfg.DB.User)
-	if err := eng.Prepare(ctx); err != nil {
+	tgt, ok := eng.(engine.Target)
+	if !ok {
+		return nil, fmt.Errorf("engine %s cannot prepare a target", eng.Name())
+	}
+	marker := ""
+	if cfg.DropTargetAfterChecks {
+		marker = ScratchMarker(job)
+	}
+	own, err := tgt.CreateTarget(ctx, marker)
+	if err != nil {
 		return nil, fmt.Errorf("prepare target database %q: %w", cfg.DB.Database, err)
 	}
+	// created: this run created the target (not an earlier attempt).
+	created := own
 	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, eng); err != nil {
 		return nil, err
 	}
 	end := a.now().Truncate(time.Millisecond)
 	r := entryResult(st, key, entry)
 	r.Start, r.End, r.DurationSeconds = start, end, seconds(end.Sub(start))
-	a.log.Info("restore finished", "artifact", r.Artifact, "durationSeconds", r.DurationSeconds)
-	return result.Marshal(r)
+	r.TargetCreated = own
+	a.log.Info("restore finished", "artifact", r.Artifact, "durationSeconds", r.DurationSeconds, "targetCreated", own)
+
+	if len(cfg.Checks) > 0 {
+		r.Checks = checks.Run(ctx, tgt, cfg.Checks, a.rowCounts(eng, entry))
+		for _, c := range r.Checks {
+			a.log.Info("check", "name", c.Name, "passed", c.Passed, "value", c.Value, "message", c.Message)
+		}
+	}
+	if cfg.DropTargetAfterChecks {
+		// Only after the checks ran, and only the restore's own target.
+		switch {
+		case !own:
+			r.DropError = engine.ErrNotOwn.Error()
+		default:
+			if err := tgt.DropTarget(ctx, marker, created); err != nil {
+				r.DropError = err.Error()
+			} else {
+				r.TargetDropped = true
+			}
+		}
+		if r.DropError != "" {
+			a.log.Warn("target database not dropped", "database", cfg.DB.Database, "reason", r.DropError)
+		} else {
+			a.log.Info("target database dropped", "database", cfg.DB.Database)
+		}
+	}
+	return result.MarshalResult(r)
+}
+
+// ScratchMarker is recorded on a target database a restore creates to drop
+// it after its checks (PostgreSQL: the database's comment), so a retried
+// restore from the same catalog key recognises it as its own.
+func ScratchMarker(job naming.Job) string {
+	return "cairn-agent: scratch database of a verification restore of " + job.String() + "; dropped after its checks"
+}
+
+// rowCounts compares the restored tables' row counts with those the backup
+// recorded in entry's manifest (its inventory, taken in the dump's
+// snapshot). Every recorded table must be in the target with that many
+// rows; tables only in the target (a restore into an existing database) are
+// not the backup's and are not compared. Nil when the backup recorded no
+// row counts (an older agent, or CAIRN_INVENTORY=None).
+func (a *app) rowCounts(eng engine.Engine, entry catalog.Entry) checks.RowCounts {
+	rec := entry.Inventory
+	if rec == nil || rec.Method == inventory.MethodList {
+		return nil
+	}
+	var conn engine.Conn
+	switch e := eng.(type) {
+	case *engine.Postgres:
+		conn = e.Conn
+	case *engine.MySQL:
+		conn = e.Conn
+	default:
+		return nil
+	}
+	return func(ctx context.Context) (string, []string, error) {
+		got, err := inventory.Take(ctx, eng.Name(), conn, inventory.Options{Method: inventory.MethodRowCount})
+		if err != nil {
+			return "", nil, fmt.Errorf("counting the restored tables: %w", err)
+		}
+		var recorded int64
+		for _, t := range rec.Tables {
+			recorded += t.Rows
+		}
+		summary := fmt.Sprintf("%d table(s), %d row(s) recorded", len(rec.Tables), recorded)
+		var diffs []string
+		for _, c := range inventory.Compare(rec, got, inventory.MethodRowCount).Items {
+			switch {
+			case c.Match || c.SourceRows < 0:
+				// equal, or only in the target
+			case c.TargetRows < 0:
+				diffs = append(diffs, fmt.Sprintf("%s: missing, %d recorded", c.Table, c.SourceRows))
+			default:
+				diffs = append(diffs, fmt.Sprintf("%s: %d restored, %d recorded", c.Table, c.TargetRows, c.SourceRows))
+			}
+		}
+		return summary, diffs, nil
+	}
 }
 
 func (a *app) list(ctx context.Context) ([]byte, error) {

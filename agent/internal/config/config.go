@@ -19,10 +19,12 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"cairn.dev/agent/internal/checks"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/patterns"
+	"cairn.dev/agent/result"
 )
 
 // DefaultTerminationLog is Kubernetes' default terminationMessagePath.
@@ -42,6 +44,12 @@ type Config struct {
 	BackupJob     naming.Job
 	RetentionDays int
 	Artifact      string
+
+	// Checks run in the target after a restore (CAIRN_CHECKS);
+	// DropTargetAfterChecks drops the target afterwards if the restore
+	// created it (CAIRN_DROP_TARGET_AFTER_CHECKS).
+	Checks                []result.Check
+	DropTargetAfterChecks bool
 
 	// TerminationLog is where the result line goes; TerminationLogSet
 	// tells whether it was configured (or is the default).
@@ -198,6 +206,8 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	job := fs.String("backupjob", env.get("CAIRN_BACKUPJOB"), "BackupJob namespace/name: the catalog key (env CAIRN_BACKUPJOB)")
 	fs.IntVar(&c.RetentionDays, "retention-days", envInt("CAIRN_RETENTION_DAYS", 0), "prune artifacts older than this many days, keeping the newest (env CAIRN_RETENTION_DAYS)")
 	fs.StringVar(&c.Artifact, "artifact", env.get("CAIRN_ARTIFACT"), "restore: artifact name or path; empty = newest in the catalog (env CAIRN_ARTIFACT)")
+	checkList := fs.String("checks", env.get(result.EnvChecks), "restore: checks to run in the restored database, a JSON list (env "+result.EnvChecks+")")
+	fs.BoolVar(&c.DropTargetAfterChecks, "drop-target-after-checks", envBool(result.EnvDropTargetAfterChecks, false), "restore: drop the target after the checks, only if the restore created it (env "+result.EnvDropTargetAfterChecks+")")
 	termLog := fs.String("termination-log", env.get("CAIRN_TERMINATION_LOG"), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
 	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "default"), "backup: zstd level, fastest, default or better (env CAIRN_COMPRESSION)")
 	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
@@ -292,6 +302,9 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	case "fastest", "default", "better":
 	default:
 		return nil, &UsageError{fmt.Sprintf("compression %q: want fastest, default or better", c.Compression)}
+	}
+	if c.Checks, err = checks.Parse(*checkList); err != nil {
+		return nil, &UsageError{err.Error()}
 	}
 	switch c.Inventory {
 	case "None", "RowCount", "Checksum":

@@ -93,6 +93,11 @@ func TestHostileDatabaseNames(t *testing.T) {
 
 func TestHostileHosts(t *testing.T) { suite.HostileHosts(t, e(t), "pvc") }
 
+func TestChecksAndScratchDrop(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.Checks(t, e(t), kind) })
+	}
+}
 func TestBackupInventory(t *testing.T) { suite.BackupInventory(t, e(t)) }
 
 func TestMigrateDirect(t *testing.T) { suite.MigrateDirect(t, e(t)) }

@@ -95,6 +95,11 @@ func TestHostileHosts(t *testing.T) { suite.HostileHosts(t, e(t), "pvc") }
 
 func TestRestoreStreamFailsCommitsNothing(t *testing.T) { suite.RestoreStreamFails(t, e(t)) }
 
+func TestChecksAndScratchDrop(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.Checks(t, e(t), kind) })
+	}
+}
 func TestBackupInventory(t *testing.T) { suite.BackupInventory(t, e(t)) }
 
 func TestMigrateDirect(t *testing.T) { suite.MigrateDirect(t, e(t)) }

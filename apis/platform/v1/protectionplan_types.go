@@ -196,7 +196,8 @@ type VerificationSpec struct {
 	// Checks run in the scratch database after the restore (SQL with an
 	// expected result, or row counts equal to what the backup recorded); the
 	// backup counts as verified only when every check is reported passed.
-	// Not run yet: see RestoreJob spec.checks.
+	// The scratch database is dropped after the checks if the verification
+	// created it (RestoreJob spec.dropTargetAfterChecks).
 	// +optional
 	// +listType=map
 	// +listMapKey=name

@@ -22,7 +22,8 @@ const (
 	// PhaseSucceeded: the restore Job completed; the artifact is restored.
 	PhaseSucceeded Phase = "Succeeded"
 	// PhaseFailed: the restore Job failed after all its retries (maxRetries)
-	// or its deadline, or was deleted before it finished. Create a new
+	// or its deadline, was deleted before it finished, or restored the
+	// artifact but a check of spec.checks failed. Create a new
 	// RestoreJob to try again.
 	PhaseFailed Phase = "Failed"
 )
@@ -60,6 +61,17 @@ const (
 	RestoreJobOverwritesSourceReason = "OverwritesSource"
 	// RestoreJobJobDeletedReason: the restore Job was deleted before it finished.
 	RestoreJobJobDeletedReason = "JobDeleted"
+	// RestoreJobChecksFailedReason: the artifact was restored, but a check
+	// of spec.checks failed or could not run (status.checks says which).
+	RestoreJobChecksFailedReason = "ChecksFailed"
+	// RestoreJobChecksNotReportedReason: the restore Job succeeded, but the
+	// agent reported no result for a check of spec.checks (an agent image
+	// older than the checks, or its report was lost).
+	RestoreJobChecksNotReportedReason = "ChecksNotReported"
+	// RestoreJobTargetNotDroppedReason (Warning Event): spec.dropTargetAfterChecks
+	// was set, but the target was not dropped (it existed before the
+	// restore, or the drop failed); the message says why.
+	RestoreJobTargetNotDroppedReason = "TargetNotDropped"
 )
 
 // RestoreJobSpec is the desired state: what to restore, and into which
@@ -85,20 +97,19 @@ type RestoreJobSpec struct {
 	AllowOverwriteSource bool `json:"allowOverwriteSource,omitempty"`
 
 	// Checks run in the target database after a successful restore (a
-	// ProtectionPlan's verification sets them); their results are reported
-	// in status.checks. The restore operator passes them to the agent
-	// (CAIRN_CHECKS, JSON). NOT RUN YET: the agent does not execute checks
-	// or report results yet, so status.checks stays empty.
+	// ProtectionPlan's verification sets them), each in a read-only
+	// session; their results are reported in status.checks. A check that
+	// fails (or cannot run) fails the RestoreJob with reason ChecksFailed.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	Checks []Check `json:"checks,omitempty"`
 
-	// DropTargetAfterChecks drops the target database once the checks ran,
-	// but only if this restore created it (a scratch database used for
-	// verification); an existing database is never dropped. Passed to the
-	// agent as CAIRN_DROP_TARGET_AFTER_CHECKS. NOT DONE YET by the agent.
+	// DropTargetAfterChecks drops the target database once the checks ran
+	// (passed or not), but only if this restore created it (a scratch
+	// database used for verification; status.targetCreated); a database
+	// that existed before is never dropped. status.targetDropped reports it.
 	// +optional
 	DropTargetAfterChecks bool `json:"dropTargetAfterChecks,omitempty"`
 
@@ -227,6 +238,16 @@ type RestoreJobStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Checks []CheckResult `json:"checks,omitempty"`
+
+	// TargetCreated is true when the target database did not exist and the
+	// restore created it.
+	// +optional
+	TargetCreated bool `json:"targetCreated,omitempty"`
+
+	// TargetDropped is true when the target database was dropped after the
+	// checks (spec.dropTargetAfterChecks).
+	// +optional
+	TargetDropped bool `json:"targetDropped,omitempty"`
 }
 
 // Check is one check run in the restored database: either a SQL query with

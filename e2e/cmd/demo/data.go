@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -14,9 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/dbcheck"
 	"cairn.dev/e2e/platform"
+	"cairn.dev/libs/conditions"
 )
 
 // demoOrders is how many orders the sample database gets (a tenth as many
@@ -62,6 +65,12 @@ func mapSamples(s *samples, pl *planeState) error {
 		set(s.backup, true, "spec", "storage", "s3", "insecure"),
 		set(s.restore, "127.0.0.1", "spec", "target", "host"),
 		set(s.restore, int64(pl.Postgres.Port), "spec", "target", "port"),
+		set(s.plan, "127.0.0.1", "spec", "database", "host"),
+		set(s.plan, int64(pl.Postgres.Port), "spec", "database", "port"),
+		set(s.plan, pl.S3Endpoint, "spec", "backup", "storage", "s3", "endpoint"),
+		set(s.plan, true, "spec", "backup", "storage", "s3", "insecure"),
+		set(s.plan, "127.0.0.1", "spec", "verification", "restoreInto", "host"),
+		set(s.plan, int64(pl.Postgres.Port), "spec", "verification", "restoreInto", "port"),
 	} {
 		if err != nil {
 			return err
@@ -80,7 +89,7 @@ func mapSamples(s *samples, pl *planeState) error {
 		}
 	}
 	logf("samples mapped to the local servers:")
-	logf("  %s:%v (BackupJob database, RestoreJob target) -> 127.0.0.1:%d (PostgreSQL 15)", host, port, pl.Postgres.Port)
+	logf("  %s:%v (BackupJob and ProtectionPlan database, RestoreJob target, the plan's scratch database) -> 127.0.0.1:%d (PostgreSQL 15)", host, port, pl.Postgres.Port)
 	logf("  %s (https) -> http://%s (versitygw), bucket %s", endpoint, pl.S3Endpoint, bucket)
 	logf("  Secret orders-db-credentials -> user %s of that server; Secret orders-db-s3-credentials -> the S3 server's key", pl.Postgres.User)
 	return nil
@@ -160,6 +169,51 @@ func report(ctx context.Context, c client.Client, pl *planeState, s *samples) er
 	}
 	if !equal || art.Size != n || art.Checksum != stored {
 		return fmt.Errorf("the restored database or the stored artifact does not match (see above)")
+	}
+	return nil
+}
+
+// watchPlan waits until the sample ProtectionPlan has verified its first
+// backup (a restore into its scratch database, the checks run there, the
+// scratch database dropped) and prints what it reports.
+func watchPlan(ctx context.Context, c client.Client, s *samples, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	key := client.ObjectKey{Namespace: s.plan.GetNamespace(), Name: s.plan.GetName()}
+	p := &platformv1.ProtectionPlan{}
+	for {
+		if err := c.Get(ctx, key, p); err != nil {
+			return err
+		}
+		if lv := p.Status.LastVerification; lv != nil &&
+			(lv.Result == platformv1.VerificationSucceeded || lv.Result == platformv1.VerificationFailed) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for protectionplan/%s's first verification: %w", key.Name, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	lv := p.Status.LastVerification
+	fmt.Printf("\nprotectionplan/%s: phase %s; verification %s (restorejob/%s) of %s\n", p.Name, p.Status.Phase, lv.Result, lv.RestoreJob, lv.Artifact.Path)
+	for _, t := range []string{platformv1.BackupHealthyCondition, platformv1.RecoverabilityVerifiedCondition, platformv1.ObjectivesMetCondition, "Ready"} {
+		if cond := conditions.Get(p, t); cond != nil {
+			fmt.Printf("  %-24s %-8s %s\n", t, cond.Status, cond.Reason)
+		}
+	}
+	if d, rp := p.Status.RestoreDuration, p.Status.RecoveryPoint; d != nil && rp != nil {
+		fmt.Printf("  restore duration (measured RTO) %s; recovery point (newest verified backup) %s\n", d.Duration, rp.Local().Format("15:04:05"))
+	}
+	for _, ck := range lv.Checks {
+		fmt.Printf("  check %-12s passed=%v value=%q %s\n", ck.Name, ck.Passed, ck.Value, ck.Message)
+	}
+	rj := &restorev1.RestoreJob{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: lv.RestoreJob}, rj); err == nil {
+		fmt.Printf("  scratch database %s: created %v, dropped after the checks %v\n", rj.Spec.Target.Database, rj.Status.TargetCreated, rj.Status.TargetDropped)
+	}
+	if lv.Result != platformv1.VerificationSucceeded {
+		return fmt.Errorf("the ProtectionPlan's verification failed: %s (see orchestrator.log and restore.log)", lv.Message)
 	}
 	return nil
 }

@@ -8,7 +8,10 @@
 // the sample RestoreJob after the first backup, shows progress until the
 // restore succeeded, prints the artifact (name, size, checksum, checked
 // against the stored object) and the source and restored tables side by
-// side, and leaves everything running. `demo down` stops it. State lives in
+// side, then waits for the sample ProtectionPlan (applied with the
+// BackupJob) to verify its first backup — a restore into its scratch
+// database, the checks, the drop — prints its conditions, measured restore
+// duration and check results, and leaves everything running. `demo down` stops it. State lives in
 // --state (e2e/.state).
 //
 //	go run ./e2e/cmd/demo up --state e2e/.state
@@ -152,11 +155,14 @@ func up(dir string, timeout time.Duration) (err error) {
 	if err := report(ctx, env.Client, pl, smp); err != nil {
 		return err
 	}
+	if err := watchPlan(ctx, env.Client, smp, timeout); err != nil {
+		return err
+	}
 	fmt.Printf("\nCairn demo is running (up in %s: platform %s, cluster %s; first backup %s after the sample was applied, restore %s later).\n",
 		time.Since(begin).Round(time.Second), platformUp.Round(100*time.Millisecond), env.Cluster.Started.Round(100*time.Millisecond),
 		firstBackup.Sub(applied).Round(time.Second), restored.Sub(firstBackup).Round(time.Second))
 	fmt.Printf("  export KUBECONFIG=%s\n", env.Cluster.Kubeconfig)
-	fmt.Printf("  operator logs: %s/{backup,restore}.log; data plane (servers, pod runner): %s/plane.log\n", dir, dir)
+	fmt.Printf("  operator logs: %s/{backup,restore,orchestrator}.log; data plane (servers, pod runner): %s/plane.log\n", dir, dir)
 	fmt.Printf("  stop it with: make demo-down\n")
 	return nil
 }
@@ -166,6 +172,9 @@ func up(dir string, timeout time.Duration) (err error) {
 type samples struct {
 	secrets         []*unstructured.Unstructured
 	backup, restore *unstructured.Unstructured
+	// plan is the sample ProtectionPlan (its own BackupJob, prefix and
+	// scratch database), applied beside the BackupJob.
+	plan *unstructured.Unstructured
 }
 
 // demoSchedule replaces the sample BackupJob's nightly schedule, so that the
@@ -202,7 +211,7 @@ func readSamples(root string) (*samples, error) {
 			case "RestoreJob":
 				s.restore = o
 			case "ProtectionPlan":
-				continue // README "Protect a database"; the demo does not apply it yet
+				s.plan = o
 			case "MigrationJob":
 				continue // docs/migration.md; the demo does not apply it (it needs a second server)
 			default:
@@ -210,10 +219,13 @@ func readSamples(root string) (*samples, error) {
 			}
 		}
 	}
-	if s.backup == nil || s.restore == nil {
-		return nil, errors.New("platform/samples lacks the BackupJob or the RestoreJob")
+	if s.backup == nil || s.restore == nil || s.plan == nil {
+		return nil, errors.New("platform/samples lacks the BackupJob, the RestoreJob or the ProtectionPlan")
 	}
 	if err := unstructured.SetNestedField(s.backup.Object, demoSchedule, "spec", "schedule"); err != nil {
+		return nil, err
+	}
+	if err := unstructured.SetNestedField(s.plan.Object, demoSchedule, "spec", "backup", "schedule"); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -227,14 +239,14 @@ func apply(ctx context.Context, c client.Client, o *unstructured.Unstructured) e
 }
 
 func applySamples(ctx context.Context, c client.Client, s *samples) error {
-	for _, o := range append(append([]*unstructured.Unstructured{}, s.secrets...), s.backup) {
+	for _, o := range append(append([]*unstructured.Unstructured{}, s.secrets...), s.backup, s.plan) {
 		if err := apply(ctx, c, o); err != nil {
 			return err
 		}
 	}
 	tz, _, _ := unstructured.NestedString(s.backup.Object, "spec", "timeZone")
-	logf("applied platform/samples: the Secrets and BackupJob %s/%s, its schedule set to %q (every minute) in %s",
-		s.backup.GetNamespace(), s.backup.GetName(), demoSchedule, tz)
+	logf("applied platform/samples: the Secrets, BackupJob %s/%s and ProtectionPlan %s/%s, their schedules set to %q (every minute) in %s",
+		s.backup.GetNamespace(), s.backup.GetName(), s.plan.GetNamespace(), s.plan.GetName(), demoSchedule, tz)
 	return nil
 }
 

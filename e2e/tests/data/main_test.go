@@ -18,5 +18,5 @@ import (
 var env *platform.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, RealData: true, Operators: []string{"backup", "restore"}}, &env))
+	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, RealData: true, Operators: []string{"backup", "restore", "orchestrator"}}, &env))
 }

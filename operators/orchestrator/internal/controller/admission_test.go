@@ -70,8 +70,12 @@ func TestAdmissionRefusesBadPlans(t *testing.T) {
 
 // A plan's checks go to its verification RestoreJobs (with the drop flag
 // for the scratch database). A verification counts only when every check is
-// reported passed: unreported checks (the agent does not run them yet) or a
-// failed check end it Failed.
+// reported passed: unreported checks (an agent older than the checks) or a
+// failed check end it Failed. The RestoreJob status is what the restore
+// operator writes (operators/restore TestChecksReportedIntoStatus): a failed
+// check makes the RestoreJob Failed with reason ChecksFailed and its results
+// in status.checks; the e2e test TestProtectionPlanVerifiesWithChecks runs
+// the whole chain with real agents.
 func TestChecksCountOnlyWhenReportedPassed(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -96,15 +100,22 @@ func TestChecksCountOnlyWhenReportedPassed(t *testing.T) {
 	g.Expect(cur.Status.LastVerification.Message).To(ContainSubstring("checks has-orders, row-counts were not run"))
 	g.Expect(cur.Status.RecoveryPoint).To(BeNil())
 
-	// Reported, one failed.
+	// Reported, one failed: the restore operator fails the RestoreJob
+	// (ChecksFailed) and keeps the results.
 	backupSucceeded(t, bj, time.Now().Add(-2*time.Minute), artifact("20260103T180000.000Z"))
 	rj = restoreJob(t, ns, "checked-verify-2")
-	reportChecks(t, rj, []restorev1.CheckResult{{Name: "has-orders", Passed: true, Value: "12"},
-		{Name: "row-counts", Passed: false, Value: "orders 11 != 12", Message: "row counts differ"}})
-	finishRestore(t, rj, restorev1.PhaseSucceeded, 5*time.Second, "restored")
+	failedRows := restorev1.CheckResult{Name: "row-counts", Passed: false, Value: "2 tables, 23 rows", Message: "1 table(s) differ: public.orders: 11 restored, 12 recorded"}
+	reportChecks(t, rj, []restorev1.CheckResult{{Name: "has-orders", Passed: true, Value: "12"}, failedRows})
+	finishRestoreReason(t, rj, restorev1.PhaseFailed, 5*time.Second, restorev1.RestoreJobChecksFailedReason,
+		"restored artifact x into postgres scratch:5432/orders_verify in 5s, but 1 of 2 check(s) failed: row-counts (1 table(s) differ: public.orders: 11 restored, 12 recorded)")
 	g.Eventually(func(g Gomega) string { return current(g, p).Status.LastVerification.Message }).WithTimeout(timeout).
-		Should(ContainSubstring("checks failed: row-counts"))
+		Should(ContainSubstring("check(s) failed: row-counts"))
 	g.Expect(condition(p, platformv1.RecoverabilityVerifiedCondition)(g)).To(Equal("False/" + platformv1.VerificationFailedReason))
+	cur = current(g, p)
+	g.Expect(cur.Status.LastVerification.Result).To(Equal(platformv1.VerificationFailed))
+	g.Expect(cur.Status.LastVerification.Checks).To(ContainElement(failedRows))
+	g.Expect(cur.Status.RecoveryPoint).To(BeNil())
+	g.Eventually(eventReasons(p)).WithTimeout(timeout).Should(ContainElement("Warning/VerificationFailed"))
 
 	// Reported, all passed: verified, the results in status.
 	backupSucceeded(t, bj, time.Now().Add(-time.Minute), artifact("20260104T180000.000Z"))

@@ -290,9 +290,9 @@ func readRestoreJob(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob,
 		}
 		if names := checkNames(spec); len(names) > 0 {
 			if failed, ok := checkResults(lv, rj, names); !ok {
-				// The restore did not report the checks (the agent does not
-				// run them yet): a restore alone does not prove what the
-				// plan asks for.
+				// The restore did not report the checks (an agent image
+				// older than the checks): a restore alone does not prove
+				// what the plan asks for.
 				finish(lv, platformv1.VerificationFailed, now, fmt.Sprintf(
 					"the restore succeeded (%s), but checks %s were not run: RestoreJob %s reported no results for them, so the backup is not counted as verified",
 					msg, strings.Join(names, ", "), rj.Name))
@@ -306,6 +306,11 @@ func readRestoreJob(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob,
 		finish(lv, platformv1.VerificationSucceeded, now, msg)
 	case restorev1.PhaseFailed:
 		lv.CompletionTime = rj.Status.CompletionTime.DeepCopy()
+		if names := checkNames(spec); len(names) > 0 && len(rj.Status.Checks) > 0 {
+			// The restore ran but a check failed (reason ChecksFailed):
+			// show every result.
+			checkResults(lv, rj, names)
+		}
 		finish(lv, platformv1.VerificationFailed, now, msg)
 	default:
 		if conditions.IsTrue(rj, cairnv1.StalledCondition) {

@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
@@ -55,6 +56,18 @@ func TestBackupJobCreatedOnceAndDriftReverted(t *testing.T) {
 	g.Expect(env.Client.Update(ctx, bj)).To(Succeed())
 	g.Eventually(func(g Gomega) string { return get(g, bj).Spec.Schedule }).WithTimeout(timeout).Should(Equal("0 2 * * *"))
 	g.Expect(bj.Spec.DeletionPolicy).To(Equal(backupv1.DeletionPolicyDelete))
+
+	// A child suspended by hand (a boolean the template leaves false) is
+	// resumed.
+	g.Eventually(func() error {
+		cur := &backupv1.BackupJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(bj), cur); err != nil {
+			return err
+		}
+		cur.Spec.Suspend = true
+		return env.Client.Update(ctx, cur)
+	}).WithTimeout(timeout).Should(Succeed())
+	g.Eventually(func(g Gomega) bool { return get(g, bj).Spec.Suspend }).WithTimeout(timeout).Should(BeFalse())
 
 	// A change of the plan reaches the child.
 	cur := current(g, p)

@@ -224,6 +224,12 @@ func updateBackupStatus(t *testing.T, bj *backupv1.BackupJob, mutate func(*backu
 // finishRestore reports rj finished after d, as the restore operator would.
 func finishRestore(t *testing.T, rj *restorev1.RestoreJob, phase restorev1.Phase, d time.Duration, msg string) {
 	t.Helper()
+	finishRestoreReason(t, rj, phase, d, cairnv1.FailedReason, msg)
+}
+
+// finishRestoreReason is finishRestore with the reason of a failure.
+func finishRestoreReason(t *testing.T, rj *restorev1.RestoreJob, phase restorev1.Phase, d time.Duration, reason, msg string) {
+	t.Helper()
 	NewWithT(t).Eventually(func() error {
 		cur := &restorev1.RestoreJob{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(rj), cur); err != nil {
@@ -237,9 +243,9 @@ func finishRestore(t *testing.T, rj *restorev1.RestoreJob, phase restorev1.Phase
 		ready := metav1.Condition{Type: cairnv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: cairnv1.SucceededReason,
 			Message: msg, ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()}
 		if phase == restorev1.PhaseFailed {
-			ready.Status, ready.Reason = metav1.ConditionFalse, cairnv1.FailedReason
+			ready.Status, ready.Reason = metav1.ConditionFalse, reason
 			cur.Status.Conditions = append(cur.Status.Conditions, metav1.Condition{Type: cairnv1.StalledCondition,
-				Status: metav1.ConditionTrue, Reason: cairnv1.FailedReason, Message: msg, ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()})
+				Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()})
 		}
 		cur.Status.Conditions = append(cur.Status.Conditions, ready)
 		return env.Client.Status().Update(context.Background(), cur)

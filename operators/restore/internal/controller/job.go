@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/agent/result"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/agentjob"
@@ -34,10 +35,10 @@ const (
 	ArtifactEnv = "CAIRN_ARTIFACT"
 	// ChecksEnv holds spec.checks as JSON (a list of restorev1.Check),
 	// to run in the target after the restore. Set only when there are checks.
-	ChecksEnv = "CAIRN_CHECKS"
+	ChecksEnv = result.EnvChecks
 	// DropTargetEnv is "true" when the agent should drop the target after
 	// the checks, if the restore created it (spec.dropTargetAfterChecks).
-	DropTargetEnv = "CAIRN_DROP_TARGET_AFTER_CHECKS"
+	DropTargetEnv = result.EnvDropTargetAfterChecks
 )
 
 // CacheByObject keeps only the operator's own Jobs and Pods in memory.
@@ -96,7 +97,8 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 }
 
 // addCheckEnv passes spec.checks and spec.dropTargetAfterChecks to the
-// agent container. The agent does not act on them yet (see the API docs).
+// agent container; the agent reports the checks' results and what it did to
+// the target in its result (cairn.dev/agent/result).
 func addCheckEnv(job *batchv1.Job, spec *restorev1.RestoreJobSpec) {
 	var env []corev1.EnvVar
 	if len(spec.Checks) > 0 {

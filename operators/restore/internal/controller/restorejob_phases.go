@@ -251,13 +251,23 @@ func (r *RestoreJobReconciler) observe(ctx context.Context, p *pass) error {
 		if res != nil {
 			rj.Status.Artifact = agentjob.Artifact(res)
 			artifact = res.Artifact
+			recordChecks(rj, res)
 		} else {
 			log.Info("Job complete but no agent report found; keeping the resolved artifact", "error", perr)
 		}
-		rj.Status.Phase = restorev1.PhaseSucceeded
 		rj.Status.CompletionTime = &at
-		conditions.MarkReady(rj, cairnv1.SucceededReason, fmt.Sprintf("restored artifact %s into %s in %s",
-			artifact, describeTarget(spec.Target), at.Sub(rj.Status.StartTime.Time).Round(time.Second)))
+		restored := fmt.Sprintf("restored artifact %s into %s in %s",
+			artifact, describeTarget(spec.Target), at.Sub(rj.Status.StartTime.Time).Round(time.Second))
+		if reason, msg := checksOutcome(spec, rj.Status.Checks); reason != "" {
+			rj.Status.Phase = restorev1.PhaseFailed
+			conditions.MarkStalled(rj, reason, restored+", but "+msg+dropNote(spec, rj, res))
+			return nil
+		}
+		rj.Status.Phase = restorev1.PhaseSucceeded
+		if n := len(rj.Status.Checks); n > 0 {
+			restored += fmt.Sprintf("; %d check(s) passed", n)
+		}
+		conditions.MarkReady(rj, cairnv1.SucceededReason, restored+dropNote(spec, rj, res))
 		return nil
 	}
 	msg := fmt.Sprintf("restore Job %s failed after %d attempt(s)", job.Name, rj.Status.Attempts)

@@ -286,7 +286,14 @@ func agentSuccess(t *testing.T, a cairnv1.Artifact) string {
 // completeJob marks job Complete after one successful pod, as the job controller would.
 func completeJob(t *testing.T, job *batchv1.Job, restored cairnv1.Artifact) {
 	t.Helper()
-	agentPod(t, job, 1, 0, agentSuccess(t, restored))
+	completeJobWith(t, job, agentSuccess(t, restored))
+}
+
+// completeJobWith marks job Complete after one successful pod that reported
+// message.
+func completeJobWith(t *testing.T, job *batchv1.Job, message string) {
+	t.Helper()
+	agentPod(t, job, 1, 0, message)
 	updateJobStatus(t, job, func(s *batchv1.JobStatus) {
 		now := metav1.Now()
 		s.Succeeded, s.Active = 1, 0

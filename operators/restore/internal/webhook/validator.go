@@ -57,9 +57,6 @@ func (v *Validator) ValidateCreate(ctx context.Context, rj *restorev1.RestoreJob
 	if len(errs) > 0 {
 		return w, apierrors.NewInvalid(restorev1.GroupVersion.WithKind("RestoreJob").GroupKind(), rj.Name, errs)
 	}
-	if len(rj.Spec.Checks) > 0 || rj.Spec.DropTargetAfterChecks {
-		w = append(w, "spec.checks, spec.dropTargetAfterChecks: passed to the agent, which does not run checks or drop the target yet; status.checks stays empty")
-	}
 	if st := rj.Spec.Source.Store; st != nil && st.Storage.S3 != nil &&
 		(st.Storage.S3.Insecure || strings.HasPrefix(st.Storage.S3.Endpoint, "http://")) {
 		w = append(w, "spec.source.store.storage.s3: plain HTTP: credentials and backups travel unencrypted; use an https endpoint")

@@ -1,0 +1,126 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/testenv"
+)
+
+// targetServer is one real server and how the test reaches it.
+type targetServer struct {
+	engine string
+	conn   engine.Conn
+	sql    func(db, sql string) (string, error)
+	exists string // SQL (in db "" / "postgres") counting a database named %s
+	admin  string // the database the sql func uses for server-wide statements
+}
+
+// TestTargetAgainstRealServers runs CreateTarget, QueryValue and DropTarget
+// against a real PostgreSQL and MariaDB: created only when missing, the
+// marker recognised (PostgreSQL), queries read-only with one value, and a
+// database the restore did not create never dropped.
+func TestTargetAgainstRealServers(t *testing.T) {
+	os.Setenv("PATH", testenv.PGBinDir+":"+os.Getenv("PATH"))
+	const pw = "pw-target-test-1234"
+	pg, err := testenv.StartPostgres(pw)
+	if err != nil {
+		t.Fatalf("PostgreSQL: %v", err)
+	}
+	t.Cleanup(pg.Stop)
+	my, err := testenv.StartMariaDB("cairn", pw)
+	if err != nil {
+		t.Fatalf("MariaDB: %v", err)
+	}
+	t.Cleanup(my.Stop)
+	servers := []targetServer{
+		{engine: "postgres", conn: engine.Conn{Host: "127.0.0.1", Port: pg.Port, User: pg.User, Password: pw}, sql: pg.SQL, admin: "postgres",
+			exists: "SELECT count(*) FROM pg_database WHERE datname = '%s'"},
+		{engine: "mysql", conn: engine.Conn{Host: "127.0.0.1", Port: my.Port, User: "cairn", Password: pw}, sql: my.SQL, admin: "",
+			exists: "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '%s'"},
+	}
+	for _, s := range servers {
+		t.Run(s.engine, func(t *testing.T) {
+			ctx := context.Background()
+			target := func(db string) engine.Target {
+				c := s.conn
+				c.Database = db
+				e, err := engine.New(s.engine, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e.(engine.Target)
+			}
+			has := func(db string) bool {
+				out, err := s.sql(s.admin, strings.ReplaceAll(s.exists, "%s", db))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return strings.TrimSpace(out) == "1"
+			}
+			marker := "cairn-agent: scratch for shop/orders"
+
+			// Missing: created, own.
+			tg := target("scratch_one")
+			own, err := tg.CreateTarget(ctx, marker)
+			if err != nil || !own || !has("scratch_one") {
+				t.Fatalf("CreateTarget of a missing database: own=%v err=%v exists=%v", own, err, has("scratch_one"))
+			}
+			// Existing again: own only through the marker (PostgreSQL).
+			own, err = tg.CreateTarget(ctx, marker)
+			if err != nil || own != (s.engine == "postgres") {
+				t.Errorf("CreateTarget of the marked database again: own=%v err=%v", own, err)
+			}
+			if _, err := s.sql("scratch_one", "CREATE TABLE t (id int); INSERT INTO t VALUES (1), (2), (3)"); err != nil {
+				t.Fatal(err)
+			}
+			for q, want := range map[string]string{
+				"SELECT count(*) FROM t": "3", "select 'a,b\"c'": `a,b"c`, "SELECT NULL": "NULL",
+				"select 'x\ty'": "x\ty", "select 'line\nbreak'": "line\nbreak",
+			} {
+				if got, err := tg.QueryValue(ctx, q); err != nil || got != want {
+					t.Errorf("QueryValue(%q) = %q, %v; want %q", q, got, err, want)
+				}
+			}
+			for q, want := range map[string]string{
+				"SELECT id FROM t":              "rows",
+				"SELECT 1, 2":                   "columns",
+				"SELECT id FROM t WHERE id > 5": "no row",
+				"DELETE FROM t":                 "",
+				"SELECT * FROM missing_table":   "missing_table",
+			} {
+				if got, err := tg.QueryValue(ctx, q); err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("QueryValue(%q) = %q, %v; want an error containing %q", q, got, err, want)
+				}
+			}
+			if out, _ := s.sql("scratch_one", "SELECT count(*) FROM t"); strings.TrimSpace(out) != "3" {
+				t.Errorf("a check wrote: %s rows left", out)
+			}
+			if err := tg.DropTarget(ctx, marker, true); err != nil || has("scratch_one") {
+				t.Errorf("DropTarget of the restore's own database: %v, exists=%v", err, has("scratch_one"))
+			}
+
+			// A database that existed (unmarked) is never dropped.
+			if _, err := s.sql(s.admin, "CREATE DATABASE keep_me"); err != nil {
+				t.Fatal(err)
+			}
+			tg = target("keep_me")
+			if own, err := tg.CreateTarget(ctx, marker); err != nil || own {
+				t.Errorf("CreateTarget of an existing database: own=%v err=%v", own, err)
+			}
+			if err := tg.DropTarget(ctx, marker, false); !errors.Is(err, engine.ErrNotOwn) || !has("keep_me") {
+				t.Errorf("DropTarget of an existing database: %v, exists=%v", err, has("keep_me"))
+			}
+			if s.engine == "postgres" {
+				// created=true does not override a missing marker.
+				if err := tg.DropTarget(ctx, marker, true); !errors.Is(err, engine.ErrNotOwn) || !has("keep_me") {
+					t.Errorf("DropTarget without the marker: %v, exists=%v", err, has("keep_me"))
+				}
+			}
+		})
+	}
+}
