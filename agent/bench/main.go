@@ -301,6 +301,9 @@ func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
 	}
 	pvc := filepath.Join(e.tmp, "restore-pvc")
 	defer os.RemoveAll(pvc)
+	if err := os.MkdirAll(pvc, 0o755); err != nil {
+		return row{}, err
+	}
 	job := "bench/restore-" + strings.ReplaceAll(db, "_", "-")
 	if _, err := e.agent(append(pgEnv, "CAIRN_DB_NAME="+db, "CAIRN_STORE=pvc", "CAIRN_PVC_PATH="+pvc, "CAIRN_BACKUPJOB="+job), "backup"); err != nil {
 		return row{}, err
@@ -377,6 +380,9 @@ func (e *env) mysqlRow(mb, runs int) (row, error) {
 	}
 	pvc := filepath.Join(e.tmp, "restore-pvc-my")
 	defer os.RemoveAll(pvc)
+	if err := os.MkdirAll(pvc, 0o755); err != nil {
+		return row{}, err
+	}
 	job := "bench/restore-my-" + strings.ReplaceAll(db, "_", "-")
 	if _, err := e.agent(append(myEnv, "CAIRN_DB_NAME="+db, "CAIRN_STORE=pvc", "CAIRN_PVC_PATH="+pvc, "CAIRN_BACKUPJOB="+job), "backup"); err != nil {
 		return row{}, err
