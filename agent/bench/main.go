@@ -1,7 +1,10 @@
-// Command bench measures the agent's backup throughput and peak memory
-// against the plain `pg_dump -Fc | zstd > file` pipeline on the same data in
-// the same run. It is a benchmark, not a test: it prints figures and
-// asserts nothing. Run it with `make bench-agent`.
+// Command bench measures the agent's backup and restore throughput, CPU,
+// stored bytes and peak memory side by side with its peers on the same data
+// in the same run: the one-pass pipe `pg_dump -Fc -Z0 | zstd > file`, K8up's
+// application-aware path `pg_dump | restic backup --stdin` into the same
+// versitygw bucket, `zstd -d | pg_restore` for restores, and the same with
+// mysqldump/mysql for MariaDB. It is a benchmark, not a test: it prints
+// figures and asserts nothing. Run it with `make bench-agent`.
 //
 // It starts a private PostgreSQL 15 and a versitygw S3 server in temporary
 // folders (as the data-path tests do), generates databases of about the
@@ -115,7 +118,7 @@ func run(sizesFlag, mysqlFlag string, runs int, levels []string) error {
 	if e.bin, err = testenv.BuildAgent(tmp); err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "bench: starting PostgreSQL 15, MariaDB and versitygw")
+	fmt.Fprintln(os.Stderr, "bench: starting PostgreSQL 15, versitygw and (for -mysql-sizes) MariaDB")
 	if e.pg, err = testenv.StartPostgres(password); err != nil {
 		return err
 	}
