@@ -107,5 +107,5 @@ include $(wildcard hack/make/*.mk)
 ##@ Benchmarks
 
 .PHONY: bench
-bench: controlplane ## Benchmark the backup operator on a real API server: N=100 and 1000 BackupJobs (convergence vs raw floor, writes, reconciles, heap per object).
+bench: controlplane ## Benchmark the backup operator on a real API server: N=100 and 1000 BackupJobs, BENCH_N=100,1000,10000 for the scaling table (convergence vs raw floor, writes, reads, conversions, reconciles, CPU and heap per object).
 	cd operators/backup && go run ./internal/bench -n $(or $(BENCH_N),100$(comma)1000)

@@ -21,5 +21,5 @@ test-agent: ## Run the agent's tests: unit, and data path against real PostgreSQ
 ##@ Benchmarks
 
 .PHONY: bench-agent
-bench-agent: ## Benchmark agent backups of ~100 MB and ~1 GB PostgreSQL databases to PVC and S3 against pg_dump -Fc | zstd (throughput, peak RSS).
+bench-agent: agent-deps ## Benchmark the agent side by side with its peers: backup vs pg_dump -Fc -Z0 | zstd and dump | restic backup --stdin (S3), restore vs zstd -d | pg_restore / mysql, PostgreSQL ~100 MB and ~1 GB, MariaDB ~100 MB (throughput, CPU, stored bytes, peak RSS).
 	cd agent && go run ./bench $(AGENT_BENCH_FLAGS)

@@ -13,6 +13,10 @@
 //     IndexReferences with EnqueueReferrers maps a referenced object's events
 //     (a Secret, another operator's object) to exactly the objects that
 //     reference it — never a full requeue of every owner.
+//     EnqueueReferrersInNamespace does the same without an index, by
+//     scanning the referenced object's namespace in the cache, for referrers
+//     whose references all lie in their own namespace (no memory per
+//     referrer).
 package ownership
 
 import (

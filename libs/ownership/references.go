@@ -90,3 +90,61 @@ func EnqueueReferrers(r client.Reader, index string, referrers client.ObjectList
 		return reqs
 	})
 }
+
+// EnqueueReferrersInNamespace is EnqueueReferrers without an index, for
+// referrers whose references all lie in their own namespace (a BackupJob's
+// credentials Secrets and PVC): an event of a referenced object lists the
+// referrers of that namespace from the cache (the informer's namespace index,
+// no deep copy) and enqueues those whose refs name the object and that every
+// keep function keeps. It costs a scan of one namespace's referrers per
+// event of a referenced object — rare (Secrets and PVCs change seldom) —
+// instead of index entries for every referrer held for its lifetime (about
+// 0.3 KiB per BackupJob at N=1000). A reference to another namespace is never
+// matched: use IndexReferences with EnqueueReferrers for those.
+func EnqueueReferrersInNamespace(r client.Reader, referrers client.ObjectList, referenced schema.GroupKind, refs func(client.Object) []Reference, keep ...func(client.Object) bool) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		ref := Reference{GroupKind: referenced, NamespacedName: client.ObjectKeyFromObject(obj)}
+		reqs, err := ReferrersInNamespace(ctx, r, referrers, ref, refs, keep...)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing referrers", "reference", ref.String())
+			return nil
+		}
+		return reqs
+	})
+}
+
+// ReferrersInNamespace lists the objects of referrers' kind in ref's
+// namespace whose refs name ref, and returns a request for each one every
+// keep function keeps (see EnqueueReferrersInNamespace).
+func ReferrersInNamespace(ctx context.Context, r client.Reader, referrers client.ObjectList, ref Reference, refs func(client.Object) []Reference, keep ...func(client.Object) bool) ([]reconcile.Request, error) {
+	list := referrers.DeepCopyObject().(client.ObjectList)
+	// Read only: the cache may hand out its own objects.
+	if err := r.List(ctx, list, client.InNamespace(ref.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var reqs []reconcile.Request
+	err := meta.EachListItem(list, func(o runtime.Object) error {
+		obj, ok := o.(client.Object)
+		if !ok {
+			return fmt.Errorf("ownership: %T is not a client.Object", o)
+		}
+		found := false
+		for _, x := range refs(obj) {
+			if x == ref {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil
+		}
+		for _, k := range keep {
+			if !k(obj) {
+				return nil
+			}
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+		return nil
+	})
+	return reqs, err
+}

@@ -128,3 +128,66 @@ func TestOneReferencedObjectEventEnqueuesExactlyItsReferrers(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(reqs).To(HaveLen(3)) // w1, w2, w4 (no keep)
 }
+
+// The index-free variant: the same answers for references within the
+// referrer's namespace, none for a reference to another namespace.
+func TestReferrersInNamespaceWithoutAnIndex(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns, err := env.Namespace(ctx, "refns")
+	g.Expect(err).NotTo(HaveOccurred())
+	otherNS, err := env.Namespace(ctx, "refns")
+	g.Expect(err).NotTo(HaveOccurred())
+
+	referrer(t, ns, "w1", map[string]string{secretsAnnotation: "s1"}, 0)
+	referrer(t, ns, "w2", map[string]string{secretsAnnotation: "s1,s2"}, 0)
+	referrer(t, ns, "w4", map[string]string{secretsAnnotation: "s1"}, 7)      // references s1, filtered out by keep
+	referrer(t, otherNS, "w5", map[string]string{secretsAnnotation: "s1"}, 0) // same name, other namespace
+	for i := 0; i < 20; i++ {
+		referrer(t, ns, fmt.Sprintf("bystander-%02d", i), map[string]string{secretsAnnotation: "s9"}, 0)
+	}
+	s1 := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"}, StringData: map[string]string{"password": "x"}}
+	g.Expect(env.Client.Create(ctx, s1)).To(Succeed())
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	unsized := func(o client.Object) bool { return o.(*testtype.Widget).Spec.Size == 0 }
+	rec := &keyRecorder{ns: ns, keys: map[string]int{}}
+	err = ctrl.NewControllerManagedBy(mgr).For(&testtype.Widget{}).
+		WatchesMetadata(&corev1.Secret{}, ownership.EnqueueReferrersInNamespace(mgr.GetClient(), &testtype.WidgetList{}, secretKind, widgetRefs, unsized)).
+		Named("refnstest").Complete(rec)
+	g.Expect(err).NotTo(HaveOccurred())
+	go func() { _ = mgr.Start(ctx) }()
+
+	g.Eventually(func() int { return len(rec.snapshot()) }).WithTimeout(60 * time.Second).Should(Equal(23))
+	g.Consistently(func() int { return len(rec.snapshot()) }).WithTimeout(time.Second).Should(Equal(23))
+	rec.reset()
+
+	// One Secret event: exactly the Widgets of its namespace that reference it (and pass keep).
+	s1.Annotations = map[string]string{"touched": "1"}
+	g.Expect(env.Client.Update(ctx, s1)).To(Succeed())
+	g.Eventually(rec.snapshot).WithTimeout(30 * time.Second).Should(HaveLen(2))
+	g.Consistently(rec.snapshot).WithTimeout(2 * time.Second).Should(Equal(map[string]int{"w1": 1, "w2": 1}))
+
+	// A Secret referenced by one Widget, created now.
+	rec.reset()
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s2"}})).To(Succeed())
+	g.Eventually(rec.snapshot).WithTimeout(30 * time.Second).Should(HaveKey("w2"))
+	g.Consistently(rec.snapshot).WithTimeout(2 * time.Second).Should(Equal(map[string]int{"w2": 1}))
+
+	// An unreferenced Secret wakes nobody.
+	rec.reset()
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unreferenced"}})).To(Succeed())
+	g.Consistently(rec.snapshot).WithTimeout(2 * time.Second).Should(BeEmpty())
+
+	// Directly: no keep gives w1, w2, w4; the other namespace's s1 gives w5 only.
+	reqs, err := ownership.ReferrersInNamespace(ctx, mgr.GetClient(), &testtype.WidgetList{},
+		ownership.Reference{GroupKind: secretKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: "s1"}}, widgetRefs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reqs).To(HaveLen(3))
+	reqs, err = ownership.ReferrersInNamespace(ctx, mgr.GetClient(), &testtype.WidgetList{},
+		ownership.Reference{GroupKind: secretKind, NamespacedName: types.NamespacedName{Namespace: otherNS, Name: "s1"}}, widgetRefs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reqs).To(ConsistOf(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: otherNS, Name: "w5"}}))
+}

@@ -23,6 +23,9 @@ type Run struct {
 	// PeakRSSKiB is the agent's own peak RSS as it logged it, or -1.
 	PeakRSSKiB int64
 	Elapsed    time.Duration
+	// CPU is the user + system time of the agent and the tools it ran
+	// (the children it waited for).
+	CPU time.Duration
 }
 
 // Result parses the termination message.
@@ -83,6 +86,9 @@ func (a *Agent) Run(extraEnv []string, args ...string) Run {
 	start := time.Now()
 	err = cmd.Run()
 	r.Elapsed = time.Since(start)
+	if ps := cmd.ProcessState; ps != nil {
+		r.CPU = ps.UserTime() + ps.SystemTime()
+	}
 	r.Stdout, r.Stderr = out.String(), errb.String()
 	var exitErr *exec.ExitError
 	switch {

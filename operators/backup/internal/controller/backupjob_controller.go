@@ -118,12 +118,12 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 		Observe:    observe,
 		Forget:     func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) },
 	}
-	if err := ownership.IndexReferences(context.Background(), mgr.GetFieldIndexer(), &backupv1.BackupJob{}, references.IndexField,
-		func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) }); err != nil {
-		return err
-	}
+	// A BackupJob refers only to objects of its own namespace: a Secret's or
+	// PVC's event scans that namespace's cached BackupJobs instead of an
+	// index entry per BackupJob held for its lifetime (heap, issue 11).
+	refs := func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) }
 	referrers := func(kind string) handler.EventHandler {
-		return ownership.EnqueueReferrers(r.Client, references.IndexField, &backupv1.BackupJobList{}, references.GroupKind(kind))
+		return ownership.EnqueueReferrersInNamespace(r.Client, &backupv1.BackupJobList{}, references.GroupKind(kind), refs)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupjob").

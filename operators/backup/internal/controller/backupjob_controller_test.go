@@ -585,14 +585,19 @@ func TestAlertGaugesComeBackFromStatus(t *testing.T) {
 	bj := create(t, backupJob(ns, "gauges"))
 	key := client.ObjectKeyFromObject(bj)
 	converged(t, key, backupv1.PhaseScheduled)
+	interval := func() float64 { return gauge(g, "cairn_backupjob_schedule_interval_seconds", ns, "gauges") }
+	g.Expect(interval()).To(BeZero(), "no run yet: no interval series (nothing reads it without a run's series)")
 	finishRun(t, bj, "gauges-1", true, agentResult("cairn/"+ns+"/gauges/a1.pgdump.zst"))
 	converged(t, key, backupv1.PhaseSucceeded)
 	lastSuccess := func() float64 { return gauge(g, "cairn_backupjob_last_success_timestamp_seconds", ns, "gauges") }
 	g.Eventually(lastSuccess).WithTimeout(10 * time.Second).Should(BeNumerically(">", 0))
+	g.Eventually(interval).WithTimeout(10 * time.Second).Should(BeNumerically(">", 0))
 	controller.ForgetMetrics(ns, "gauges")
 	g.Expect(lastSuccess()).To(BeZero())
+	g.Expect(interval()).To(BeZero())
 	update(t, key, func(bj *backupv1.BackupJob) { bj.Labels = map[string]string{"wake": "up"} })
 	g.Eventually(lastSuccess).WithTimeout(30 * time.Second).Should(BeNumerically(">", 0))
+	g.Eventually(interval).WithTimeout(30 * time.Second).Should(BeNumerically(">", 0))
 }
 
 // gauge reads a per-BackupJob gauge; 0 when the series does not exist.

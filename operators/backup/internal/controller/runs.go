@@ -289,8 +289,14 @@ func observe(bj *backupv1.BackupJob) {
 	} else {
 		consecutiveFailuresGauge.DeleteLabelValues(bj.Namespace, bj.Name)
 	}
-	if sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone); err == nil {
+	// The interval is only read against a run's series (last success, run
+	// duration): a BackupJob that never ran has none, and no interval
+	// series either (about 0.4 KiB per BackupJob, issue 11).
+	sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone)
+	if err == nil && (bj.Status.LastBackupTime != nil || bj.Status.LastSuccessfulTime != nil) {
 		intervalGauge.WithLabelValues(bj.Namespace, bj.Name).Set(sched.Interval(time.Now()).Seconds())
+	} else {
+		intervalGauge.DeleteLabelValues(bj.Namespace, bj.Name)
 	}
 }
 
