@@ -16,6 +16,7 @@ import (
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/patterns"
 	"cairn.dev/agent/result"
 )
@@ -436,9 +437,9 @@ func pgCopyTable(ctx context.Context, s, t *pgx.Conn, tbl inventory.Table) (int6
 	var n int64
 	srcErr := make(chan error, 1)
 	go func() {
-		cw := &countWriter{w: pw}
+		cw := &pipeline.CountingWriter{W: pw}
 		_, err := s.PgConn().CopyTo(ctx, cw, "COPY "+name+" TO STDOUT")
-		n = cw.n
+		n = cw.N
 		pw.CloseWithError(err)
 		srcErr <- err
 	}()
@@ -452,17 +453,6 @@ func pgCopyTable(ctx context.Context, s, t *pgx.Conn, tbl inventory.Table) (int6
 		return n, fmt.Errorf("target: %w", err)
 	}
 	return n, nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // pgCopySequences sets the target's sequences in the included schemas to

@@ -71,7 +71,7 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, 
 
 	pr, pw := io.Pipe()
 	h := sha256.New()
-	counted := &countWriter{w: io.MultiWriter(pw, h)}
+	counted := &CountingWriter{W: io.MultiWriter(pw, h)}
 	dumpDone := make(chan error, 1)
 	go func() {
 		err := dump(ctx, eng, counted, level)
@@ -105,11 +105,11 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, 
 		_ = st.Delete(context.WithoutCancel(ctx), key)
 		return Written{}, derr
 	}
-	if n != counted.n {
+	if n != counted.N {
 		_ = st.Delete(context.WithoutCancel(ctx), key)
-		return Written{}, fmt.Errorf("store %s stored %d bytes of %s, expected %d", st, n, key, counted.n)
+		return Written{}, fmt.Errorf("store %s stored %d bytes of %s, expected %d", st, n, key, counted.N)
 	}
-	return Written{Size: counted.n, Checksum: sum(h)}, nil
+	return Written{Size: counted.N, Checksum: sum(h)}, nil
 }
 
 func dump(ctx context.Context, eng engine.Engine, w io.Writer, level Level) error {
@@ -322,14 +322,15 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-type countWriter struct {
-	w io.Writer
-	n int64
+// CountingWriter passes writes to W and counts the bytes written.
+type CountingWriter struct {
+	W io.Writer
+	N int64
 }
 
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
+func (c *CountingWriter) Write(p []byte) (int, error) {
+	n, err := c.W.Write(p)
+	c.N += int64(n)
 	return n, err
 }
 
