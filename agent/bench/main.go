@@ -62,8 +62,9 @@ func main() {
 	mysqlSizes := flag.String("mysql-sizes", "100", "MariaDB database sizes to generate, in MB (comma-separated; empty: none)")
 	runs := flag.Int("runs", 2, "runs of each configuration; the fastest counts")
 	levels := flag.String("compression", "default", "agent zstd levels to measure (comma-separated: fastest, default, better)")
+	migrationSizes := flag.String("migration-sizes", "", "PostgreSQL source database sizes for the migration bench (agent migrate copy vs pgcopydb clone), in MB (comma-separated; empty: none)")
 	flag.Parse()
-	if err := run(*sizesFlag, *mysqlSizes, *runs, strings.Split(*levels, ",")); err != nil {
+	if err := run(*sizesFlag, *mysqlSizes, *migrationSizes, *runs, strings.Split(*levels, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -93,10 +94,19 @@ type env struct {
 	s3  *testenv.S3
 }
 
-func run(sizesFlag, mysqlFlag string, runs int, levels []string) error {
+func run(sizesFlag, mysqlFlag, migrationFlag string, runs int, levels []string) error {
 	sizes, err := parseSizes(sizesFlag)
 	if err != nil {
 		return err
+	}
+	migrationSizes, err := parseSizes(migrationFlag)
+	if err != nil {
+		return err
+	}
+	if len(migrationSizes) > 0 {
+		if err := needPgcopydb(); err != nil {
+			return err
+		}
 	}
 	mysqlSizes, err := parseSizes(mysqlFlag)
 	if err != nil {
@@ -152,6 +162,13 @@ func run(sizesFlag, mysqlFlag string, runs int, levels []string) error {
 		}
 		rows = append(rows, r)
 	}
+	for _, mb := range migrationSizes {
+		r, err := e.migrationRow(mb, runs)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
 
 	pgVersion, _ := e.pg.SQL("postgres", "SHOW server_version")
 	myVersion := ""
@@ -162,6 +179,9 @@ func run(sizesFlag, mysqlFlag string, runs int, levels []string) error {
 	fmt.Printf("Machine: %s, %d cores, %s; load average %s; %s; PostgreSQL %s; MariaDB %s; %s; %s; best of %d runs\n\n",
 		cpuModel(), runtime.NumCPU(), memTotal(), loadAvg(), runtime.Version(), pgVersion, myVersion,
 		toolVersion("zstd", "--version"), toolVersion("restic", "version"), runs)
+	if len(migrationSizes) > 0 {
+		fmt.Printf("Migration peer: %s\n\n", toolVersion("pgcopydb", "--version"))
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 1, ' ', tabwriter.Debug)
 	fmt.Fprintln(tw, "| database\t pipeline\t time (s)\t throughput (MB/s)\t vs peer\t peer\t CPU s\t output (MB)\t agent peak RSS (MiB)\t")
 	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t")
@@ -190,7 +210,7 @@ func run(sizesFlag, mysqlFlag string, runs int, levels []string) error {
 	fmt.Println("Throughput is the database's size (pg_database_size; MariaDB: data + index length) divided by wall time;")
 	fmt.Println("vs peer = peer's time / this time. CPU s: user + system of the whole pipeline (tools included).")
 	fmt.Println("Targets: agent backup ≥ 1.0× `pg_dump -Fc -Z0 | zstd`; agent → S3 ≥ 1.2× `dump | restic backup --stdin` with output no larger;")
-	fmt.Println("agent restore ≥ 0.95× `zstd -d | pg_restore` (or mysql); agent peak RSS ≤ 64 MiB.")
+	fmt.Println("agent restore ≥ 0.95× `zstd -d | pg_restore` (or mysql); agent migrate copy ≥ 1.0× `pgcopydb clone` (verification off); agent peak RSS ≤ 64 MiB.")
 	for _, r := range rows {
 		by := map[string]measurement{}
 		for _, m := range r.ms {
@@ -476,10 +496,10 @@ func duBytes(dir string) int64 {
 }
 
 // agent runs one agent command to completion.
-func (e *env) agent(env []string, cmd string) (measurement, error) {
+func (e *env) agent(env []string, cmd ...string) (measurement, error) {
 	env = append(env, "PATH="+testenv.PGBinDir+":"+os.Getenv("PATH"), "HOME="+e.tmp)
 	a := &testenv.Agent{Bin: e.bin, Env: env, Dir: e.tmp}
-	r := a.Run(nil, cmd)
+	r := a.Run(nil, cmd...)
 	if r.Code != 0 {
 		return measurement{}, fmt.Errorf("agent %s failed: %s", cmd, r.Stderr)
 	}

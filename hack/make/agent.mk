@@ -23,3 +23,7 @@ test-agent: ## Run the agent's tests: unit, and data path against real PostgreSQ
 .PHONY: bench-agent
 bench-agent: agent-deps ## Benchmark the agent side by side with its peers: backup vs pg_dump -Fc -Z0 | zstd and dump | restic backup --stdin (S3), restore vs zstd -d | pg_restore / mysql, PostgreSQL ~100 MB and ~1 GB, MariaDB ~100 MB (throughput, CPU, stored bytes, peak RSS).
 	cd agent && go run ./bench $(AGENT_BENCH_FLAGS)
+
+.PHONY: bench-migration
+bench-migration: agent-deps ## Benchmark agent migrate copy (direct, PostgreSQL, parallel 4) against pgcopydb clone on the same ~1 GB database pair (four tables of different sizes), and the cost of agent migrate verify on top. MIGRATION_BENCH_MB (1000).
+	cd agent && go run ./bench -sizes= -mysql-sizes= -migration-sizes $(or $(MIGRATION_BENCH_MB),1000) $(AGENT_BENCH_FLAGS)
