@@ -24,12 +24,10 @@ func migrationJobName(plan *platformv1.ProtectionPlan) string {
 }
 
 // desiredMigrationJob is the plan's MigrationJob: its template with the
-// MigrationJob defaults applied (a defaulted child is no drift) and the
-// plan's database as the source (admission already requires the template's
-// source to be it).
+// MigrationJob defaults applied (a defaulted child is no drift). Its source
+// is the plan's database: admission and prepare refuse any other.
 func desiredMigrationJob(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec) *migrationv1.MigrationJob {
 	t := spec.Migration.Template.DeepCopy()
-	t.Source = spec.Database
 	t.SetDefaults()
 	return &migrationv1.MigrationJob{
 		ObjectMeta: metav1.ObjectMeta{
