@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	backupv1 "cairn.dev/apis/backup/v1"
-	migrationv1 "cairn.dev/apis/migration/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	cairnmgr "cairn.dev/libs/manager"
