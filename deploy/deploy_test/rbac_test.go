@@ -84,14 +84,15 @@ var allowed = map[string]map[string]grant{
 		"authentication.k8s.io/tokenreviews": {write: true},
 		"authorization.k8s.io/subjectaccessreviews": {write: true},
 	},
-	// The orchestrator writes its children (BackupJobs, RestoreJobs) and
-	// reads their status; never Jobs, Pods or Secrets.
+	// The orchestrator writes its children (BackupJobs, RestoreJobs,
+	// MigrationJobs) and reads their status; never Jobs, Pods or Secrets.
 	"orchestrator": {
 		"platform.cairn.dev/protectionplans":            {write: true},
 		"platform.cairn.dev/protectionplans/status":     {write: true},
 		"platform.cairn.dev/protectionplans/finalizers": {write: true},
 		"backup.cairn.dev/backupjobs":                   {write: true},
 		"restore.cairn.dev/restorejobs":                 {write: true},
+		"migration.cairn.dev/migrationjobs":             {write: true},
 		"/events":                                       {write: true},
 		"events.k8s.io/events":                          {write: true},
 		"coordination.k8s.io/leases":                    {write: true},
@@ -105,7 +106,7 @@ var allowed = map[string]map[string]grant{
 // operator's own group is written by nobody else". Status, finalizers and
 // everything else of those kinds stay the owning operator's.
 var composes = map[string][]string{
-	"orchestrator": {"backup.cairn.dev/backupjobs", "restore.cairn.dev/restorejobs"},
+	"orchestrator": {"backup.cairn.dev/backupjobs", "restore.cairn.dev/restorejobs", "migration.cairn.dev/migrationjobs"},
 }
 
 // TestOperatorClusterRolesAreScoped: each operator's ClusterRoles grant only

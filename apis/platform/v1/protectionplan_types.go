@@ -5,6 +5,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 )
 
@@ -101,6 +102,9 @@ const (
 	CleanupFinalizer = "platform.cairn.dev/cleanup"
 	// PlanLabel, on every child, holds the name of the owning ProtectionPlan.
 	PlanLabel = "platform.cairn.dev/protectionplan"
+	// MigrationJobSuffix names the plan's MigrationJob: <plan>-migrate (at
+	// most 48 characters, a MigrationJob's limit).
+	MigrationJobSuffix = "-migrate"
 	// MaxNameLength is the longest plan name: verification RestoreJobs are
 	// named <plan>-verify-<n>, and a RestoreJob name is at most 55 characters.
 	MaxNameLength = 40
@@ -108,6 +112,7 @@ const (
 
 // ProtectionPlanSpec is the desired protection of one database.
 // +kubebuilder:validation:XValidation:rule="!(self.verification.restoreInto.host.lowerAscii() == self.database.host.lowerAscii() && self.verification.restoreInto.database == self.database.database && (has(self.verification.restoreInto.port) ? self.verification.restoreInto.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="verification.restoreInto: the scratch database is the protected database (same host, port and database name); verification restores into it, so choose another database or server",fieldPath=".verification.restoreInto"
+// +kubebuilder:validation:XValidation:rule="!has(self.migration) || (self.migration.template.source.engine == self.database.engine && self.migration.template.source.host.lowerAscii() == self.database.host.lowerAscii() && self.migration.template.source.database == self.database.database && (has(self.migration.template.source.port) ? self.migration.template.source.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="migration.template.source: must be the plan's database (same engine, host, port and database name as spec.database)",fieldPath=".migration.template.source"
 type ProtectionPlanSpec struct {
 	// Database to protect: it is backed up (spec.backup) and never written to.
 	Database cairnv1.DatabaseRef `json:"database"`
@@ -130,6 +135,11 @@ type ProtectionPlanSpec struct {
 
 	// Objectives are what "recoverable" means for this database.
 	Objectives Objectives `json:"objectives"`
+
+	// Migration is an optional MigrationJob the plan creates, owns and keeps
+	// at its template once start is true.
+	// +optional
+	Migration *MigrationSpec `json:"migration,omitempty"`
 
 	// DeletionPolicy is the BackupJob's: Retain (default) keeps the stored
 	// backups when the plan is deleted, Delete removes them.
@@ -171,6 +181,39 @@ type BackupTemplate struct {
 	Suspend bool `json:"suspend,omitempty"`
 	// Storage is where backups are written: exactly one of pvc or s3.
 	Storage cairnv1.StorageSpec `json:"storage"`
+}
+
+// MigrationSpec is the plan's migration of its database: one MigrationJob,
+// named <plan>-migrate, created when start becomes true.
+type MigrationSpec struct {
+	// Start asks the orchestrator to create the MigrationJob. Until then
+	// nothing is created. Setting it back to false, or removing
+	// spec.migration, never deletes a MigrationJob already created: it is
+	// no longer kept at the template, and deleting the plan deletes it.
+	// +optional
+	Start bool `json:"start,omitempty"`
+	// Template is the MigrationJob's spec. Its source must be the plan's
+	// database (spec.database: same engine, host, port and database name).
+	// The MigrationJob's rules apply here too: after creation only
+	// cutover.approved may change (approve a Manual cutover here: an edit
+	// of the MigrationJob itself is reverted to the template).
+	Template migrationv1.MigrationJobSpec `json:"template"`
+}
+
+// MigrationRecord mirrors the plan's MigrationJob. It does not count
+// towards BackupHealthy, RecoverabilityVerified or Ready.
+type MigrationRecord struct {
+	// Name of the MigrationJob.
+	Name string `json:"name"`
+	// Phase is the MigrationJob's status.phase.
+	// +optional
+	Phase migrationv1.Phase `json:"phase,omitempty"`
+	// Conditions are the MigrationJob's conditions (Ready among them), as
+	// it reports them.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // VerificationSpec is the periodic restore test.
@@ -307,6 +350,9 @@ type ProtectionPlanStatus struct {
 	// NextVerificationTime is when the verification schedule fires next.
 	// +optional
 	NextVerificationTime *metav1.Time `json:"nextVerificationTime,omitempty"`
+	// Migration mirrors the plan's MigrationJob, once created.
+	// +optional
+	Migration *MigrationRecord `json:"migration,omitempty"`
 }
 
 // BackupRecord summarises the plan's BackupJob.

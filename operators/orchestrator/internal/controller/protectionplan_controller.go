@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/finalizer"
@@ -35,6 +36,7 @@ import (
 // +kubebuilder:rbac:groups=platform.cairn.dev,resources=protectionplans/finalizers,verbs=update
 // +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=restore.cairn.dev,resources=restorejobs,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=migration.cairn.dev,resources=migrationjobs,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -105,6 +107,7 @@ func (r *ProtectionPlanReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 			{Name: "backup", Run: r.ensureBackup},
 			{Name: "verification", Run: r.verification},
 			{Name: "history", Run: r.pruneHistory},
+			{Name: "migration", Run: r.migration},
 			{Name: "summarise", Run: r.summarise},
 		},
 		Cleanup:    r.cleanup,
@@ -120,6 +123,7 @@ func (r *ProtectionPlanReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 		For(&platformv1.ProtectionPlan{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
 		Owns(&backupv1.BackupJob{}).
 		Owns(&restorev1.RestoreJob{}).
+		Owns(&migrationv1.MigrationJob{}).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -139,8 +143,8 @@ func (r *ProtectionPlanReconciler) cleanup(p *pass) finalizer.Cleanup {
 	return finalizer.Cleanup{
 		Run: func(ctx context.Context) (bool, error) { return r.deleteChildren(ctx, plan) },
 		LeftBehind: func(context.Context) string {
-			return fmt.Sprintf("BackupJob %s/%s and RestoreJobs labelled %s=%s, if they still exist",
-				plan.Namespace, plan.Name, platformv1.PlanLabel, plan.Name)
+			return fmt.Sprintf("BackupJob %s/%s, MigrationJob %s/%s and RestoreJobs labelled %s=%s, if they still exist",
+				plan.Namespace, plan.Name, plan.Namespace, plan.Name+platformv1.MigrationJobSuffix, platformv1.PlanLabel, plan.Name)
 		},
 	}
 }
@@ -149,7 +153,7 @@ func (r *ProtectionPlanReconciler) cleanup(p *pass) finalizer.Cleanup {
 // reports whether none is left.
 func (r *ProtectionPlanReconciler) deleteChildren(ctx context.Context, plan *platformv1.ProtectionPlan) (bool, error) {
 	return ownership.DeleteChildren(ctx, r.Client, plan, ownership.Children{
-		Kinds:      []client.ObjectList{&backupv1.BackupJobList{}, &restorev1.RestoreJobList{}},
+		Kinds:      []client.ObjectList{&backupv1.BackupJobList{}, &restorev1.RestoreJobList{}, &migrationv1.MigrationJobList{}},
 		Controlled: true,
 	})
 }

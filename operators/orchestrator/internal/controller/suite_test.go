@@ -22,6 +22,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	cairnmgr "cairn.dev/libs/manager"
@@ -42,6 +43,7 @@ func scheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(backupv1.AddToScheme(s))
 	utilruntime.Must(restorev1.AddToScheme(s))
+	utilruntime.Must(migrationv1.AddToScheme(s))
 	utilruntime.Must(platformv1.AddToScheme(s))
 	return s
 }
@@ -56,6 +58,7 @@ func TestMain(m *testing.M) {
 			filepath.Join(root, "deploy", "orchestrator", "crd", "bases"),
 			filepath.Join(root, "deploy", "backup", "crd", "bases"),
 			filepath.Join(root, "deploy", "restore", "crd", "bases"),
+			filepath.Join(root, "deploy", "migration", "crd", "bases"),
 		},
 		WebhookManifestDirs: []string{filepath.Join(root, "deploy", "orchestrator", "webhook", "generated")},
 		Scheme:              scheme(),

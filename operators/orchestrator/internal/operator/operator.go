@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/manager"
@@ -26,7 +27,7 @@ func New(version string) manager.Operator {
 		Name:    "orchestrator",
 		Version: version,
 		AddToScheme: []func(*runtime.Scheme) error{
-			backupv1.AddToScheme, restorev1.AddToScheme, platformv1.AddToScheme,
+			backupv1.AddToScheme, restorev1.AddToScheme, migrationv1.AddToScheme, platformv1.AddToScheme,
 		},
 		Flags: func(fs *flag.FlagSet) {
 			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", controller.DefaultCleanupDeadline, "How long after a deletion request removing the plan's children may take before the finalizer is removed anyway.")

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 )
@@ -101,5 +102,41 @@ func TestSetDefaultsKeepsWhatIsSet(t *testing.T) {
 	SetDefaults(&s)
 	if s.TimeZone != "Asia/Shanghai" || s.Backup.RetentionDays != 30 {
 		t.Fatalf("a set field was changed: %+v", s)
+	}
+}
+
+func TestMigrationSourceError(t *testing.T) {
+	db := cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "db.svc", Database: "orders",
+		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "app"}}
+	p := field.NewPath("spec", "migration", "template", "source")
+	spec := &platformv1.ProtectionPlanSpec{Database: db}
+	if err := MigrationSourceError(spec, p); err != nil {
+		t.Fatalf("no migration: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*cairnv1.DatabaseRef)
+		ok   bool
+	}{
+		{"same database, other credentials, explicit default port", func(d *cairnv1.DatabaseRef) {
+			d.CredentialsSecretRef.Name = "replicator"
+			d.Port = 5432
+			d.Host = "DB.svc"
+		}, true},
+		{"other database", func(d *cairnv1.DatabaseRef) { d.Database = "customers" }, false},
+		{"other server", func(d *cairnv1.DatabaseRef) { d.Host = "other.svc" }, false},
+		{"other port", func(d *cairnv1.DatabaseRef) { d.Port = 5433 }, false},
+		{"other engine", func(d *cairnv1.DatabaseRef) { d.Engine = cairnv1.MySQLEngine; d.Port = 5432 }, false},
+	} {
+		src := db
+		tc.edit(&src)
+		spec.Migration = &platformv1.MigrationSpec{Template: migrationv1.MigrationJobSpec{Source: src}}
+		err := MigrationSourceError(spec, p)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "spec.migration.template.source") {
+			t.Errorf("%s: error does not name the field: %v", tc.name, err)
+		}
 	}
 }

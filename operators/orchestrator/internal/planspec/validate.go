@@ -73,6 +73,10 @@ func ValidateSpec(spec *platformv1.ProtectionPlanSpec, fldPath *field.Path) fiel
 		}
 	}
 
+	if ferr := MigrationSourceError(spec, fldPath.Child("migration", "template", "source")); ferr != nil {
+		errs = append(errs, ferr)
+	}
+
 	op := fldPath.Child("objectives")
 	o := &spec.Objectives
 	errs = append(errs, positive(o.RPO.Duration, op.Child("rpo"), "e.g. \"26h\" for a nightly backup")...)
@@ -102,6 +106,21 @@ func ScratchError(spec *platformv1.ProtectionPlanSpec, p *field.Path) *field.Err
 	return field.Forbidden(p, fmt.Sprintf(
 		"the scratch database %s is the protected database: every verification replaces its contents; choose another database name or server",
 		Describe(ScratchTarget(spec))))
+}
+
+// MigrationSourceError refuses a migration template whose source is not the
+// plan's database (same engine, host, port and database name). p is the
+// path of the template's source.
+func MigrationSourceError(spec *platformv1.ProtectionPlanSpec, p *field.Path) *field.Error {
+	if spec.Migration == nil {
+		return nil
+	}
+	src := spec.Migration.Template.Source
+	if src.Engine == spec.Database.Engine && SameDatabase(spec.Database, src) {
+		return nil
+	}
+	return field.Invalid(p, Describe(src), fmt.Sprintf(
+		"must be the plan's database %s (spec.database): a plan migrates the database it protects", Describe(spec.Database)))
 }
 
 // SameDatabase reports whether a and b name the same database on the same

@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
+)
+
+// migrationJobName is the name of plan's one MigrationJob.
+func migrationJobName(plan *platformv1.ProtectionPlan) string {
+	return plan.Name + platformv1.MigrationJobSuffix
+}
+
+// desiredMigrationJob is the plan's MigrationJob: its template with the
+// MigrationJob defaults applied (a defaulted child is no drift). Its source
+// is the plan's database: admission and prepare refuse any other.
+func desiredMigrationJob(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec) *migrationv1.MigrationJob {
+	t := spec.Migration.Template.DeepCopy()
+	t.SetDefaults()
+	return &migrationv1.MigrationJob{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: plan.Namespace, Name: migrationJobName(plan),
+			Labels: map[string]string{platformv1.PlanLabel: plan.Name},
+		},
+		Spec: *t,
+	}
+}
+
+// migration creates the plan's MigrationJob once spec.migration.start is
+// true and keeps it at the template; a MigrationJob already created is
+// never deleted here (start set back to false only stops keeping it at the
+// template). Its phase and conditions are mirrored into status.migration;
+// they do not count towards the plan's Ready.
+func (r *ProtectionPlanReconciler) migration(ctx context.Context, p *pass) error {
+	log := ctrl.LoggerFrom(ctx)
+	plan := p.Obj
+	name := migrationJobName(plan)
+	if m := p.State.spec.Migration; m != nil && m.Start {
+		desired := desiredMigrationJob(plan, &p.State.spec)
+		op, err := r.applier.Ensure(ctx, plan, desired)
+		var nc *ownership.NotControlledError
+		switch {
+		case errors.As(err, &nc):
+			return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
+		case apierrors.IsAlreadyExists(err):
+			log.V(1).Info("MigrationJob exists but is not cached yet", "MigrationJob", name)
+			p.RequeueAfter(time.Second)
+		case err != nil:
+			return fmt.Errorf("ensuring MigrationJob %s: %w", name, err)
+		case op != ownership.Unchanged:
+			log.Info("MigrationJob ensured", "MigrationJob", name, "op", op)
+		}
+	}
+	mj := &migrationv1.MigrationJob{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: plan.Namespace, Name: name}, mj)
+	switch {
+	case apierrors.IsNotFound(err):
+		if m := p.State.spec.Migration; m != nil && m.Start {
+			p.RequeueAfter(time.Second) // just created: the cache catches up
+		}
+		if plan.Status.Migration != nil {
+			plan.Status.Migration.Phase = ""
+			plan.Status.Migration.Conditions = nil
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading MigrationJob %s: %w", name, err)
+	}
+	if !metav1.IsControlledBy(mj, plan) {
+		// Not the plan's: never mirrored (with start true, Ensure stalled above).
+		return nil
+	}
+	plan.Status.Migration = &platformv1.MigrationRecord{
+		Name:       name,
+		Phase:      mj.Status.Phase,
+		Conditions: append([]metav1.Condition(nil), mj.Status.Conditions...),
+	}
+	return nil
+}
