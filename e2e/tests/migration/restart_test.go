@@ -172,7 +172,9 @@ func get(g Gomega, mj *migrationv1.MigrationJob) *migrationv1.MigrationJob {
 func waitPhase(g Gomega, mj *migrationv1.MigrationJob, phase migrationv1.Phase) {
 	g.Eventually(func(g Gomega) migrationv1.Phase {
 		p := get(g, mj).Status.Phase
-		g.Expect(p).NotTo(BeElementOf(migrationv1.PhaseSucceeded, migrationv1.PhaseFailed), "ended before phase %s", phase)
+		if p == migrationv1.PhaseSucceeded || p == migrationv1.PhaseFailed {
+			StopTrying(fmt.Sprintf("the migration ended (%s) before phase %s", p, phase)).Now()
+		}
 		return p
 	}).WithTimeout(5 * time.Minute).WithPolling(20 * time.Millisecond).Should(Equal(phase))
 }
