@@ -34,34 +34,73 @@ func TestPostgresStoreMigration(t *testing.T) {
 }
 
 func migrate(t *testing.T, transfer migrationv1.TransferSpec) {
-	g := NewWithT(t)
-	ctx := context.Background()
+	migrateEngine(t, cairnv1.PostgresEngine, transfer)
+}
+
+// A Full MariaDB migration with a direct transfer (mysqldump streamed into
+// mysql), verified by the operator and independently by the test.
+func TestMariaDBDirectMigration(t *testing.T) {
+	migrateEngine(t, cairnv1.MySQLEngine, migrationv1.TransferSpec{})
+}
+
+// db is one engine's server as the tests use it.
+type db struct {
+	engine     cairnv1.DatabaseEngine
+	server     dbcheck.SQLRunner
+	port       int
+	user, pass string
+	tables     func(dbcheck.SQLRunner, string) ([]dbcheck.Table, error)
+	seed       func(dbcheck.SQLRunner, string, int) error
+}
+
+func engine(e cairnv1.DatabaseEngine) db {
+	if e == cairnv1.MySQLEngine {
+		m := env.Servers.MariaDB
+		return db{e, m, m.Port, platform.MariaDBUser, platform.MariaDBPassword, dbcheck.MariaDBTables, dbcheck.SeedMariaDB}
+	}
 	pg := env.Servers.Postgres
+	return db{e, pg, pg.Port, platform.PostgresUser, platform.PostgresPassword, dbcheck.PostgresTables, dbcheck.SeedPostgres}
+}
+
+// setup creates a namespace with the Secrets a MigrationJob names, seeds the
+// source with orders orders and returns the MigrationJob (not created yet),
+// the source's tables and the target database's name.
+func setup(t *testing.T, g Gomega, d db, orders int, transfer migrationv1.TransferSpec, cutover migrationv1.CutoverSpec) (*migrationv1.MigrationJob, []dbcheck.Table, string) {
+	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "migration-"}}
 	g.Expect(env.Client.Create(ctx, ns)).To(Succeed())
-	db := func(base string) string { return strings.ReplaceAll(ns.Name, "-", "_") + "_" + base }
-	src, dst := db("orders"), db("orders_new")
-	g.Expect(dbcheck.SeedPostgres(pg, src, 1000)).To(Succeed())
-	want, err := dbcheck.PostgresTables(pg, src)
+	name := func(base string) string { return strings.ReplaceAll(ns.Name, "-", "_") + "_" + base }
+	src, dst := name("orders"), name("orders_new")
+	g.Expect(d.seed(d.server, src, orders)).To(Succeed())
+	want, err := d.tables(d.server, src)
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(want).NotTo(BeEmpty())
 
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "db"},
-		StringData: map[string]string{"username": platform.PostgresUser, "password": platform.PostgresPassword}})).To(Succeed())
+		StringData: map[string]string{"username": d.user, "password": d.pass}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "s3"},
 		StringData: map[string]string{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "app-db"},
-		StringData: map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(pg.Port), "database": src}})).To(Succeed())
+		StringData: map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(d.port), "database": src}})).To(Succeed())
 	ref := func(name string) cairnv1.DatabaseRef {
-		return cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "127.0.0.1", Port: int32(pg.Port), Database: name,
+		return cairnv1.DatabaseRef{Engine: d.engine, Host: "127.0.0.1", Port: int32(d.port), Database: name,
 			CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}}
 	}
-	mj := &migrationv1.MigrationJob{
+	return &migrationv1.MigrationJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "orders"},
 		Spec: migrationv1.MigrationJobSpec{
-			Source: ref(src), Target: migrationv1.TargetDatabase{DatabaseRef: ref(dst)}, Transfer: transfer,
-			Cutover: migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}},
+			Source: ref(src), Target: migrationv1.TargetDatabase{DatabaseRef: ref(dst)}, Transfer: transfer, Cutover: cutover,
 		},
-	}
+	}, want, dst
+}
+
+func migrateEngine(t *testing.T, e cairnv1.DatabaseEngine, transfer migrationv1.TransferSpec) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	d := engine(e)
+	mj, want, dst := setup(t, g, d, 1000, transfer,
+		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mj.Namespace}}
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
 
 	cur := &migrationv1.MigrationJob{}
@@ -79,7 +118,7 @@ func migrate(t *testing.T, transfer migrationv1.TransferSpec) {
 	g.Expect(cur.Status.Precheck.Passed).To(BeTrue())
 	g.Expect(cur.Status.Progress.TablesDone).To(Equal(int32(len(want))))
 	// The test's own check: the target equals the source.
-	got, err := dbcheck.PostgresTables(pg, dst)
+	got, err := d.tables(d.server, dst)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(Equal(want))
 	// The declared cutover: the application's Secret points at the target.
