@@ -246,20 +246,31 @@ func JobOutcome(job *batchv1.Job) Outcome {
 // PodResult finds the agent's result in the termination messages of a Job's
 // pods: the newest successful result, else the newest failure reason.
 func PodResult(pods []corev1.Pod) (*result.Result, string, error) {
-	var newest *result.Result
+	r, failure, err := NewestResult(pods, result.Parse)
+	if failure != nil {
+		return r, failure.Error(), err
+	}
+	return r, "", err
+}
+
+// NewestResult scans the agent container's termination messages in pods with
+// parse (result.Parse, result.ParseMigration, ...): it returns the newest
+// message parse accepts, else the error of the newest one it rejected from a
+// container that exited non-zero (retries run one pod after another).
+func NewestResult[T any](pods []corev1.Pod, parse func(string) (*T, error)) (*T, error, error) {
+	var newest *T
+	var failure error
 	var newestAt, failureAt time.Time
-	failure := ""
 	for i := range pods {
 		for _, cs := range pods[i].Status.ContainerStatuses {
-			if cs.Name != ContainerName || cs.State.Terminated == nil || cs.State.Terminated.Message == "" {
+			term := cs.State.Terminated
+			if cs.Name != ContainerName || term == nil || term.Message == "" {
 				continue
 			}
-			term := cs.State.Terminated
-			r, err := result.Parse(term.Message)
+			r, err := parse(term.Message)
 			if err != nil {
-				// The newest failure: retries run one pod after another.
-				if term.ExitCode != 0 && (failure == "" || term.FinishedAt.After(failureAt)) {
-					failure, failureAt = err.Error(), term.FinishedAt.Time
+				if term.ExitCode != 0 && (failure == nil || term.FinishedAt.After(failureAt)) {
+					failure, failureAt = err, term.FinishedAt.Time
 				}
 				continue
 			}
@@ -268,8 +279,8 @@ func PodResult(pods []corev1.Pod) (*result.Result, string, error) {
 			}
 		}
 	}
-	if newest == nil && failure == "" {
-		return nil, "", fmt.Errorf("no agent result in %d pod(s)", len(pods))
+	if newest == nil && failure == nil {
+		return nil, nil, fmt.Errorf("no agent result in %d pod(s)", len(pods))
 	}
 	return newest, failure, nil
 }

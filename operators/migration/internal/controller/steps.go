@@ -229,38 +229,23 @@ func (r *MigrationJobReconciler) podResult(ctx context.Context, c client.Reader,
 	}); err != nil {
 		return nil, "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
 	}
-	var newest *result.MigrationResult
-	var newestAt, failureAt time.Time
-	failure := ""
+	var own []corev1.Pod
 	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if !metav1.IsControlledBy(pod, job) {
-			continue
-		}
-		for _, cs := range pod.Status.ContainerStatuses {
-			term := cs.State.Terminated
-			if cs.Name != agentjob.ContainerName || term == nil || term.Message == "" {
-				continue
-			}
-			res, err := result.ParseMigration(term.Message)
-			if err != nil {
-				var fe *result.FailedError
-				reason := err.Error()
-				if errors.As(err, &fe) {
-					reason = fe.Reason
-				}
-				if failure == "" || term.FinishedAt.After(failureAt) {
-					failure, failureAt = reason, term.FinishedAt.Time
-				}
-				continue
-			}
-			if newest == nil || term.FinishedAt.After(newestAt) {
-				newest, newestAt = res, term.FinishedAt.Time
-			}
+		if metav1.IsControlledBy(&pods.Items[i], job) {
+			own = append(own, pods.Items[i])
 		}
 	}
-	if newest == nil && failure == "" {
+	newest, failed, err := agentjob.NewestResult(own, result.ParseMigration)
+	if err != nil {
 		return nil, "", fmt.Errorf("no agent result in the pods of Job %s", job.Name)
+	}
+	failure := ""
+	if failed != nil {
+		failure = failed.Error()
+		var fe *result.FailedError
+		if errors.As(failed, &fe) {
+			failure = fe.Reason
+		}
 	}
 	return newest, failure, nil
 }
