@@ -198,7 +198,9 @@ func endpoint(ep string, p *field.Path) field.ErrorList {
 		full = "https://" + full
 	}
 	u, err := url.Parse(full)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" ||
+	// url.Parse drops an empty query or fragment ("host?" or "host#"): refuse
+	// those characters (and userinfo, spaces) in the string itself.
+	if err != nil || strings.ContainsAny(ep, "?#@ ") || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" ||
 		u.User != nil || u.RawQuery != "" || u.Fragment != "" || !endpointHost.MatchString(u.Host) {
 		return field.ErrorList{field.Invalid(p, ep,
 			`must be host[:port] or an http(s) URL without a path, e.g. "s3.eu-central-1.amazonaws.com" or "http://minio.storage.svc:9000"; put the bucket in bucket and a path in prefix`)}
