@@ -97,6 +97,12 @@ func (a *app) mySnapshots(ctx context.Context, sc engine.Conn, n int) (conns []*
 		closeAll()
 		return nil, "", "", func() {}, e
 	}
+	// Connected before the lock: writes wait only for the BEGINs.
+	for range n {
+		if err := open(); err != nil {
+			return fail(err)
+		}
+	}
 	if n > 1 {
 		lockPool, lock, lerr := inventory.ConnectMySQL(ctx, sc, sc.Database)
 		if lerr != nil {
@@ -108,38 +114,32 @@ func (a *app) mySnapshots(ctx context.Context, sc engine.Conn, n int) (conns []*
 			_, lerr = lock.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK")
 		}
 		if lerr == nil {
-			locked := true
-			unlock := func() {
-				if locked {
-					lock.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
-					locked = false
-				}
+			err := begin()
+			if err == nil {
+				position = myBinlogPosition(ctx, lock)
 			}
-			defer unlock()
-			for range n {
-				if err := open(); err != nil {
-					return fail(err)
-				}
-			}
-			if err := begin(); err != nil {
+			lock.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+			if err != nil {
 				return fail(err)
 			}
-			position = myBinlogPosition(ctx, lock)
-			unlock()
 			return conns, position, "", closeAll, nil
 		}
 		fallback = fmt.Sprintf("FLUSH TABLES WITH READ LOCK was refused (%v; it needs the RELOAD privilege and no statement running longer than lock_wait_timeout): rows copied on one connection, in one snapshot, without parallelism",
 			engine.Redact(lerr.Error(), sc.Password))
 		a.log.Warn("no global read lock: copying rows on one connection", "error", lerr)
-	}
-	if err := open(); err != nil {
-		return fail(err)
+		for _, c := range conns[1:] {
+			c.Close()
+		}
+		for _, p := range pools[1:] {
+			p.Close()
+		}
+		conns, pools = conns[:1], pools[:1]
 	}
 	if err := begin(); err != nil {
 		return fail(err)
 	}
-	position = myBinlogPosition(ctx, conns[0])
-	return conns, position, fallback, closeAll, nil
+	// No position: without the lock it would not be the snapshot's.
+	return conns, "", fallback, closeAll, nil
 }
 
 // myBinlogPosition describes the source's binary log position (and GTID
@@ -188,9 +188,12 @@ func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inven
 	}
 	defer closeSrcs()
 	workers = len(srcs)
-	if fallback != "" {
+	switch {
+	case fallback != "":
 		res.Actions = append(res.Actions, fallback)
-	} else {
+	case workers == 1:
+		res.Actions = append(res.Actions, "rows copied on one connection, in one snapshot")
+	default:
 		res.Actions = append(res.Actions, fmt.Sprintf("rows copied on %d connections in one snapshot (FLUSH TABLES WITH READ LOCK held while they started)", workers))
 	}
 	if position != "" {
@@ -268,7 +271,7 @@ func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inven
 // myStatementMax bounds one INSERT statement (rows larger than it go one
 // per statement); myCommitBytes is how much is inserted per transaction.
 const (
-	myStatementMax = 4 << 20
+	myStatementMax = 1 << 20
 	myCommitBytes  = 64 << 20
 )
 
