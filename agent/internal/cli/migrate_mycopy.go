@@ -249,7 +249,7 @@ func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inven
 					continue
 				}
 				done.Add(1)
-				a.log.Debug("table copied", "table", tbl.Key(), "bytes", n)
+				a.log.Debug("table copied", "table", tbl.Key(), "bytes", n, "connection", w)
 			}
 		}()
 	}

@@ -10,10 +10,13 @@ import (
 )
 
 // MigrateParallelConsistent (MySQL/MariaDB): while a writer commits
-// transactions that each insert one row into pair_a and the same id into
-// pair_b, a parallel copy (tables on connections of their own) must land a
-// target where both tables hold exactly the same ids — every connection
-// read the same point in time — and that point lies inside the copy.
+// transactions that each insert one row, with the same id, into each of
+// pair_1 … pair_4, a parallel copy (tables on four connections of their
+// own, so the pair tables are read on at least two) must land a target
+// where the four tables hold exactly the same ids — every connection read
+// the same point in time — and that point lies inside the copy. (Without
+// the global read lock lining the snapshots up, this fails: seen with the
+// lock removed, e.g. 51282 rows in one table and 51274 in another.)
 func MigrateParallelConsistent(t *testing.T, e *Env) {
 	m := newMigration(t, e, "mig_par", "CAIRN_MIGRATE_PARALLEL=4")
 	ctl := "mig_par_ctl"
@@ -22,10 +25,15 @@ func MigrateParallelConsistent(t *testing.T, e *Env) {
 	t.Cleanup(func() { e.DB.Drop(ctl) })
 	check(t, e.DB.SeedBig(m.src, 8))
 	_, err := e.DB.SQL(m.src, `
-CREATE TABLE pair_a (id INT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(200)) ENGINE=InnoDB;
-CREATE TABLE pair_b (id INT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(200)) ENGINE=InnoDB;
-INSERT INTO pair_a (id, v, pad) SELECT seq, seq, REPEAT('a', 150) FROM seq_1_to_20000;
-INSERT INTO pair_b (id, v, pad) SELECT seq, seq, REPEAT('b', 150) FROM seq_1_to_20000;`)
+CREATE TABLE pair_1 (id INT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(200)) ENGINE=InnoDB;
+CREATE TABLE pair_2 (id INT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(200)) ENGINE=InnoDB;
+CREATE TABLE pair_3 LIKE pair_2;
+CREATE TABLE pair_4 LIKE pair_2;
+INSERT INTO pair_1 (id, v, pad) SELECT seq, seq, REPEAT('a', 150) FROM seq_1_to_20000;
+INSERT INTO pair_2 SELECT * FROM pair_1;
+INSERT INTO pair_3 SELECT * FROM pair_1;
+INSERT INTO pair_4 SELECT * FROM pair_1;
+ANALYZE TABLE blobs, customers, orders, audit, pair_1, pair_2, pair_3, pair_4;`)
 	check(t, err)
 	_, err = e.DB.SQL(ctl, `
 CREATE TABLE stop (x INT);
@@ -36,8 +44,10 @@ BEGIN
   WHILE (SELECT COUNT(*) FROM stop) = 0 DO
     SET i = i + 1;
     START TRANSACTION;
-    INSERT INTO mig_par_src.pair_a (v, pad) VALUES (i, 'w');
-    INSERT INTO mig_par_src.pair_b (id, v, pad) VALUES (LAST_INSERT_ID(), i, 'w');
+    INSERT INTO mig_par_src.pair_1 (v, pad) VALUES (i, 'w');
+    INSERT INTO mig_par_src.pair_2 (id, v, pad) VALUES (LAST_INSERT_ID(), i, 'w');
+    INSERT INTO mig_par_src.pair_3 (id, v, pad) VALUES (LAST_INSERT_ID(), i, 'w');
+    INSERT INTO mig_par_src.pair_4 (id, v, pad) VALUES (LAST_INSERT_ID(), i, 'w');
     COMMIT;
   END WHILE;
 END;;
@@ -45,7 +55,7 @@ DELIMITER ;`)
 	check(t, err)
 	count := func(db string) int {
 		t.Helper()
-		out, err := e.DB.SQL(db, "SELECT COUNT(*) FROM pair_a")
+		out, err := e.DB.SQL(db, "SELECT COUNT(*) FROM pair_1")
 		check(t, err)
 		n, _ := parseInt(out)
 		return n
@@ -87,12 +97,13 @@ DELIMITER ;`)
 	if after <= before {
 		t.Fatalf("no write committed during the copy (%d rows before, %d after): the test proves nothing", before, after)
 	}
-	got, err := e.DB.SQL(m.dst, `SELECT (SELECT COUNT(*) FROM pair_a), (SELECT COUNT(*) FROM pair_b),
-  (SELECT COUNT(*) FROM pair_a a JOIN pair_b b ON a.id = b.id AND a.v = b.v)`)
+	got, err := e.DB.SQL(m.dst, `SELECT (SELECT COUNT(*) FROM pair_1), (SELECT COUNT(*) FROM pair_2),
+  (SELECT COUNT(*) FROM pair_3), (SELECT COUNT(*) FROM pair_4),
+  (SELECT COUNT(*) FROM pair_1 a JOIN pair_2 b USING (id, v) JOIN pair_3 c USING (id, v) JOIN pair_4 d USING (id, v))`)
 	check(t, err)
 	f := strings.Fields(got)
-	if len(f) != 3 || f[0] != f[1] || f[1] != f[2] {
-		t.Fatalf("target pair_a rows, pair_b rows, matching pairs = %q: the tables were read at different points in time", got)
+	if len(f) != 5 || f[0] != f[1] || f[0] != f[2] || f[0] != f[3] || f[0] != f[4] {
+		t.Fatalf("target rows of pair_1 … pair_4, and ids in all four = %q: the tables were read at different points in time", got)
 	}
 	n, _ := parseInt(f[0])
 	if n < before || n > after {
@@ -102,7 +113,7 @@ DELIMITER ;`)
 	// The rest of the source was still (no writes): it matches by the
 	// inventory checksum.
 	m.ok(t, "copy") // the writer has stopped: now source and target are equal
-	allMatch(t, m.verified(t), seedTables(e)+3)
+	allMatch(t, m.verified(t), seedTables(e)+5)
 }
 
 // MigrateNoReloadFallsBack (MySQL/MariaDB): a source user without RELOAD
