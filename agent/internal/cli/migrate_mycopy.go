@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/go-sql-driver/mysql"
+
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/result"
@@ -224,7 +226,7 @@ func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inven
 				for range next {
 				}
 			}
-			pool, t, err := inventory.ConnectMySQL(ctx, tc, tc.Database)
+			pool, t, err := myConnectTarget(ctx, tc)
 			if err != nil {
 				fail(fmt.Errorf("target: %w", err))
 				drain()
@@ -266,6 +268,28 @@ func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inven
 		return firstErr
 	}
 	return context.Cause(ctx)
+}
+
+// myConnectTarget connects to the target with the driver's packet limit
+// taken from the server (max_allowed_packet) rather than the driver's
+// default 64 MiB: a row the server accepts is never refused by the client.
+func myConnectTarget(ctx context.Context, tc engine.Conn) (*sql.DB, *sql.Conn, error) {
+	cfg := inventory.MySQLConfig(tc, tc.Database)
+	cfg.MaxAllowedPacket = 0
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, nil, errors.New(engine.Redact(err.Error(), tc.Password))
+	}
+	pool := sql.OpenDB(connector)
+	c, err := pool.Conn(ctx)
+	if err == nil {
+		err = c.PingContext(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("connect to MySQL %s:%d database %q as %q: %s", tc.Host, tc.Port, tc.Database, tc.User, engine.Redact(err.Error(), tc.Password))
+	}
+	return pool, c, nil
 }
 
 // myStatementMax bounds one INSERT statement (rows larger than it go one
