@@ -63,8 +63,9 @@ func main() {
 	runs := flag.Int("runs", 2, "runs of each configuration; the fastest counts")
 	levels := flag.String("compression", "default", "agent zstd levels to measure (comma-separated: fastest, default, better)")
 	migrationSizes := flag.String("migration-sizes", "", "PostgreSQL source database sizes for the migration bench (agent migrate copy vs pgcopydb clone), in MB (comma-separated; empty: none)")
+	mysqlMigrationSizes := flag.String("mysql-migration-sizes", "", "MariaDB source database sizes for the migration bench (agent migrate copy on 1 and 4 connections vs mysqldump | mysql), in MB (comma-separated; empty: none)")
 	flag.Parse()
-	if err := run(*sizesFlag, *mysqlSizes, *migrationSizes, *runs, strings.Split(*levels, ",")); err != nil {
+	if err := run(*sizesFlag, *mysqlSizes, *migrationSizes, *mysqlMigrationSizes, *runs, strings.Split(*levels, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -94,7 +95,7 @@ type env struct {
 	s3  *testenv.S3
 }
 
-func run(sizesFlag, mysqlFlag, migrationFlag string, runs int, levels []string) error {
+func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs int, levels []string) error {
 	sizes, err := parseSizes(sizesFlag)
 	if err != nil {
 		return err
@@ -109,6 +110,10 @@ func run(sizesFlag, mysqlFlag, migrationFlag string, runs int, levels []string) 
 		}
 	}
 	mysqlSizes, err := parseSizes(mysqlFlag)
+	if err != nil {
+		return err
+	}
+	mysqlMigrationSizes, err := parseSizes(mysqlMigrationFlag)
 	if err != nil {
 		return err
 	}
@@ -133,7 +138,7 @@ func run(sizesFlag, mysqlFlag, migrationFlag string, runs int, levels []string) 
 		return err
 	}
 	defer e.pg.Stop()
-	if len(mysqlSizes) > 0 {
+	if len(mysqlSizes) > 0 || len(mysqlMigrationSizes) > 0 {
 		if e.my, err = testenv.StartMariaDB("bench", password); err != nil {
 			return err
 		}
@@ -164,6 +169,13 @@ func run(sizesFlag, mysqlFlag, migrationFlag string, runs int, levels []string) 
 	}
 	for _, mb := range migrationSizes {
 		r, err := e.migrationRow(mb, runs)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	for _, mb := range mysqlMigrationSizes {
+		r, err := e.mysqlMigrationRow(mb, runs)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"cairn.dev/agent/internal/testenv"
 )
@@ -100,4 +101,88 @@ func needPgcopydb() error {
 		return fmt.Errorf("pgcopydb not found (the migration bench's peer): run `make agent-deps` (installs the Debian package pgcopydb)")
 	}
 	return nil
+}
+
+const (
+	myDumpPipe  = "mysqldump --single-transaction | mysql (one connection)"
+	myCopyOne   = "agent migrate copy (parallel 1)"
+	myCopyFour  = "agent migrate copy (parallel 4)"
+	myVerifyAll = "agent migrate verify (Checksum, both sides)"
+)
+
+// mysqlMigrationRow makes a MariaDB source of four tables of different
+// sizes and measures `agent migrate copy` on one and on four connections
+// against mysqldump piped into mysql (the agent's copy before rows went in
+// parallel), each into an empty target database on the same server.
+func (e *env) mysqlMigrationRow(mb, runs int) (row, error) {
+	src := fmt.Sprintf("mymig_src_%dmb", mb)
+	fmt.Fprintf(os.Stderr, "bench: generating MariaDB %s (~%d MB in four tables of different sizes)\n", src, mb)
+	if _, err := generateMySQL(e.my, src, int64(mb)<<20*55/100); err != nil {
+		return row{}, err
+	}
+	if _, err := e.my.SQL(src, `
+CREATE TABLE accounts_history ENGINE=InnoDB AS SELECT * FROM events WHERE id % 2 = 0;
+ALTER TABLE accounts_history ADD PRIMARY KEY (id);
+CREATE TABLE ledger ENGINE=InnoDB AS SELECT * FROM events WHERE id % 4 = 1;
+ALTER TABLE ledger ADD PRIMARY KEY (id);
+CREATE TABLE fees ENGINE=InnoDB AS SELECT * FROM events WHERE id % 37 = 3;
+ALTER TABLE fees ADD PRIMARY KEY (id);`); err != nil {
+		return row{}, err
+	}
+	out, err := e.my.SQL("", fmt.Sprintf(`ANALYZE TABLE %[1]s.events, %[1]s.accounts_history, %[1]s.ledger, %[1]s.fees;
+SELECT SUM(data_length + index_length) FROM information_schema.tables WHERE table_schema = '%[1]s'`, src))
+	if err != nil {
+		return row{}, err
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	dbBytes, err := strconv.ParseInt(strings.TrimSpace(lines[len(lines)-1]), 10, 64)
+	if err != nil {
+		return row{}, fmt.Errorf("size of %s: %q", src, out)
+	}
+	tgt := src + "_target"
+	fresh := func() error {
+		_, err := e.my.SQL("", fmt.Sprintf("DROP DATABASE IF EXISTS %s; CREATE DATABASE %s;", tgt, tgt))
+		return err
+	}
+	migEnv := []string{"CAIRN_ENGINE=mysql", "CAIRN_DB_HOST=127.0.0.1", "CAIRN_DB_PORT=" + strconv.Itoa(e.my.Port),
+		"CAIRN_DB_USER=" + e.my.User, "CAIRN_DB_PASSWORD=" + e.my.Password, "CAIRN_DB_NAME=" + src,
+		"CAIRN_TARGET_DB_HOST=127.0.0.1", "CAIRN_TARGET_DB_PORT=" + strconv.Itoa(e.my.Port),
+		"CAIRN_TARGET_DB_USER=" + e.my.User, "CAIRN_TARGET_DB_PASSWORD=" + e.my.Password, "CAIRN_TARGET_DB_NAME=" + tgt,
+		"CAIRN_MIGRATION=bench/mymigration", "CAIRN_MIGRATE_MODE=Full",
+		"CAIRN_TERMINATION_LOG=" + filepath.Join(e.tmp, "termination-log")}
+	conn := fmt.Sprintf("--no-defaults --protocol=TCP --host=127.0.0.1 --port=%d --user=%s --default-character-set=utf8mb4", e.my.Port, e.my.User)
+	cases := []benchCase{
+		{name: myDumpPipe, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			return e.shell([]string{"MYSQL_PWD=" + e.my.Password}, fmt.Sprintf(
+				"mysqldump %s --single-transaction --quick --routines --triggers --events --hex-blob --no-tablespaces -- %s | mysql %s --binary-mode --database=%s",
+				conn, src, conn, tgt), "")
+		}},
+		{name: myCopyOne, peer: myDumpPipe, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			return e.agent(append(migEnv, "CAIRN_MIGRATE_PARALLEL=1"), "migrate", "copy")
+		}},
+		{name: myCopyFour, peer: myDumpPipe, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			return e.agent(append(migEnv, "CAIRN_MIGRATE_PARALLEL=4"), "migrate", "copy")
+		}},
+		{name: myVerifyAll, run: func(int) (measurement, error) {
+			// Runs on the target the parallel copy above just made.
+			return e.agent(append(migEnv, "CAIRN_MIGRATE_VERIFY=Checksum"), "migrate", "verify")
+		}},
+	}
+	ms, err := measure(dbBytes, runs, cases)
+	if err != nil {
+		return row{}, err
+	}
+	if _, err := e.my.SQL("", fmt.Sprintf("DROP DATABASE IF EXISTS %s; DROP DATABASE IF EXISTS %s;", tgt, src)); err != nil {
+		return row{}, err
+	}
+	return row{engine: "MariaDB migration", dbBytes: dbBytes, ms: ms}, nil
 }

@@ -133,6 +133,11 @@ type MigrationResult struct {
 	// (default_transaction_read_only=on); ended 3 sessions").
 	Actions []string `json:"actions,omitempty"`
 
+	// Warnings are findings that do not fail the step but that the user
+	// must see, one sentence each naming the object ("table public.x is not
+	// replicated: created after replication-start").
+	Warnings []string `json:"warnings,omitempty"`
+
 	DurationSeconds float64 `json:"durationSeconds,omitempty"`
 }
 
@@ -174,6 +179,11 @@ type Replication struct {
 	// SyncedTables / Tables: tables whose initial sync finished.
 	SyncedTables int `json:"syncedTables"`
 	Tables       int `json:"tables"`
+	// NotReplicated are included source tables that the publication does
+	// not cover: created after replication-start (the publication names
+	// the tables that existed then). Their rows do not reach the target;
+	// each is also a warning of the result.
+	NotReplicated []string `json:"notReplicated,omitempty"`
 }
 
 // MarshalMigration returns r as one JSON line of at most MaxMessageBytes:
@@ -191,6 +201,22 @@ func MarshalMigration(r MigrationResult) ([]byte, error) {
 		for len(b) > MaxMessageBytes && len(v.Items) > 0 {
 			v.Items = v.Items[:len(v.Items)-1]
 			v.Truncated++
+			if b, err = Marshal(r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for len(b) > MaxMessageBytes && len(r.Warnings) > 1 {
+		r.Warnings = r.Warnings[:len(r.Warnings)-1]
+		if b, err = Marshal(r); err != nil {
+			return nil, err
+		}
+	}
+	if len(b) > MaxMessageBytes && r.Replication != nil && len(r.Replication.NotReplicated) > 1 {
+		rep := *r.Replication
+		r.Replication = &rep
+		for len(b) > MaxMessageBytes && len(rep.NotReplicated) > 1 {
+			rep.NotReplicated = rep.NotReplicated[:len(rep.NotReplicated)-1]
 			if b, err = Marshal(r); err != nil {
 				return nil, err
 			}

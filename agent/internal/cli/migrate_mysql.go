@@ -75,10 +75,11 @@ WHERE table_schema = DATABASE() AND table_name LIKE 'cairn\_precheck\_%'`)
 	return nil
 }
 
-// myCopy streams mysqldump of the source (one consistent snapshot,
-// --single-transaction) into the mysql client on the target. The dump
-// drops and recreates each table it contains, so a retried copy replaces
-// what an earlier attempt left: no duplicate rows.
+// myCopy copies the included tables: Full mode in parallel
+// (myCopyParallel); SchemaOnly streams mysqldump --no-data into the mysql
+// client on the target. The schema dump drops and recreates each table it
+// contains, so a retried copy replaces what an earlier attempt left: no
+// duplicate rows.
 func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
 	srcEng, tables, err := a.selectedSourceEngine(ctx, sc)
 	if err != nil {
@@ -91,8 +92,11 @@ func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *result.Migrat
 	if err := tgt.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare target database %q: %w", tc.Database, err)
 	}
+	a.log.Info("copy started", "tables", len(tables), "parallel", a.cfg.Migrate.Parallel)
+	if a.cfg.Migrate.Mode == "Full" {
+		return a.myCopyParallel(ctx, srcEng.(*engine.MySQL), tgt.(*engine.MySQL), tables, res)
+	}
 	var moved atomic.Int64
-	a.log.Info("copy started", "tables", len(tables))
 	if err := engine.Pipe(ctx, srcEng.Dump, tgt.Restore, &moved); err != nil {
 		return err
 	}

@@ -35,8 +35,14 @@ func (a *app) selectedSourceEngine(ctx context.Context, sc engine.Conn) (engine.
 		if e.Select, err = pgSelection(ctx, db.(*inventory.Postgres), tables, m.Filter); err != nil {
 			return nil, nil, err
 		}
-		if m.Mode == "SchemaOnly" {
+		switch {
+		case m.Mode == "SchemaOnly":
 			e.Select = append(e.Select, "--schema-only")
+		case len(e.Select) > 0:
+			// Large objects belong to no schema: pg_dump leaves them out
+			// of a dump of selected schemas or tables unless asked (-b).
+			// The tables' oid columns point at them, so they go too.
+			e.Select = append(e.Select, "-b")
 		}
 	case *engine.MySQL:
 		if !m.Filter.Empty() {

@@ -17,6 +17,12 @@ type MySQL struct {
 	Tables []string
 	// NoData dumps the schema only (mysqldump --no-data).
 	NoData bool
+	// SkipTriggers leaves triggers out (a parallel copy creates them after
+	// the rows, so they do not fire for copied rows).
+	SkipTriggers bool
+	// TriggersOnly dumps the triggers of the tables and nothing else (no
+	// tables, views, rows, routines or events).
+	TriggersOnly bool
 }
 
 func (m *MySQL) Name() string   { return "mysql" }
@@ -37,10 +43,16 @@ func (m *MySQL) connArgs() []string {
 }
 
 func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
-	args := append(m.connArgs(),
-		"--single-transaction", "--quick", "--routines", "--triggers", "--events",
-		"--hex-blob", "--no-tablespaces")
-	if m.NoData {
+	args := append(m.connArgs(), "--single-transaction", "--quick", "--hex-blob", "--no-tablespaces")
+	switch {
+	case m.TriggersOnly:
+		args = append(args, "--no-data", "--no-create-info", "--skip-routines", "--skip-events", "--triggers")
+	case m.SkipTriggers:
+		args = append(args, "--routines", "--events", "--skip-triggers")
+	default:
+		args = append(args, "--routines", "--triggers", "--events")
+	}
+	if m.NoData && !m.TriggersOnly {
 		args = append(args, "--no-data")
 	}
 	// After "--" every argument is a name: the database, then tables.

@@ -194,6 +194,53 @@ func TestPostgres(t *testing.T) {
 	}
 }
 
+// TestPostgresLargeObjects: the large objects are one entry, there only
+// when the database has any, whatever the filter; its checksum is the same
+// for the same OIDs and contents created in another order, and changes
+// with one byte, with an OID, and with an extra object.
+func TestPostgresLargeObjects(t *testing.T) {
+	needPG(t)
+	for _, db := range []string{"inv_lo_a", "inv_lo_b"} {
+		pgSQL(t, "postgres", "DROP DATABASE IF EXISTS "+db+"; CREATE DATABASE "+db)
+		pgSQL(t, db, "CREATE TABLE t (id int)")
+	}
+	defer pgSQL(t, "postgres", "DROP DATABASE inv_lo_a; DROP DATABASE inv_lo_b")
+	if inv := take(t, "postgres", pgConn("inv_lo_a"), Options{Method: MethodChecksum}); keys(inv) != "public.t" {
+		t.Fatalf("without large objects: %s", keys(inv))
+	}
+	pgSQL(t, "inv_lo_a", `SELECT lo_from_bytea(70001, decode(repeat('ab', 1500000), 'hex')), lo_from_bytea(70002, 'x'), lo_create(70003)`)
+	pgSQL(t, "inv_lo_b", `SELECT lo_create(70003), lo_from_bytea(70002, 'x'), lo_from_bytea(70001, decode(repeat('ab', 1500000), 'hex'))`)
+	get := func(db string, o Options) Table {
+		t.Helper()
+		inv := take(t, "postgres", pgConn(db), o)
+		lo, ok := inv.Find("pg_catalog.pg_largeobject")
+		if !ok {
+			t.Fatalf("%s: no large objects entry: %s", db, keys(inv))
+		}
+		return lo
+	}
+	a := get("inv_lo_a", Options{Method: MethodChecksum, Filter: filter(t, "sales", "")})
+	b := get("inv_lo_b", Options{Method: MethodChecksum})
+	if a.Rows != 3 || a.Bytes != 1500001 || len(a.Checksum) != 16 || a != b {
+		t.Fatalf("large objects: %+v and %+v", a, b)
+	}
+	if rc := get("inv_lo_a", Options{Method: MethodRowCount}); rc.Rows != 3 || rc.Checksum != "" {
+		t.Errorf("RowCount entry: %+v", rc)
+	}
+	for _, change := range []string{
+		"SELECT lo_put(70001, 1499999, 'z')",
+		"SELECT lo_unlink(70002), lo_from_bytea(70004, 'x')",
+		"SELECT lo_create(70005)",
+	} {
+		pgSQL(t, "inv_lo_b", change)
+		if c := get("inv_lo_b", Options{Method: MethodChecksum}); c.Checksum == a.Checksum {
+			t.Errorf("after %s the checksum is unchanged", change)
+		}
+		pgSQL(t, "postgres", "DROP DATABASE inv_lo_b WITH (FORCE); CREATE DATABASE inv_lo_b")
+		pgSQL(t, "inv_lo_b", `CREATE TABLE t (id int); SELECT lo_create(70003), lo_from_bytea(70002, 'x'), lo_from_bytea(70001, decode(repeat('ab', 1500000), 'hex'))`)
+	}
+}
+
 func TestPostgresSnapshot(t *testing.T) {
 	needPG(t)
 	pgSQL(t, "postgres", "DROP DATABASE IF EXISTS inv_snap; CREATE DATABASE inv_snap")

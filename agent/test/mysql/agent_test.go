@@ -137,3 +137,7 @@ func TestMigrateCutover(t *testing.T) { suite.MigrateCutoverMariaDB(t, e(t)) }
 func TestMigrateUsage(t *testing.T) { suite.MigrateUsage(t, e(t)) }
 
 func TestBackupLockBrief(t *testing.T) { suite.BackupLockBrief(t, e(t)) }
+
+func TestMigrateParallelConsistent(t *testing.T) { suite.MigrateParallelConsistent(t, e(t)) }
+
+func TestMigrateNoReloadFallsBack(t *testing.T) { suite.MigrateNoReloadFallsBack(t, e(t)) }

@@ -139,3 +139,5 @@ func TestMigrateCutover(t *testing.T) { suite.MigrateCutoverPostgres(t, e(t)) }
 func TestMigrateUsage(t *testing.T) { suite.MigrateUsage(t, e(t)) }
 
 func TestMigrateContinuous(t *testing.T) { suite.MigrateContinuous(t, e(t)) }
+
+func TestMigrateLargeObjects(t *testing.T) { suite.MigrateLargeObjects(t, e(t)) }

@@ -486,6 +486,23 @@ func MigrateContinuous(t *testing.T, e *Env) {
 	_, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total, note) VALUES (1, 7.5, 'during replication'); UPDATE customers SET name = 'renamed' WHERE id = 2; DELETE FROM orders WHERE id = 3")
 	check(t, err)
 	synced("changes")
+	// A table created after replication-start is not in the publication:
+	// status names it (and warns), until it is gone.
+	if len(start.Warnings) != 0 {
+		t.Errorf("replication-start warned: %q", start.Warnings)
+	}
+	_, err = e.DB.SQL(m.src, "CREATE TABLE late_table (id int PRIMARY KEY); INSERT INTO late_table VALUES (1)")
+	check(t, err)
+	late := m.ok(t, "replication-status")
+	if late.Replication == nil || strings.Join(late.Replication.NotReplicated, ",") != "public.late_table" ||
+		len(late.Warnings) != 1 || !strings.Contains(late.Warnings[0], "table public.late_table is not replicated") {
+		t.Errorf("status after a table was created on the source: %+v %+v", late.Warnings, late.Replication)
+	}
+	_, err = e.DB.SQL(m.src, "DROP TABLE late_table")
+	check(t, err)
+	if st := m.ok(t, "replication-status"); len(st.Warnings) != 0 || len(st.Replication.NotReplicated) != 0 {
+		t.Errorf("status after the late table was dropped: %+v", st)
+	}
 	over := m.run(t, "replication-status", "CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES=1")
 	mustExit(t, over, result.ExitFailure)
 	if !strings.Contains(over.TermLog, "retained WAL") || !strings.Contains(over.TermLog, "above limit 1") {

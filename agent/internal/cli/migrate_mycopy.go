@@ -1,0 +1,572 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-sql-driver/mysql"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/result"
+)
+
+// The MySQL/MariaDB direct copy, rows in parallel (the mydumper approach):
+//
+//  1. schema: mysqldump --no-data --skip-triggers (tables with their
+//     indexes and constraints, views, routines, events) piped into mysql;
+//     each table is dropped and recreated, so a retry starts clean;
+//  2. rows: one connection takes FLUSH TABLES WITH READ LOCK, the
+//     CAIRN_MIGRATE_PARALLEL source connections each START TRANSACTION
+//     WITH CONSISTENT SNAPSHOT, the binary log position is recorded, and
+//     the lock is released (milliseconds; writes wait for that long). All
+//     snapshots are the same point in time: no commit can fall between
+//     them. Then each connection copies whole tables, largest first: a
+//     streamed SELECT into multi-row INSERTs on a target connection of its
+//     own (foreign key and unique checks off, as in a mysqldump file);
+//  3. triggers: mysqldump --no-create-info --no-data --triggers, after the
+//     rows so that they did not fire for copied rows.
+//
+// Without the RELOAD privilege (or when the lock waits longer than
+// lock_wait_timeout for a long statement) the rows are copied on one
+// connection, in one snapshot, and the result's actions say so.
+
+// myCopyParallel is the Full copy.
+func (a *app) myCopyParallel(ctx context.Context, src, tgt *engine.MySQL, tables []inventory.Table, res *result.MigrationResult) error {
+	var moved atomic.Int64
+	schema := *src
+	schema.NoData, schema.SkipTriggers = true, true
+	if err := engine.Pipe(ctx, schema.Dump, tgt.Restore, &moved); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	a.log.Info("schema created (tables, views, routines, events)")
+	if err := a.myCopyRows(ctx, src.Conn, tgt.Conn, tables, &moved, res); err != nil {
+		return err
+	}
+	trig := *src
+	trig.NoData, trig.TriggersOnly = true, true
+	if err := engine.Pipe(ctx, trig.Dump, tgt.Restore, &moved); err != nil {
+		return fmt.Errorf("triggers: %w", err)
+	}
+	res.Tables, res.Bytes = len(tables), moved.Load()
+	return nil
+}
+
+// mySnapshots opens n source connections whose transactions all see one
+// point in time. With n > 1 it needs FLUSH TABLES WITH READ LOCK; when
+// that is refused it returns one connection and the reason.
+func (a *app) mySnapshots(ctx context.Context, sc engine.Conn, n int) (conns []*sql.Conn, position, fallback string, closeAll func(), err error) {
+	var pools []*sql.DB
+	closeAll = func() {
+		for _, c := range conns {
+			c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			c.Close()
+		}
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	open := func() error {
+		pool, c, err := inventory.ConnectMySQL(ctx, sc, sc.Database)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		pools, conns = append(pools, pool), append(conns, c)
+		// Values as the server stores them (no conversion to the
+		// connection's character set): the INSERTs label them with the
+		// column's own character set.
+		if _, err := c.ExecContext(ctx, "SET SESSION character_set_results = binary"); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		return nil
+	}
+	begin := func() error {
+		for _, c := range conns {
+			if err := inventory.BeginConsistent(ctx, c); err != nil {
+				return fmt.Errorf("source: %w", err)
+			}
+		}
+		return nil
+	}
+	fail := func(e error) ([]*sql.Conn, string, string, func(), error) {
+		closeAll()
+		return nil, "", "", func() {}, e
+	}
+	// Connected before the lock: writes wait only for the BEGINs.
+	for range n {
+		if err := open(); err != nil {
+			return fail(err)
+		}
+	}
+	if n > 1 {
+		lockPool, lock, lerr := inventory.ConnectMySQL(ctx, sc, sc.Database)
+		if lerr != nil {
+			return fail(fmt.Errorf("source: %w", lerr))
+		}
+		defer lockPool.Close()
+		defer lock.Close()
+		if _, lerr = lock.ExecContext(ctx, "SET SESSION lock_wait_timeout = 10"); lerr == nil {
+			_, lerr = lock.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK")
+		}
+		if lerr == nil {
+			err := begin()
+			if err == nil {
+				position = myBinlogPosition(ctx, lock)
+			}
+			lock.ExecContext(context.WithoutCancel(ctx), "UNLOCK TABLES")
+			if err != nil {
+				return fail(err)
+			}
+			return conns, position, "", closeAll, nil
+		}
+		fallback = fmt.Sprintf("FLUSH TABLES WITH READ LOCK was refused (%v; it needs the RELOAD privilege and no statement running longer than lock_wait_timeout): rows copied on one connection, in one snapshot, without parallelism",
+			engine.Redact(lerr.Error(), sc.Password))
+		a.log.Warn("no global read lock: copying rows on one connection", "error", lerr)
+		for _, c := range conns[1:] {
+			c.Close()
+		}
+		for _, p := range pools[1:] {
+			p.Close()
+		}
+		conns, pools = conns[:1], pools[:1]
+	}
+	if err := begin(); err != nil {
+		return fail(err)
+	}
+	// No position: without the lock it would not be the snapshot's.
+	return conns, "", fallback, closeAll, nil
+}
+
+// myBinlogPosition describes the source's binary log position (and GTID
+// position) at the snapshot, for a later change-data-capture step; empty
+// when the binary log is off or the user may not see it.
+func myBinlogPosition(ctx context.Context, c *sql.Conn) string {
+	var pos string
+	for _, q := range []string{"SHOW MASTER STATUS", "SHOW BINARY LOG STATUS"} {
+		rows, err := c.QueryContext(ctx, q)
+		if err != nil {
+			continue
+		}
+		cols, _ := rows.Columns()
+		if rows.Next() && len(cols) >= 2 {
+			vals := make([]sql.NullString, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if rows.Scan(ptrs...) == nil {
+				pos = "binary log " + vals[0].String + ":" + vals[1].String
+				for i, name := range cols {
+					if strings.EqualFold(name, "Executed_Gtid_Set") && vals[i].String != "" {
+						pos += " GTID " + strings.ReplaceAll(vals[i].String, "\n", "")
+					}
+				}
+			}
+		}
+		rows.Close()
+		break
+	}
+	var gtid sql.NullString
+	if c.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid) == nil && gtid.String != "" {
+		pos += " GTID " + gtid.String // MariaDB
+	}
+	return strings.TrimSpace(pos)
+}
+
+func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table, moved *atomic.Int64, res *result.MigrationResult) error {
+	order := slices.Clone(tables)
+	slices.SortStableFunc(order, func(x, y inventory.Table) int { return int(min(max(y.Bytes-x.Bytes, -1), 1)) })
+	workers := max(1, min(a.cfg.Migrate.Parallel, len(order)))
+	srcs, position, fallback, closeSrcs, err := a.mySnapshots(ctx, sc, workers)
+	if err != nil {
+		return err
+	}
+	defer closeSrcs()
+	workers = len(srcs)
+	switch {
+	case fallback != "":
+		res.Actions = append(res.Actions, fallback)
+	case workers == 1:
+		res.Actions = append(res.Actions, "rows copied on one connection, in one snapshot")
+	default:
+		res.Actions = append(res.Actions, fmt.Sprintf("rows copied on %d connections in one snapshot (FLUSH TABLES WITH READ LOCK held while they started)", workers))
+	}
+	if position != "" {
+		res.Actions = append(res.Actions, "source snapshot at "+position)
+	}
+	a.log.Info("copying rows", "tables", len(order), "connections", workers, "position", position)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan inventory.Table)
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel(err)
+	}
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			drain := func() {
+				for range next {
+				}
+			}
+			pool, t, err := myConnectTarget(ctx, tc)
+			if err != nil {
+				fail(fmt.Errorf("target: %w", err))
+				drain()
+				return
+			}
+			defer pool.Close()
+			defer t.Close()
+			maxStmt, err := myPrepareTarget(ctx, t)
+			if err != nil {
+				fail(fmt.Errorf("target: %w", err))
+				drain()
+				return
+			}
+			for tbl := range next {
+				if ctx.Err() != nil {
+					continue
+				}
+				n, err := myCopyTable(ctx, srcs[w], t, tbl.Name, maxStmt)
+				moved.Add(n)
+				if err != nil {
+					fail(fmt.Errorf("copy table %s: %w", tbl.Key(), err))
+					continue
+				}
+				done.Add(1)
+				a.log.Debug("table copied", "table", tbl.Key(), "bytes", n, "connection", w)
+			}
+		}()
+	}
+	for _, tbl := range order {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- tbl
+	}
+	close(next)
+	wg.Wait()
+	res.TablesDone = int(done.Load())
+	if firstErr != nil {
+		return firstErr
+	}
+	return context.Cause(ctx)
+}
+
+// myConnectTarget connects to the target with the driver's packet limit
+// taken from the server (max_allowed_packet) rather than the driver's
+// default 64 MiB: a row the server accepts is never refused by the client.
+func myConnectTarget(ctx context.Context, tc engine.Conn) (*sql.DB, *sql.Conn, error) {
+	cfg := inventory.MySQLConfig(tc, tc.Database)
+	cfg.MaxAllowedPacket = 0
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, nil, errors.New(engine.Redact(err.Error(), tc.Password))
+	}
+	pool := sql.OpenDB(connector)
+	c, err := pool.Conn(ctx)
+	if err == nil {
+		err = c.PingContext(ctx)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("connect to MySQL %s:%d database %q as %q: %s", tc.Host, tc.Port, tc.Database, tc.User, engine.Redact(err.Error(), tc.Password))
+	}
+	return pool, c, nil
+}
+
+// myStatementMax bounds one INSERT statement (rows larger than it go one
+// per statement); myCommitBytes is how much is inserted per transaction.
+const (
+	myStatementMax = 1 << 20
+	myCommitBytes  = 64 << 20
+)
+
+// myPrepareTarget sets a target session up as a mysqldump file does
+// (foreign key and unique checks off, no automatic value for an explicit
+// 0 in an AUTO_INCREMENT column) and returns the statement size limit.
+func myPrepareTarget(ctx context.Context, t *sql.Conn) (int, error) {
+	for _, s := range []string{
+		"SET SESSION foreign_key_checks = 0",
+		"SET SESSION unique_checks = 0",
+		"SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO'",
+	} {
+		if _, err := t.ExecContext(ctx, s); err != nil {
+			return 0, fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	var packet int64
+	if err := t.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&packet); err != nil {
+		return 0, err
+	}
+	return int(min(int64(myStatementMax), max(packet/2, 16<<10))), nil
+}
+
+// myColumn is how one column's values are written into an INSERT.
+type myColumn struct {
+	name string
+	kind int
+}
+
+const (
+	myQuoted  = iota // '…' with backslash escapes (dates, times, UTF-8 text, JSON, …)
+	myNumber         // as printed, when it is a number
+	myHex            // X'…': binary strings, BIT, spatial
+	myCharset        // _charset X'…': text in a character set other than UTF-8
+)
+
+var myNumberTypes = map[string]bool{
+	"tinyint": true, "smallint": true, "mediumint": true, "int": true, "integer": true, "bigint": true,
+	"decimal": true, "numeric": true, "float": true, "double": true, "real": true, "year": true,
+}
+
+var myBinaryTypes = map[string]bool{
+	"binary": true, "varbinary": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true, "bit": true,
+	"geometry": true, "point": true, "linestring": true, "polygon": true, "multipoint": true,
+	"multilinestring": true, "multipolygon": true, "geometrycollection": true, "geomcollection": true,
+}
+
+// myColumns lists the columns of table that hold data (generated columns
+// are computed by the target), invisible ones included.
+func myColumns(ctx context.Context, c *sql.Conn, table string) ([]myColumn, []string, error) {
+	rows, err := c.QueryContext(ctx, `SELECT column_name, data_type, coalesce(character_set_name, '')
+FROM information_schema.columns
+WHERE table_schema = DATABASE() AND table_name = ? AND coalesce(generation_expression, '') = ''
+ORDER BY ordinal_position`, table)
+	if err != nil {
+		return nil, nil, fmt.Errorf("columns: %w", err)
+	}
+	defer rows.Close()
+	var cols []myColumn
+	var charsets []string
+	for rows.Next() {
+		var name, typ, cs []byte // character_set_results is binary
+		if err := rows.Scan(&name, &typ, &cs); err != nil {
+			return nil, nil, err
+		}
+		t, charset := strings.ToLower(string(typ)), strings.ToLower(string(cs))
+		col := myColumn{name: string(name), kind: myQuoted}
+		switch {
+		case myNumberTypes[t]:
+			col.kind = myNumber
+		case myBinaryTypes[t] || charset == "binary":
+			col.kind = myHex
+		case charset != "" && !strings.HasPrefix(charset, "utf8"):
+			col.kind = myCharset
+		}
+		cols = append(cols, col)
+		charsets = append(charsets, charset)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(cols) == 0 {
+		return nil, nil, errors.New("no columns to copy")
+	}
+	return cols, charsets, nil
+}
+
+// myCopyTable streams table from s (inside its snapshot transaction) into
+// t as multi-row INSERTs of up to maxStmt bytes, committed every
+// myCommitBytes; the source is read while the target executes the
+// previous statement. It returns the bytes of values read.
+func myCopyTable(ctx context.Context, s, t *sql.Conn, table string, maxStmt int) (int64, error) {
+	cols, charsets, err := myColumns(ctx, s, table)
+	if err != nil {
+		return 0, err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = inventory.QuoteIdent(c.name)
+	}
+	list := strings.Join(names, ",")
+	prefix := "INSERT INTO " + inventory.QuoteIdent(table) + " (" + list + ") VALUES "
+	// A failed target cancels the source's query (the driver then closes
+	// that connection rather than read the rest of the table).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rows, err := s.QueryContext(ctx, "SELECT "+list+" FROM "+inventory.QuoteIdent(table))
+	if err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
+	defer rows.Close()
+	stmts := make(chan []byte, 2)
+	applied := make(chan error, 1)
+	go func() {
+		err := myApply(ctx, t, stmts)
+		if err != nil {
+			cancel(err)
+		}
+		applied <- err
+	}()
+	var n int64
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	buf := make([]byte, 0, maxStmt+maxStmt/4)
+	send := func() bool {
+		select {
+		case stmts <- buf:
+			buf = make([]byte, 0, maxStmt+maxStmt/4)
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	var readErr error
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			readErr = err
+			break
+		}
+		if len(buf) == 0 {
+			buf = append(buf, prefix...)
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, '(')
+		for i, v := range vals {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			n += int64(len(v))
+			buf = appendMyValue(buf, cols[i].kind, charsets[i], v)
+		}
+		buf = append(buf, ')')
+		if len(buf) >= maxStmt && !send() {
+			break
+		}
+	}
+	if readErr == nil {
+		readErr = rows.Err()
+	}
+	if readErr == nil && len(buf) > 0 && ctx.Err() == nil {
+		send()
+	}
+	close(stmts)
+	applyErr := <-applied
+	if applyErr != nil {
+		return n, fmt.Errorf("target: %w", applyErr)
+	}
+	if readErr != nil {
+		return n, fmt.Errorf("source: %w", readErr)
+	}
+	return n, context.Cause(ctx)
+}
+
+// myApply executes the statements in transactions of about myCommitBytes.
+func myApply(ctx context.Context, t *sql.Conn, stmts <-chan []byte) error {
+	fail := func(err error) error {
+		t.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		for range stmts {
+		}
+		return err
+	}
+	open := false
+	pending := 0
+	for stmt := range stmts {
+		if !open {
+			if _, err := t.ExecContext(ctx, "BEGIN"); err != nil {
+				return fail(err)
+			}
+			open = true
+		}
+		if _, err := t.ExecContext(ctx, string(stmt)); err != nil {
+			return fail(err)
+		}
+		pending += len(stmt)
+		if pending >= myCommitBytes {
+			if _, err := t.ExecContext(ctx, "COMMIT"); err != nil {
+				return fail(err)
+			}
+			open, pending = false, 0
+		}
+	}
+	if open {
+		if _, err := t.ExecContext(ctx, "COMMIT"); err != nil {
+			return fail(err)
+		}
+	}
+	return nil
+}
+
+// appendMyValue appends v as an SQL literal of its column's kind.
+func appendMyValue(buf []byte, kind int, charset string, v sql.RawBytes) []byte {
+	if v == nil {
+		return append(buf, "NULL"...)
+	}
+	switch kind {
+	case myNumber:
+		if isMyNumber(v) {
+			return append(buf, v...)
+		}
+	case myHex:
+		return appendHex(append(buf, 'X'), v)
+	case myCharset:
+		buf = append(append(append(buf, '_'), charset...), " X"...)
+		return appendHex(buf, v)
+	}
+	return appendQuoted(buf, v)
+}
+
+func isMyNumber(v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	for _, c := range v {
+		if !('0' <= c && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
+			return false
+		}
+	}
+	return true
+}
+
+func appendHex(buf, v []byte) []byte {
+	buf = append(buf, '\'')
+	buf = hex.AppendEncode(buf, v)
+	return append(buf, '\'')
+}
+
+// appendQuoted quotes v as mysql_real_escape_string does (the session's
+// sql_mode has no NO_BACKSLASH_ESCAPES: myPrepareTarget sets it).
+func appendQuoted(buf, v []byte) []byte {
+	buf = append(buf, '\'')
+	for _, c := range v {
+		switch c {
+		case 0:
+			buf = append(buf, '\\', '0')
+		case '\n':
+			buf = append(buf, '\\', 'n')
+		case '\r':
+			buf = append(buf, '\\', 'r')
+		case '\\':
+			buf = append(buf, '\\', '\\')
+		case '\'':
+			buf = append(buf, '\\', '\'')
+		case 0x1a:
+			buf = append(buf, '\\', 'Z')
+		default:
+			buf = append(buf, c)
+		}
+	}
+	return append(buf, '\'')
+}
