@@ -25,5 +25,5 @@ bench-agent: agent-deps ## Benchmark the agent side by side with its peers: back
 	cd agent && go run ./bench $(AGENT_BENCH_FLAGS)
 
 .PHONY: bench-migration
-bench-migration: agent-deps ## Benchmark agent migrate copy (direct, PostgreSQL, parallel 4) against pgcopydb clone on the same ~1 GB database pair (four tables of different sizes), and the cost of agent migrate verify on top. MIGRATION_BENCH_MB (1000).
-	cd agent && go run ./bench -sizes= -mysql-sizes= -migration-sizes $(or $(MIGRATION_BENCH_MB),1000) $(AGENT_BENCH_FLAGS)
+bench-migration: agent-deps ## Benchmark agent migrate copy (direct, PostgreSQL, parallel 4) against pgcopydb clone on the same ~1 GB database pair (four tables of different sizes), MariaDB (~200 MB) against mysqldump | mysql on one and four connections, and the cost of agent migrate verify on top. MIGRATION_BENCH_MB (1000), MIGRATION_BENCH_MYSQL_MB (200).
+	cd agent && go run ./bench -sizes= -mysql-sizes= -migration-sizes $(or $(MIGRATION_BENCH_MB),1000) -mysql-migration-sizes $(or $(MIGRATION_BENCH_MYSQL_MB),200) $(AGENT_BENCH_FLAGS)
