@@ -570,6 +570,13 @@ type ReplicationStatus struct {
 	// Stopped is true once replication-stop ran.
 	// +optional
 	Stopped bool `json:"stopped,omitempty"`
+	// NotReplicated are included source tables that the publication does
+	// not carry (created after replication started): their rows do not
+	// reach the target. The last replication check's list; also a
+	// warning of that step.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	NotReplicated []string `json:"notReplicated,omitempty"`
 }
 
 // CutoverStatus is what cutover did.
@@ -638,6 +645,19 @@ type StepStatus struct {
 	// Message says why the step failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Actions the agent reported for this step, one line each (e.g. how
+	// the copy took its snapshot, the binlog position, the large objects
+	// copied, a reset of a killed attempt's leftovers).
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Actions []string `json:"actions,omitempty"`
+	// Warnings the agent reported: findings that did not fail the step but
+	// need the user's attention (e.g. a table created on the source after
+	// replication started, which is not replicated). Each new one is also a
+	// Warning Event (reason AgentWarning).
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MigrationJob moves a database into another database of the same engine,

@@ -11,6 +11,7 @@ import (
 	"cairn.dev/agent/result"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/operators/migration/internal/controller"
 )
 
 func continuousJob(ns, name, maxWAL string) *migrationv1.MigrationJob {
@@ -73,9 +74,15 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 	copyAndVerify(t, ns, "cont")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseReadyForCutover))
 
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "cont-rstatus-0"), result.MigrationResult{Replication: replication(4096, 1<<20)})
+	first := result.MigrationResult{Replication: replication(4096, 1<<20),
+		Warnings: []string{"table public.late is not in the publication: its rows are not replicated"}}
+	first.Replication.NotReplicated = []string{"public.late"}
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "cont-rstatus-0"), first)
 	g.Eventually(func(g Gomega) *migrationv1.ReplicationStatus { return current(g, mj).Status.Replication }).WithTimeout(timeout).
-		Should(And(HaveField("LagBytes", int64(4096)), HaveField("RetainedWALBytes", int64(1<<20)), HaveField("Slot", "cairn_slot_x")))
+		Should(And(HaveField("LagBytes", int64(4096)), HaveField("RetainedWALBytes", int64(1<<20)), HaveField("Slot", "cairn_slot_x"),
+			HaveField("NotReplicated", []string{"public.late"})))
+	g.Eventually(eventNotes(ns, "cont", controller.AgentWarningReason)).WithTimeout(timeout).Should(ConsistOf(
+		"step replication-status: table public.late is not in the publication: its rows are not replicated"))
 	second := waitForJob(t, env.Client, ns, "cont-rstatus-1")
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).ShouldNot(ContainElement("cont-rstatus-0"), "the checked one is deleted")
 	completeStep(t, env.Client, second, result.MigrationResult{Replication: replication(0, 2<<20)})

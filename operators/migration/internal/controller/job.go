@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -380,7 +381,28 @@ func transition(_ context.Context, rec events.EventRecorder, old, mj *migrationv
 		// action into one series, keeping the first note.
 		rec.Eventf(mj, nil, corev1.EventTypeNormal, CutoverEventReason, "CutOver", "%s", strings.Join(mj.Status.Cutover.Actions, "; "))
 	}
+	for _, st := range mj.Status.Steps {
+		if w := newWarnings(old.Status.Step(st.Step), st); len(w) > 0 {
+			rec.Eventf(mj, nil, corev1.EventTypeWarning, AgentWarningReason, "Step", "step %s: %s", st.Step, strings.Join(w, "; "))
+		}
+	}
 	if mj.Finished() && !old.Finished() {
 		recordFinished(mj)
 	}
+}
+
+// AgentWarningReason is the reason of the Warning Event a step's new
+// agent warnings raise.
+const AgentWarningReason = "AgentWarning"
+
+// newWarnings are the warnings of step st that its old record did not
+// have.
+func newWarnings(old *migrationv1.StepStatus, st migrationv1.StepStatus) []string {
+	var out []string
+	for _, w := range st.Warnings {
+		if old == nil || !slices.Contains(old.Warnings, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }

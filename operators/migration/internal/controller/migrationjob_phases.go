@@ -446,6 +446,10 @@ func (r *MigrationJobReconciler) recordReplication(p *pass) func(*result.Migrati
 		rs.Publication, rs.Subscription, rs.Slot = rep.Publication, rep.Subscription, rep.Slot
 		rs.LagBytes, rs.RetainedWALBytes = rep.LagBytes, rep.RetainedWALBytes
 		rs.SyncedTables, rs.Tables = int32(rep.SyncedTables), int32(rep.Tables)
+		rs.NotReplicated = rep.NotReplicated
+		if len(rs.NotReplicated) > 64 {
+			rs.NotReplicated = rs.NotReplicated[:64]
+		}
 		return nil
 	}
 }

@@ -85,13 +85,20 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	g.Expect(cur.Status.Progress.TablesTotal).To(Equal(int32(3)))
 	g.Expect(condition(g, mj, migrationv1.PrecheckedCondition).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"migrate", "copy"}))
-	completeStep(t, env.Client, job, result.MigrationResult{TablesDone: 3, Bytes: 3 << 20})
+	completeStep(t, env.Client, job, result.MigrationResult{TablesDone: 3, Bytes: 3 << 20,
+		Actions:  []string{"rows copied on 4 connections in one snapshot"},
+		Warnings: []string{"table public.audit has no primary key"}})
 
 	// Verify.
 	job = waitForJob(t, env.Client, ns, "orders-verify")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseVerifying))
 	cur = current(g, mj)
 	g.Expect(cur.Status.Progress).To(Equal(migrationv1.Progress{TablesDone: 3, TablesTotal: 3, Bytes: 3 << 20}))
+	// The agent's report of the step is kept; a warning is also an Event.
+	g.Expect(cur.Status.Step(result.StepCopy).Actions).To(Equal([]string{"rows copied on 4 connections in one snapshot"}))
+	g.Expect(cur.Status.Step(result.StepCopy).Warnings).To(Equal([]string{"table public.audit has no primary key"}))
+	g.Eventually(eventNotes(ns, "orders", controller.AgentWarningReason)).WithTimeout(timeout).Should(ConsistOf(
+		"step copy: table public.audit has no primary key"))
 	g.Expect(condition(g, mj, migrationv1.CopiedCondition).Status).To(Equal(metav1.ConditionTrue))
 	completeStep(t, env.Client, job, result.MigrationResult{Verification: verification("Checksum",
 		[]string{"public.customers", "public.items", "public.orders"}, nil)})

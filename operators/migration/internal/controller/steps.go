@@ -186,6 +186,9 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 			p.RequeueAfter(2 * time.Second)
 			return false, nil
 		}
+		if res != nil {
+			st.Actions, st.Warnings = capLines(res.Actions), capLines(res.Warnings)
+		}
 		if s.onResult != nil {
 			if err := s.onResult(res); err != nil {
 				st.Phase, st.Message, st.CompletionTime = migrationv1.StepFailed, err.Error(), &at
@@ -277,4 +280,17 @@ func stepJobName(mj *migrationv1.MigrationJob, step string, n int32) string {
 		return fmt.Sprintf("%s-%s-%d", mj.Name, short, n)
 	}
 	return mj.Name + "-" + short
+}
+
+// maxReportLines bounds a step's Actions and Warnings (the CRD's maxItems).
+const maxReportLines = 32
+
+// capLines keeps the first maxReportLines lines, the last one saying how
+// many were left out.
+func capLines(lines []string) []string {
+	if len(lines) <= maxReportLines {
+		return lines
+	}
+	out := append([]string{}, lines[:maxReportLines-1]...)
+	return append(out, fmt.Sprintf("... and %d more", len(lines)-maxReportLines+1))
 }
