@@ -37,7 +37,7 @@ func TestLoweringEveryNBackupsVerifiesNewestAtOnce(t *testing.T) {
 	a2 := artifact("20260103T180000.000Z")
 	backupSucceeded(t, bj, time.Now().Add(-2*time.Minute), a2)
 	g.Eventually(func(g Gomega) int32 { return current(g, p).Status.BackupsSinceVerification }).WithTimeout(timeout).Should(Equal(int32(1)))
-	g.Consistently(func(g Gomega) []string { return restoreJobNames(g, ns) }).WithTimeout(2 * time.Second).
+	g.Consistently(func(g Gomega) []string { return restoreJobNames(g, ns) }).WithTimeout(2*time.Second).
 		Should(ConsistOf("orders-verify-1"), "1 of 3 backups: not due")
 
 	cur := current(g, p)
