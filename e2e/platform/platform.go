@@ -4,7 +4,8 @@
 // binaries, applies the platform with each operator's webhook Service replaced
 // by a local Service (https://127.0.0.1:<port>, a CA made here), and starts,
 // kills and stops operator processes with their Deployment's arguments and
-// their ServiceAccount's identity.
+// their ServiceAccount's identity. Each process serves its metrics over plain
+// HTTP on a loopback port (Operator.Metrics scrapes them).
 package platform
 
 import (
@@ -68,23 +69,31 @@ type Operator struct {
 	// (the demo); Stop and Kill still work by PID.
 	Detach bool
 
-	ProbePort int
-	Cmd       *exec.Cmd
-	exited    chan struct{}
+	// ProbePort serves /healthz and /readyz; MetricsPort serves /metrics
+	// (plain HTTP on 127.0.0.1: the installed Deployment serves HTTPS with
+	// Kubernetes authn/authz to Prometheus; a local process needs neither).
+	ProbePort, MetricsPort int
+	Cmd                    *exec.Cmd
+	exited                 chan struct{}
 }
 
 // Start starts the process: its Deployment's arguments, then the local
-// addresses (no metrics, probes on a free port, webhooks on WebhookPort with
-// the Service's certificates), then Extra; a later flag wins.
+// addresses (metrics and probes on free loopback ports, webhooks on
+// WebhookPort with the Service's certificates), then Extra; a later flag
+// wins.
 func (o *Operator) Start() error {
 	var err error
 	if o.ProbePort, err = FreePort(); err != nil {
 		return err
 	}
+	if o.MetricsPort, err = FreePort(); err != nil {
+		return err
+	}
 	args := append([]string{}, o.Args...)
 	args = append(args,
 		"--kubeconfig", o.Kubeconfig,
-		"--metrics-bind-address=0",
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(o.MetricsPort),
+		"--metrics-secure=false",
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(o.ProbePort),
 		"--enable-webhooks=true",
 		"--webhook-port="+strconv.Itoa(o.WebhookPort),

@@ -420,6 +420,7 @@ type VerificationRecord struct {
 // +kubebuilder:printcolumn:name="Last Verified",type=date,JSONPath=`.status.lastSuccessfulVerification.completionTime`
 // +kubebuilder:printcolumn:name="Recovery Point",type=date,JSONPath=`.status.recoveryPoint`,priority=1
 // +kubebuilder:printcolumn:name="Restore Time",type=string,JSONPath=`.status.restoreDuration`,priority=1
+// +kubebuilder:printcolumn:name="Migration",type=string,JSONPath=`.status.migration.phase`,priority=1,description="Phase of the plan's MigrationJob (spec.migration), once created"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ProtectionPlan struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -76,6 +76,16 @@ func mapSamples(s *samples, pl *planeState) error {
 			return err
 		}
 	}
+	// The plan's migration (start: false, so nothing is created) must name
+	// the plan's database as its source: admission refuses any other.
+	if _, ok, _ := unstructured.NestedMap(s.plan.Object, "spec", "migration", "template", "source"); ok {
+		if err := set(s.plan, "127.0.0.1", "spec", "migration", "template", "source", "host"); err != nil {
+			return err
+		}
+		if err := set(s.plan, int64(pl.Postgres.Port), "spec", "migration", "template", "source", "port"); err != nil {
+			return err
+		}
+	}
 	for _, sec := range s.secrets {
 		switch sec.GetName() {
 		case "orders-db-credentials":
@@ -89,7 +99,7 @@ func mapSamples(s *samples, pl *planeState) error {
 		}
 	}
 	logf("samples mapped to the local servers:")
-	logf("  %s:%v (BackupJob and ProtectionPlan database, RestoreJob target, the plan's scratch database) -> 127.0.0.1:%d (PostgreSQL 15)", host, port, pl.Postgres.Port)
+	logf("  %s:%v (BackupJob and ProtectionPlan database, RestoreJob target, the plan's scratch database and migration source) -> 127.0.0.1:%d (PostgreSQL 15)", host, port, pl.Postgres.Port)
 	logf("  %s (https) -> http://%s (versitygw), bucket %s", endpoint, pl.S3Endpoint, bucket)
 	logf("  Secret orders-db-credentials -> user %s of that server; Secret orders-db-s3-credentials -> the S3 server's key", pl.Postgres.User)
 	return nil

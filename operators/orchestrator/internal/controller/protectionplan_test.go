@@ -74,6 +74,13 @@ func TestBackupJobCreatedOnceAndDriftReverted(t *testing.T) {
 	cur.Spec.Backup.Schedule = "30 3 * * *"
 	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
 	g.Eventually(func(g Gomega) string { return get(g, bj).Spec.Schedule }).WithTimeout(timeout).Should(Equal("30 3 * * *"))
+	// The plan's own suspend reaches it too (and is not drift then).
+	cur = current(g, p)
+	cur.Spec.Backup.Suspend = true
+	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	g.Eventually(func(g Gomega) bool { return get(g, bj).Spec.Suspend }).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(func(g Gomega) int64 { return current(g, p).Status.ObservedGeneration }).WithTimeout(timeout).Should(Equal(cur.Generation))
+	g.Expect(get(g, bj).Spec.Suspend).To(BeTrue())
 
 	// Created once: still the same one BackupJob, and no RestoreJob (no backup yet).
 	list := &backupv1.BackupJobList{}
