@@ -89,6 +89,12 @@ type Options struct {
 	// (StartPodRunner) — the demo runs it in a process of its own that
 	// outlives `demo up`. Pods wait Pending until its node is Ready.
 	ExternalPodRunner bool
+	// PodRunnerNode names the pod runner's node (default
+	// podrunner.DefaultNodeName). Two clusters with real pods side by side
+	// need different names: a runner removes, when it starts, the containers
+	// another runner of the same node name left, and container names carry
+	// the node's name.
+	PodRunnerNode string
 	// AgentImage is the local image run for the platform's agent image
 	// (AgentRepository:<any tag>); default $CAIRN_AGENT_IMAGE, else
 	// DefaultAgentImage (`make images`).
@@ -225,7 +231,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		if !o.ExternalPodRunner {
-			if c.Pods, err = StartPodRunner(ctx, c.Config, c.Workdir, o.AgentImage, c.logf); err != nil {
+			if c.Pods, err = startPodRunner(ctx, c.Config, c.Workdir, o.PodRunnerNode, o.AgentImage, c.logf); err != nil {
 				return nil, err
 			}
 		}
@@ -489,13 +495,18 @@ func (c *Cluster) taintKwokNodes(ctx context.Context) error {
 // to, keeping its folders under workdir/podrunner. image is the local agent
 // image (empty: $CAIRN_AGENT_IMAGE, else DefaultAgentImage).
 func StartPodRunner(ctx context.Context, cfg *rest.Config, workdir, image string, logf func(string, ...any)) (*podrunner.Runner, error) {
+	return startPodRunner(ctx, cfg, workdir, "", image, logf)
+}
+
+// startPodRunner is StartPodRunner with the node's name (empty: the default).
+func startPodRunner(ctx context.Context, cfg *rest.Config, workdir, node, image string, logf func(string, ...any)) (*podrunner.Runner, error) {
 	if image == "" {
 		image = os.Getenv("CAIRN_AGENT_IMAGE")
 	}
 	if image == "" {
 		image = DefaultAgentImage
 	}
-	return podrunner.Start(ctx, podrunner.Options{Config: cfg, Dir: filepath.Join(workdir, "podrunner"),
+	return podrunner.Start(ctx, podrunner.Options{NodeName: node, Config: cfg, Dir: filepath.Join(workdir, "podrunner"),
 		Images: map[string]string{AgentRepository: image}, Logf: logf})
 }
 

@@ -28,9 +28,7 @@ func TestPostgresDirectMigration(t *testing.T) { migrate(t, migrationv1.Transfer
 // The same through a store (S3): export, import, and verification of the
 // target against the inventory export took in the dump's snapshot.
 func TestPostgresStoreMigration(t *testing.T) {
-	migrate(t, migrationv1.TransferSpec{Method: migrationv1.TransferStore, Storage: &cairnv1.StorageSpec{S3: &cairnv1.S3Storage{
-		Endpoint: env.Servers.S3.Endpoint(), Bucket: platform.Bucket, Prefix: "migrations", Region: "us-east-1", Insecure: true,
-		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}}})
+	migrate(t, storeTransfer())
 }
 
 func migrate(t *testing.T, transfer migrationv1.TransferSpec) {
