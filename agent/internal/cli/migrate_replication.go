@@ -325,3 +325,70 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 	}
 	return nil
 }
+
+// syncPoll is how often waitReplicated looks at the subscription, and
+// lagGrace how long it waits for lag 0 once every table is synchronised.
+const (
+	syncPoll = time.Second
+	lagGrace = 2 * time.Minute
+)
+
+// waitReplicated waits (until ctx ends: the Job's deadline) for a
+// Continuous migration's subscription to have synchronised every table and
+// caught up with the source (lag 0), and records how long it waited.
+func (a *app) waitReplicated(ctx context.Context, res *result.MigrationResult) error {
+	names, err := a.replicationNames()
+	if err != nil {
+		return err
+	}
+	sc, err := a.source()
+	if err != nil {
+		return err
+	}
+	tc, err := a.target()
+	if err != nil {
+		return err
+	}
+	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	defer tgt.Close(context.WithoutCancel(ctx))
+	start := time.Now()
+	var syncedAt time.Time
+	for {
+		st := &result.MigrationResult{Replication: &result.Replication{Publication: names.Publication, Subscription: names.Subscription, Slot: names.Slot}}
+		if err := a.fillStatus(ctx, src, tgt, st); err != nil {
+			return err
+		}
+		r := st.Replication
+		synced := r.Tables > 0 && r.SyncedTables == r.Tables
+		if synced && r.LagBytes == 0 {
+			res.Actions = append(res.Actions, fmt.Sprintf("waited %s for the subscription to synchronise %d tables and catch up before comparing",
+				time.Since(start).Round(time.Millisecond), r.Tables))
+			return nil
+		}
+		if synced && syncedAt.IsZero() {
+			syncedAt = time.Now()
+		}
+		if synced && time.Since(syncedAt) > lagGrace {
+			// A source written without pause never shows lag 0: compare
+			// anyway, and say that what is in flight may differ.
+			res.Warnings = append(res.Warnings, fmt.Sprintf("compared while the source is being written (lag %d bytes after %s): rows in flight may show as mismatches; verify again with the source quiet, or rely on cutover's wait for lag 0",
+				r.LagBytes, lagGrace))
+			return nil
+		}
+		a.log.Info("waiting for replication before verifying", "synced", r.SyncedTables, "tables", r.Tables, "lagBytes", r.LagBytes)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replication did not catch up before the step's deadline (%d of %d tables synchronised, lag %d bytes): %w",
+				r.SyncedTables, r.Tables, r.LagBytes, ctx.Err())
+		case <-time.After(syncPoll):
+		}
+	}
+}

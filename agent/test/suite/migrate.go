@@ -457,6 +457,12 @@ func MigrateContinuous(t *testing.T, e *Env) {
 	if again := m.ok(t, "replication-start"); len(again.Actions) != 0 {
 		t.Errorf("repeated replication-start acted: %q", again.Actions)
 	}
+	// verify at once (as the operator runs it): it waits for the initial
+	// table synchronisation and the lag to reach 0, then compares.
+	if v := m.ok(t, "verify"); v.Verification == nil || v.Verification.Mismatched != 0 || len(v.Actions) != 1 ||
+		!strings.HasPrefix(v.Actions[0], "waited ") {
+		t.Fatalf("verify right after replication-start: %+v %q", v.Verification, v.Actions)
+	}
 	synced := func(what string) *result.Replication {
 		var last *result.Replication
 		err := testenv.Poll(2*time.Minute, 300*time.Millisecond, func() error {
