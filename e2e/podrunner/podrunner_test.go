@@ -349,6 +349,7 @@ echo "$msg" > /dev/termination-log`
 		got := &corev1.Pod{}
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 		g.Expect(got.Status.Phase).To(Equal(corev1.PodPending))
+		g.Expect(got.Status.ContainerStatuses).To(HaveLen(1))
 		w := got.Status.ContainerStatuses[0].State.Waiting
 		g.Expect(w).NotTo(BeNil())
 		g.Expect(w.Message).To(ContainSubstring(`secret db not found`))
