@@ -381,19 +381,19 @@ func TestExecInRunningContainer(t *testing.T) {
 		g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning))
 	}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 
-	stdout, stderr, err := execIn(ctx, ns, "sleeper", "", "sh", "-c", `echo "$GREETING as $(id -u)"; echo oops >&2; exit 7`)
+	stdout, stderr, err := execIn(ctx, t, ns, "sleeper", "", "sh", "-c", `echo "$GREETING as $(id -u)"; echo oops >&2; exit 7`)
 	var exitErr utilexec.CodeExitError
 	g.Expect(errors.As(err, &exitErr)).To(BeTrue(), "a non-zero exit code comes back: %v", err)
 	g.Expect(exitErr.Code).To(Equal(7))
 	g.Expect(stdout).To(Equal("hello as 65532\n"))
 	g.Expect(stderr).To(Equal("oops\n"))
 
-	stdout, _, err = execIn(ctx, ns, "sleeper", "piped in\n", "cat")
+	stdout, _, err = execIn(ctx, t, ns, "sleeper", "piped in\n", "cat")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(stdout).To(Equal("piped in\n"))
 }
 
-func execIn(ctx context.Context, ns, name, stdin string, cmd ...string) (string, string, error) {
+func execIn(ctx context.Context, t *testing.T, ns, name, stdin string, cmd ...string) (string, string, error) {
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		return "", "", err
@@ -419,7 +419,9 @@ func execIn(ctx context.Context, ns, name, stdin string, cmd ...string) (string,
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	begin := time.Now()
 	err = exec.StreamWithContext(ctx, opts)
+	t.Logf("exec %q took %s", cmd, time.Since(begin).Round(time.Millisecond))
 	return out.String(), errOut.String(), err
 }
 
