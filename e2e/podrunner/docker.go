@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,9 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	utilexec "k8s.io/utils/exec"
 )
 
 // NodeLabel on every container the runner starts names its node, so Cleanup
@@ -215,4 +219,67 @@ func (i *dockerInstance) Logs() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return i.readLogs(ctx)
+}
+
+// Exec runs cmd in the container as docker exec does (the container's user,
+// environment and working directory) and streams its input and output.
+func (i *dockerInstance) Exec(ctx context.Context, cmd []string, aio api.AttachIO) error {
+	select {
+	case <-i.done:
+		return errdefs.InvalidInput("the container has exited")
+	default:
+	}
+	stdin, stdout, stderr := aio.Stdin(), aio.Stdout(), aio.Stderr()
+	ex, err := i.d.cli.ContainerExecCreate(ctx, i.id, container.ExecOptions{Cmd: cmd, Tty: aio.TTY(),
+		AttachStdin: stdin != nil, AttachStdout: stdout != nil, AttachStderr: stderr != nil})
+	if err != nil {
+		return err
+	}
+	resp, err := i.d.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: aio.TTY()})
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(resp.Conn, stdin)
+			_ = resp.CloseWrite()
+		}()
+	}
+	if aio.TTY() {
+		go func() {
+			for {
+				select {
+				case size := <-aio.Resize():
+					_ = i.d.cli.ContainerExecResize(ctx, ex.ID, container.ResizeOptions{Height: uint(size.Height), Width: uint(size.Width)})
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	orDiscard := func(w io.Writer) io.Writer {
+		if w == nil {
+			return io.Discard
+		}
+		return w
+	}
+	if aio.TTY() {
+		_, err = io.Copy(orDiscard(stdout), resp.Reader)
+	} else {
+		_, err = stdcopy.StdCopy(orDiscard(stdout), orDiscard(stderr), resp.Reader)
+	}
+	if err != nil {
+		return err
+	}
+	insp, err := i.d.cli.ContainerExecInspect(ctx, ex.ID)
+	if err != nil {
+		return err
+	}
+	if insp.ExitCode != 0 {
+		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", insp.ExitCode), Code: insp.ExitCode}
+	}
+	return nil
 }

@@ -106,7 +106,7 @@ func Start(ctx context.Context, o Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &provider{node: o.NodeName, rt: rt, dir: o.Dir, logf: o.Logf, hostIP: "127.0.0.1", pods: map[string]*podState{},
+	p := &provider{node: o.NodeName, rt: rt, dir: o.Dir, logf: o.Logf, hostIP: "127.0.0.1", pods: map[string]*podState{}, cs: cs,
 		image: func(img string) string {
 			if local, ok := o.Images[repository(img)]; ok {
 				return local

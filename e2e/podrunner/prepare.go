@@ -1,7 +1,7 @@
 package podrunner
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // preparedContainer is one container's runtime spec.
@@ -17,14 +19,30 @@ type preparedContainer struct {
 	spec containerSpec
 }
 
+// preparedPod is what prepare makes of a pod: its init containers (run one
+// after the other, in order) and its containers.
+type preparedPod struct {
+	inits, containers []preparedContainer
+}
+
+// errVolumeSource is a configMap or Secret volume whose object (or key) is
+// not there yet: the kubelet keeps such a pod in ContainerCreating and tries
+// again, and so does the runner.
+type errVolumeSource struct{ msg string }
+
+func (e *errVolumeSource) Error() string { return e.msg }
+
 // prepare maps the pod to runtime specs: its volumes to host folders (an
 // emptyDir per pod, a PersistentVolumeClaim per claim and namespace, kept
-// across pods like a real volume; hostPath as is), the termination message
-// to a host file, and the security context.
-func (p *provider) prepare(st *podState) ([]preparedContainer, error) {
+// across pods like a real volume; hostPath as is; a configMap or Secret
+// projected into a folder of the pod, its keys as files, mounted read-only),
+// the termination message to a host file, and the security context.
+func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, error) {
 	pod := st.pod
-	if len(pod.Spec.InitContainers) > 0 {
-		return nil, errors.New("init containers are not supported by the pod runner")
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			return nil, fmt.Errorf("init container %s: sidecar containers (restartPolicy: Always) are not supported by the pod runner", c.Name)
+		}
 	}
 	if err := os.MkdirAll(st.dir, 0o755); err != nil {
 		return nil, err
@@ -34,6 +52,7 @@ func (p *provider) prepare(st *podState) ([]preparedContainer, error) {
 		psc = &corev1.PodSecurityContext{}
 	}
 	volumes := map[string]string{}
+	readOnly := map[string]bool{}
 	for _, v := range pod.Spec.Volumes {
 		var dir string
 		switch {
@@ -44,8 +63,15 @@ func (p *provider) prepare(st *podState) ([]preparedContainer, error) {
 		case v.HostPath != nil:
 			volumes[v.Name] = v.HostPath.Path
 			continue
+		case v.ConfigMap != nil || v.Secret != nil:
+			dir = filepath.Join(st.dir, "volumes", v.Name)
+			if err := p.project(ctx, pod.Namespace, v, dir, psc.FSGroup); err != nil {
+				return nil, err
+			}
+			volumes[v.Name], readOnly[v.Name] = dir, true
+			continue
 		default:
-			return nil, fmt.Errorf("volume %s: only emptyDir, persistentVolumeClaim and hostPath volumes are supported by the pod runner", v.Name)
+			return nil, fmt.Errorf("volume %s: only emptyDir, persistentVolumeClaim, hostPath, configMap and secret volumes are supported by the pod runner", v.Name)
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
@@ -65,8 +91,8 @@ func (p *provider) prepare(st *podState) ([]preparedContainer, error) {
 		}
 		volumes[v.Name] = dir
 	}
-	var out []preparedContainer
-	for _, c := range pod.Spec.Containers {
+	out := &preparedPod{}
+	for i, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		cs := containerSpec{
 			Name:       fmt.Sprintf("cairn-%s-%s-%s-%s", p.node, pod.Namespace, pod.Name, c.Name),
 			PodImage:   c.Image,
@@ -127,11 +153,15 @@ func (p *provider) prepare(st *podState) ([]preparedContainer, error) {
 			if vm.SubPath != "" {
 				parent := host
 				host = filepath.Join(host, filepath.Clean("/"+vm.SubPath))
-				if err := mkdirLike(host, parent); err != nil {
+				if readOnly[vm.Name] { // a configMap or Secret: the subPath is a key's file (or folder)
+					if _, err := os.Stat(host); err != nil {
+						return nil, fmt.Errorf("container %s: subPath %s of volume %s: %w", c.Name, vm.SubPath, vm.Name, err)
+					}
+				} else if err := mkdirLike(host, parent); err != nil {
 					return nil, err
 				}
 			}
-			cs.Mounts = append(cs.Mounts, hostMount{Host: host, Container: vm.MountPath, ReadOnly: vm.ReadOnly})
+			cs.Mounts = append(cs.Mounts, hostMount{Host: host, Container: vm.MountPath, ReadOnly: vm.ReadOnly || readOnly[vm.Name]})
 		}
 		cs.TermLogPath = c.TerminationMessagePath
 		if cs.TermLogPath == "" {
@@ -145,9 +175,101 @@ func (p *provider) prepare(st *podState) ([]preparedContainer, error) {
 		if err := os.Chmod(cs.TermLogHost, 0o666); err != nil { // past the umask: the container's user writes it
 			return nil, err
 		}
-		out = append(out, preparedContainer{name: c.Name, spec: cs})
+		if i < len(pod.Spec.InitContainers) {
+			out.inits = append(out.inits, preparedContainer{name: c.Name, spec: cs})
+		} else {
+			out.containers = append(out.containers, preparedContainer{name: c.Name, spec: cs})
+		}
 	}
 	return out, nil
+}
+
+// project writes a configMap or Secret volume into dir as the kubelet does:
+// each key a file (or only the items, at their paths), mode the item's, else
+// defaultMode, else 0644; with an fsGroup the files belong to that group and
+// are group-readable. A missing object or key is an errVolumeSource unless
+// the volume is optional (then the folder stays empty, or the key is left
+// out).
+func (p *provider) project(ctx context.Context, ns string, v corev1.Volume, dir string, fsGroup *int64) error {
+	var (
+		data        = map[string][]byte{}
+		items       []corev1.KeyToPath
+		defaultMode *int32
+		optional    bool
+		err         error
+		what        string
+	)
+	if cm := v.ConfigMap; cm != nil {
+		items, defaultMode, optional, what = cm.Items, cm.DefaultMode, cm.Optional != nil && *cm.Optional, "configmap "+cm.Name
+		var obj *corev1.ConfigMap
+		if obj, err = p.cs.CoreV1().ConfigMaps(ns).Get(ctx, cm.Name, metav1.GetOptions{}); err == nil {
+			for k, val := range obj.Data {
+				data[k] = []byte(val)
+			}
+			for k, val := range obj.BinaryData {
+				data[k] = val
+			}
+		}
+	} else {
+		sec := v.Secret
+		items, defaultMode, optional, what = sec.Items, sec.DefaultMode, sec.Optional != nil && *sec.Optional, "secret "+sec.SecretName
+		var obj *corev1.Secret
+		if obj, err = p.cs.CoreV1().Secrets(ns).Get(ctx, sec.SecretName, metav1.GetOptions{}); err == nil {
+			data = obj.Data
+		}
+	}
+	switch {
+	case apierrors.IsNotFound(err) && optional:
+		data = nil
+	case apierrors.IsNotFound(err):
+		return &errVolumeSource{fmt.Sprintf("volume %s: %s not found", v.Name, what)}
+	case err != nil:
+		return fmt.Errorf("volume %s: reading %s: %w", v.Name, what, err)
+	}
+	if len(items) == 0 {
+		for k := range data {
+			items = append(items, corev1.KeyToPath{Key: k, Path: k})
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil { // a retry after a missing key starts afresh
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, it := range items {
+		b, ok := data[it.Key]
+		if !ok {
+			if optional {
+				continue
+			}
+			return &errVolumeSource{fmt.Sprintf("volume %s: %s has no key %q", v.Name, what, it.Key)}
+		}
+		mode := int32(corev1.SecretVolumeSourceDefaultMode) // 0644, the same for configMaps
+		if defaultMode != nil {
+			mode = *defaultMode
+		}
+		if it.Mode != nil {
+			mode = *it.Mode
+		}
+		file := filepath.Join(dir, filepath.Clean("/"+it.Path))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			return err
+		}
+		if fsGroup != nil {
+			if err := os.Chown(file, -1, int(*fsGroup)); err != nil {
+				return err
+			}
+			mode |= 0o440
+		}
+		if err := os.Chmod(file, os.FileMode(mode)&os.ModePerm); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ClaimDir is the host folder that backs a PersistentVolumeClaim of a

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 )
 
 // processRuntime runs a pod's container as a local process, for machines
@@ -130,6 +133,10 @@ func (i *processInstance) Stop(grace time.Duration) {
 }
 
 func (i *processInstance) Logs() string { return i.out.String() }
+
+func (i *processInstance) Exec(context.Context, []string, api.AttachIO) error {
+	return errdefs.InvalidInput("exec is not supported when pods run as local processes")
+}
 
 // lockedBuffer is a bytes.Buffer safe for the process's writes and our reads.
 type lockedBuffer struct {

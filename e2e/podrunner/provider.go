@@ -2,6 +2,7 @@ package podrunner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 )
 
@@ -32,6 +34,8 @@ type provider struct {
 	image  func(string) string
 	logf   func(string, ...any)
 	hostIP string
+	// cs reads the configMaps and Secrets of volumes.
+	cs kubernetes.Interface
 
 	mu     sync.Mutex
 	pods   map[string]*podState
@@ -74,6 +78,10 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	st := &podState{pod: pod.DeepCopy(), running: map[string]instance{}, logs: map[string]string{},
 		dir: filepath.Join(p.dir, "pods", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))}
 	now := metav1.Now()
+	initialized, waiting := corev1.PodCondition{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now}, "ContainerCreating"
+	if len(pod.Spec.InitContainers) > 0 {
+		initialized.Status, initialized.Reason, waiting = corev1.ConditionFalse, "ContainersNotInitialized", "PodInitializing"
+	}
 	st.pod.Status = corev1.PodStatus{
 		Phase:     corev1.PodPending,
 		HostIP:    p.hostIP,
@@ -84,14 +92,19 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 		QOSClass:  pod.Status.QOSClass,
 		Conditions: []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			initialized,
 			{Type: corev1.ContainersReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: now},
 			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", LastTransitionTime: now},
 		},
 	}
+	for _, c := range pod.Spec.InitContainers {
+		st.pod.Status.InitContainerStatuses = append(st.pod.Status.InitContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}},
+		})
+	}
 	for _, c := range pod.Spec.Containers {
 		st.pod.Status.ContainerStatuses = append(st.pod.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+			Name: c.Name, Image: c.Image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}},
 		})
 	}
 	p.pods[k] = st
@@ -100,28 +113,109 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// run starts the pod's containers, waits for them and records how they
-// ended. Init containers are not supported (agent pods have none): such a
-// pod fails with a message saying so, as do unsupported volume types.
-func (p *provider) run(st *podState) {
-	ctx := context.Background()
-	specs, err := p.prepare(st)
+// isDeleted reports whether the pod was deleted.
+func (p *provider) isDeleted(st *podState) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return st.deleted
+}
+
+// pause waits d, or less if the pod is deleted meanwhile; it reports whether
+// the pod is still there.
+func (p *provider) pause(st *podState, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if p.isDeleted(st) {
+			return false
+		}
+		time.Sleep(min(200*time.Millisecond, time.Until(deadline)))
+	}
+	return !p.isDeleted(st)
+}
+
+// start starts one container and registers it as running (stopping it at
+// once if the pod was deleted meanwhile: DeletePod saw nothing to stop).
+func (p *provider) start(ctx context.Context, st *podState, c preparedContainer) (instance, error) {
+	if err := os.WriteFile(c.spec.TermLogHost, nil, 0o666); err != nil { // a new file for each run
+		return nil, err
+	}
+	inst, err := p.rt.Start(ctx, c.spec)
 	if err != nil {
-		p.fail(st, "CreateContainerConfigError", err.Error())
-		return
+		return nil, err
 	}
 	p.mu.Lock()
-	deleted := st.deleted
+	st.running[c.name] = inst
+	if st.deleted {
+		go inst.Stop(gracePeriod(st.pod))
+	}
 	p.mu.Unlock()
-	if deleted {
+	return inst, nil
+}
+
+// initBackoff is the wait before an init container that failed runs again
+// (restartPolicy OnFailure or Always): doubled each time up to
+// maxInitBackoff (the kubelet starts at 10 s and stops at 5 min).
+const (
+	initBackoff    = time.Second
+	maxInitBackoff = 30 * time.Second
+)
+
+// run prepares the pod's volumes (waiting, as the kubelet does, for a
+// configMap or Secret that is not there yet), runs its init containers one
+// after the other — one that fails ends the pod with restartPolicy Never and
+// runs again after a backoff otherwise — then starts its containers, waits
+// for them and records how they ended.
+func (p *provider) run(st *podState) {
+	ctx := context.Background()
+	var pp *preparedPod
+	for {
+		var err error
+		if pp, err = p.prepare(ctx, st); err == nil {
+			break
+		}
+		var pending *errVolumeSource
+		if !errors.As(err, &pending) {
+			p.fail(st, "CreateContainerConfigError", err.Error())
+			return
+		}
+		p.mu.Lock()
+		changed := false
+		for i := range st.pod.Status.ContainerStatuses {
+			if w := st.pod.Status.ContainerStatuses[i].State.Waiting; w != nil && w.Message != pending.msg {
+				w.Message, changed = pending.msg, true
+			}
+		}
+		if changed {
+			p.logf("pod runner: pod %s/%s waits: %s", st.pod.Namespace, st.pod.Name, pending.msg)
+			p.publish(st)
+		}
+		p.mu.Unlock()
+		if !p.pause(st, time.Second) {
+			p.finish(st, nil)
+			return
+		}
+	}
+	all := append(append([]preparedContainer{}, pp.inits...), pp.containers...)
+	for i, ic := range pp.inits {
+		if !p.runInit(ctx, st, i, ic, all) {
+			return
+		}
+	}
+	if len(pp.inits) > 0 {
+		p.mu.Lock()
+		setCondition(st.pod, corev1.PodInitialized, corev1.ConditionTrue, "", metav1.Now())
+		p.publish(st)
+		p.mu.Unlock()
+	}
+	if p.isDeleted(st) {
 		p.finish(st, nil)
 		return
 	}
 	// Start without the lock: creating a container can take a while, and
 	// the other pods' status must not wait for it.
 	started := map[string]instance{}
-	for _, cs := range specs {
-		inst, err := p.rt.Start(ctx, cs.spec)
+	for _, cs := range pp.containers {
+		inst, err := p.start(ctx, st, cs)
 		if err != nil {
 			for _, i := range started {
 				i.Stop(0)
@@ -133,22 +227,14 @@ func (p *provider) run(st *podState) {
 		started[cs.name] = inst
 	}
 	p.mu.Lock()
-	for name, inst := range started {
-		st.running[name] = inst
-	}
-	if st.deleted { // deleted while starting: DeletePod saw no container to stop
-		for _, inst := range started {
-			go inst.Stop(gracePeriod(st.pod))
-		}
-	}
 	now := metav1.Now()
 	st.pod.Status.Phase = corev1.PodRunning
 	for i := range st.pod.Status.ContainerStatuses {
 		s := &st.pod.Status.ContainerStatuses[i]
 		s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
 		s.Ready, s.Started = true, ptrTo(true)
-		s.ImageID = specImage(specs, s.Name)
-		s.ContainerID = "cairn-pod-runner://" + specName(specs, s.Name)
+		s.ImageID = specImage(all, s.Name)
+		s.ContainerID = "cairn-pod-runner://" + specName(all, s.Name)
 	}
 	setCondition(st.pod, corev1.ContainersReady, corev1.ConditionTrue, "", now)
 	setCondition(st.pod, corev1.PodReady, corev1.ConditionTrue, "", now)
@@ -165,8 +251,83 @@ func (p *provider) run(st *podState) {
 			return exitStatus{}, "", false
 		}
 		logs := started[name].Logs()
-		return e, termMessage(specs, name, e, logs), true
+		return e, termMessage(all, name, e, logs), true
 	})
+}
+
+// runInit runs init container i until it succeeded (true), or until it
+// failed under restartPolicy Never, could not start or the pod was deleted:
+// then the pod is finished (false).
+func (p *provider) runInit(ctx context.Context, st *podState, i int, ic preparedContainer, all []preparedContainer) bool {
+	backoff := initBackoff
+	for {
+		if p.isDeleted(st) {
+			p.finish(st, nil)
+			return false
+		}
+		inst, err := p.start(ctx, st, ic)
+		if err != nil {
+			p.fail(st, "StartError", fmt.Sprintf("init container %s: %v", ic.name, err))
+			return false
+		}
+		p.mu.Lock()
+		s := &st.pod.Status.InitContainerStatuses[i]
+		s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+		s.Started, s.ImageID, s.ContainerID = ptrTo(true), ic.spec.Image, "cairn-pod-runner://"+ic.spec.Name
+		p.publish(st)
+		p.mu.Unlock()
+
+		e := inst.Wait()
+		logs := inst.Logs()
+		term := &corev1.ContainerStateTerminated{ExitCode: e.Code, Reason: e.Reason, Message: termMessage(all, ic.name, e, logs),
+			StartedAt: metav1.NewTime(e.Started), FinishedAt: metav1.NewTime(e.Finished), ContainerID: s.ContainerID}
+		if e.Err != nil {
+			term.Reason, term.Message = "ContainerStatusUnknown", e.Err.Error()
+			if term.ExitCode == 0 {
+				term.ExitCode = 137
+			}
+		}
+		p.mu.Lock()
+		delete(st.running, ic.name)
+		st.logs[ic.name] = logs
+		s = &st.pod.Status.InitContainerStatuses[i]
+		s.State, s.Started = corev1.ContainerState{Terminated: term}, ptrTo(false)
+		s.Ready = term.ExitCode == 0
+		if term.ExitCode == 0 {
+			p.publish(st)
+			p.mu.Unlock()
+			return true
+		}
+		if st.deleted || st.pod.Spec.RestartPolicy == corev1.RestartPolicyNever {
+			// The pod fails; its containers never started (they stay
+			// waiting in PodInitializing, as with the kubelet).
+			st.running = map[string]instance{}
+			st.finished = true
+			st.pod.Status.Phase = corev1.PodFailed
+			now := metav1.Now()
+			setCondition(st.pod, corev1.ContainersReady, corev1.ConditionFalse, "PodCompleted", now)
+			setCondition(st.pod, corev1.PodReady, corev1.ConditionFalse, "PodCompleted", now)
+			p.logf("pod runner: pod %s/%s: init container %s exited %d: the pod failed", st.pod.Namespace, st.pod.Name, ic.name, term.ExitCode)
+			p.publish(st)
+			if st.deleted {
+				p.forget(st)
+			}
+			p.mu.Unlock()
+			return false
+		}
+		// OnFailure and Always: run it again after a backoff.
+		s.RestartCount++
+		s.LastTerminationState = corev1.ContainerState{Terminated: term}
+		s.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+			Message: fmt.Sprintf("back-off %s restarting failed container %s", backoff, ic.name)}}
+		p.publish(st)
+		p.mu.Unlock()
+		if !p.pause(st, backoff) {
+			p.finish(st, nil)
+			return false
+		}
+		backoff = min(2*backoff, maxInitBackoff)
+	}
 }
 
 // finish writes every container's terminated state and the pod's phase.
@@ -324,8 +485,26 @@ func (p *provider) GetContainerLogs(_ context.Context, ns, name, container strin
 	return io.NopCloser(strings.NewReader(p.Logs(ns, name, container))), nil
 }
 
-func (p *provider) RunInContainer(context.Context, string, string, string, []string, api.AttachIO) error {
-	return errdefs.InvalidInput("exec is not supported by the pod runner")
+// RunInContainer runs cmd in a running container of the pod (`kubectl
+// exec`): docker exec, with the container's user and environment, stdin,
+// stdout and stderr (or a TTY) streamed; a non-zero exit code is returned
+// as such (the API server's client sees "command terminated with exit code
+// N").
+func (p *provider) RunInContainer(ctx context.Context, ns, name, container string, cmd []string, aio api.AttachIO) error {
+	p.mu.Lock()
+	st, ok := p.pods[key(ns, name)]
+	var inst instance
+	if ok {
+		inst = st.running[container]
+	}
+	p.mu.Unlock()
+	if !ok {
+		return errdefs.NotFoundf("pod %s/%s not found", ns, name)
+	}
+	if inst == nil {
+		return errdefs.InvalidInputf("container %s of pod %s/%s is not running", container, ns, name)
+	}
+	return inst.Exec(ctx, cmd, aio)
 }
 
 func (p *provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {

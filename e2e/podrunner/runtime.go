@@ -3,6 +3,8 @@ package podrunner
 import (
 	"context"
 	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 )
 
 // A runtime runs one container of a pod: as a Docker container (dockerRuntime)
@@ -26,6 +28,8 @@ type instance interface {
 	Stop(grace time.Duration)
 	// Logs returns the container's output so far (stdout and stderr).
 	Logs() string
+	// Exec runs a command in the running container (`kubectl exec`).
+	Exec(ctx context.Context, cmd []string, aio api.AttachIO) error
 }
 
 // containerSpec is what the provider asks a runtime to run, with the pod's

@@ -13,7 +13,7 @@ e2e: controlplane agent-deps images ## Run the end-to-end suite (full control pl
 	go test $(E2E_FLAGS) -p 1 ./e2e/...
 
 .PHONY: demo
-demo: controlplane agent-deps images ## Start a local cluster with the operators, real PostgreSQL/S3 and the samples; show it until the first real backup and restore ran.
+demo: controlplane agent-deps images ## Start a local cluster with the operators, real PostgreSQL/MariaDB/S3 and the samples; show it until the first real backups and restores ran.
 	go run ./e2e/cmd/demo up --state $(E2E_STATE)
 
 .PHONY: demo-down

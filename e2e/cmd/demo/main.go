@@ -1,18 +1,19 @@
 // Command demo starts Cairn on a local control plane — the platform
-// installed from `kustomize build platform`, the backup and restore operators
-// as local processes, agent pods run as real containers of the agent image
-// on the pod runner's node — with a real PostgreSQL 15, MariaDB and S3 server
+// installed from `kustomize build platform`, the operators as local
+// processes, agent pods run as real containers of the agent image on the pod
+// runner's node — with a real PostgreSQL 15, MariaDB and S3 server
 // (versitygw) on loopback ports. It creates the sample `orders` database with
-// real rows, applies platform/samples mapped to those servers (the
-// BackupJob's schedule set to every minute; it runs in Asia/Shanghai), applies
-// the sample RestoreJob after the first backup, shows progress until the
-// restore succeeded, prints the artifact (name, size, checksum, checked
+// real rows on both servers, applies platform/samples mapped to those servers
+// (the BackupJobs' schedules set to every minute, so both back up in the
+// same minute; they run in Asia/Shanghai), applies each sample RestoreJob
+// after its BackupJob's first backup, shows progress until both restores
+// succeeded, prints per engine the artifact (name, size, checksum, checked
 // against the stored object) and the source and restored tables side by
 // side, then waits for the sample ProtectionPlan (applied with the
-// BackupJob) to verify its first backup — a restore into its scratch
+// BackupJobs) to verify its first backup — a restore into its scratch
 // database, the checks, the drop — prints its conditions, measured restore
-// duration and check results, and leaves everything running. `demo down` stops it. State lives in
-// --state (e2e/.state).
+// duration and check results, and leaves everything running. `demo down`
+// stops it. State lives in --state (e2e/.state).
 //
 //	go run ./e2e/cmd/demo up --state e2e/.state
 //	go run ./e2e/cmd/demo down --state e2e/.state
@@ -29,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -148,19 +150,25 @@ func up(dir string, timeout time.Duration) (err error) {
 		return err
 	}
 	applied := time.Now()
-	firstBackup, restored, err := watch(ctx, env.Client, smp, timeout)
-	if err != nil {
+	if err := watch(ctx, env.Client, smp, timeout); err != nil {
 		return err
 	}
-	if err := report(ctx, env.Client, pl, smp); err != nil {
-		return err
+	for _, p := range smp.pairs {
+		if err := report(ctx, env.Client, pl, p); err != nil {
+			return err
+		}
 	}
 	if err := watchPlan(ctx, env.Client, smp, timeout); err != nil {
 		return err
 	}
-	fmt.Printf("\nCairn demo is running (up in %s: platform %s, cluster %s; first backup %s after the sample was applied, restore %s later).\n",
+	var timing []string
+	for _, p := range smp.pairs {
+		timing = append(timing, fmt.Sprintf("%s backed up %s after the samples were applied, restored %s later", p.backup.GetName(),
+			p.backedUp.Sub(applied).Round(time.Second), p.restored.Sub(p.backedUp).Round(time.Second)))
+	}
+	fmt.Printf("\nCairn demo is running (up in %s: platform %s, cluster %s; %s).\n",
 		time.Since(begin).Round(time.Second), platformUp.Round(100*time.Millisecond), env.Cluster.Started.Round(100*time.Millisecond),
-		firstBackup.Sub(applied).Round(time.Second), restored.Sub(firstBackup).Round(time.Second))
+		strings.Join(timing, "; "))
 	fmt.Printf("  export KUBECONFIG=%s\n", env.Cluster.Kubeconfig)
 	fmt.Printf("  operator logs: %s/{backup,restore,orchestrator}.log; data plane (servers, pod runner): %s/plane.log\n", dir, dir)
 	fmt.Printf("  stop it with: make demo-down\n")
@@ -170,15 +178,30 @@ func up(dir string, timeout time.Duration) (err error) {
 // samples are the objects of platform/samples — what README tells a user to
 // start from — as the demo applies them.
 type samples struct {
-	secrets         []*unstructured.Unstructured
-	backup, restore *unstructured.Unstructured
+	secrets []*unstructured.Unstructured
+	// pairs are the sample BackupJobs (PostgreSQL first, then MariaDB), each
+	// with the sample RestoreJob that restores it.
+	pairs []*pair
 	// plan is the sample ProtectionPlan (its own BackupJob, prefix and
-	// scratch database), applied beside the BackupJob.
+	// scratch database), applied beside the BackupJobs.
 	plan *unstructured.Unstructured
 }
 
-// demoSchedule replaces the sample BackupJob's nightly schedule, so that the
-// first backup runs within a minute.
+// pair is a sample BackupJob and the sample RestoreJob of its newest backup.
+type pair struct {
+	backup, restore *unstructured.Unstructured
+	// What the demo saw happen: the first backup recorded Succeeded (and the
+	// RestoreJob applied), the restore Succeeded.
+	backedUp, restored time.Time
+}
+
+func (p *pair) engine() string {
+	e, _, _ := unstructured.NestedString(p.backup.Object, "spec", "database", "engine")
+	return e
+}
+
+// demoSchedule replaces the sample BackupJobs' nightly schedule, so that the
+// first backups run within a minute (all in the same minute).
 const demoSchedule = "* * * * *"
 
 func readSamples(root string) (*samples, error) {
@@ -187,6 +210,7 @@ func readSamples(root string) (*samples, error) {
 		return nil, err
 	}
 	s := &samples{}
+	var backups, restores []*unstructured.Unstructured
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -207,9 +231,9 @@ func readSamples(root string) (*samples, error) {
 			case "Secret":
 				s.secrets = append(s.secrets, o)
 			case "BackupJob":
-				s.backup = o
+				backups = append(backups, o)
 			case "RestoreJob":
-				s.restore = o
+				restores = append(restores, o)
 			case "ProtectionPlan":
 				s.plan = o
 			case "MigrationJob":
@@ -219,11 +243,31 @@ func readSamples(root string) (*samples, error) {
 			}
 		}
 	}
-	if s.backup == nil || s.restore == nil || s.plan == nil {
-		return nil, errors.New("platform/samples lacks the BackupJob, the RestoreJob or the ProtectionPlan")
+	for _, bj := range backups {
+		p := &pair{backup: bj}
+		for _, rj := range restores {
+			src, _, _ := unstructured.NestedString(rj.Object, "spec", "source", "backupJob", "name")
+			if src == bj.GetName() && rj.GetNamespace() == bj.GetNamespace() {
+				p.restore = rj
+			}
+		}
+		if p.restore == nil {
+			return nil, fmt.Errorf("platform/samples has no RestoreJob of BackupJob %s", bj.GetName())
+		}
+		if err := unstructured.SetNestedField(bj.Object, demoSchedule, "spec", "schedule"); err != nil {
+			return nil, err
+		}
+		s.pairs = append(s.pairs, p)
 	}
-	if err := unstructured.SetNestedField(s.backup.Object, demoSchedule, "spec", "schedule"); err != nil {
-		return nil, err
+	sort.SliceStable(s.pairs, func(i, j int) bool {
+		return s.pairs[i].engine() == "postgres" && s.pairs[j].engine() != "postgres"
+	})
+	engines := map[string]bool{}
+	for _, p := range s.pairs {
+		engines[p.engine()] = true
+	}
+	if !engines["postgres"] || !engines["mysql"] || s.plan == nil {
+		return nil, errors.New("platform/samples lacks the PostgreSQL or the MariaDB BackupJob (with its RestoreJob), or the ProtectionPlan")
 	}
 	if err := unstructured.SetNestedField(s.plan.Object, demoSchedule, "spec", "backup", "schedule"); err != nil {
 		return nil, err
@@ -239,41 +283,59 @@ func apply(ctx context.Context, c client.Client, o *unstructured.Unstructured) e
 }
 
 func applySamples(ctx context.Context, c client.Client, s *samples) error {
-	for _, o := range append(append([]*unstructured.Unstructured{}, s.secrets...), s.backup, s.plan) {
+	objs := append([]*unstructured.Unstructured{}, s.secrets...)
+	var names []string
+	for _, p := range s.pairs {
+		objs = append(objs, p.backup)
+		names = append(names, p.backup.GetNamespace()+"/"+p.backup.GetName())
+	}
+	for _, o := range append(objs, s.plan) {
 		if err := apply(ctx, c, o); err != nil {
 			return err
 		}
 	}
-	tz, _, _ := unstructured.NestedString(s.backup.Object, "spec", "timeZone")
-	logf("applied platform/samples: the Secrets, BackupJob %s/%s and ProtectionPlan %s/%s, their schedules set to %q (every minute) in %s",
-		s.backup.GetNamespace(), s.backup.GetName(), s.plan.GetNamespace(), s.plan.GetName(), demoSchedule, tz)
+	tz, _, _ := unstructured.NestedString(s.pairs[0].backup.Object, "spec", "timeZone")
+	logf("applied platform/samples: the Secrets, BackupJobs %s and ProtectionPlan %s/%s, their schedules set to %q (every minute) in %s",
+		strings.Join(names, ", "), s.plan.GetNamespace(), s.plan.GetName(), demoSchedule, tz)
 	return nil
 }
 
-// watch shows the BackupJob (and then the RestoreJob) until a backup ran and
-// its restore succeeded.
-func watch(ctx context.Context, c client.Client, s *samples, timeout time.Duration) (time.Time, time.Time, error) {
+// watch shows the BackupJobs (and then their RestoreJobs) until each has
+// backed up and its restore succeeded. A BackupJob's RestoreJob is applied
+// once its first backup is recorded.
+func watch(ctx context.Context, c client.Client, s *samples, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tty := isTerminal()
-	var firstBackup time.Time
 	last := ""
 	for {
-		bj := &backupv1.BackupJob{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: s.backup.GetNamespace(), Name: s.backup.GetName()}, bj); err != nil {
-			return firstBackup, time.Time{}, err
-		}
-		rj := &restorev1.RestoreJob{}
-		rerr := c.Get(ctx, client.ObjectKey{Namespace: s.restore.GetNamespace(), Name: s.restore.GetName()}, rj)
-		if bj.Status.LastResult == backupv1.RunSucceeded && firstBackup.IsZero() {
-			firstBackup = time.Now()
-			if err := apply(ctx, c, s.restore); err != nil {
-				return firstBackup, time.Time{}, err
+		var b strings.Builder
+		header(&b)
+		done := true
+		for _, p := range s.pairs {
+			bj := &backupv1.BackupJob{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: p.backup.GetNamespace(), Name: p.backup.GetName()}, bj); err != nil {
+				return err
 			}
-			rj = &restorev1.RestoreJob{}
-			rerr = c.Get(ctx, client.ObjectKey{Namespace: s.restore.GetNamespace(), Name: s.restore.GetName()}, rj)
+			if bj.Status.LastResult == backupv1.RunSucceeded && p.backedUp.IsZero() {
+				p.backedUp = time.Now()
+				if err := apply(ctx, c, p.restore); err != nil {
+					return err
+				}
+			}
+			rj := &restorev1.RestoreJob{}
+			rerr := c.Get(ctx, client.ObjectKey{Namespace: p.restore.GetNamespace(), Name: p.restore.GetName()}, rj)
+			if rerr == nil && rj.Status.Phase == restorev1.PhaseSucceeded && p.restored.IsZero() {
+				p.restored = time.Now()
+			}
+			if rerr == nil && rj.Status.Phase == restorev1.PhaseFailed {
+				fmt.Print(b.String())
+				return fmt.Errorf("restorejob/%s failed: see restore.log", rj.Name)
+			}
+			done = done && !p.restored.IsZero()
+			render(&b, bj, rj, rerr == nil)
 		}
-		table := render(bj, rj, rerr == nil)
+		table := b.String()
 		if table != last {
 			if tty && last != "" {
 				fmt.Printf("\033[%dA\033[J", strings.Count(last, "\n"))
@@ -281,21 +343,24 @@ func watch(ctx context.Context, c client.Client, s *samples, timeout time.Durati
 			fmt.Print(table)
 			last = table
 		}
-		if rerr == nil && rj.Status.Phase == restorev1.PhaseSucceeded {
-			return firstBackup, time.Now(), nil
-		}
-		if rerr == nil && rj.Status.Phase == restorev1.PhaseFailed {
-			return firstBackup, time.Time{}, errors.New("the restore failed: see restore.log")
+		if done {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return firstBackup, time.Time{}, fmt.Errorf("waiting for the first backup and restore: %w", ctx.Err())
+			return fmt.Errorf("waiting for the first backups and restores: %w", ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
 }
 
-func render(bj *backupv1.BackupJob, rj *restorev1.RestoreJob, haveRestore bool) string {
+const rowFormat = "%-34s %-10s %-12s %-10s %-12s %s\n"
+
+func header(b *strings.Builder) {
+	fmt.Fprintf(b, rowFormat, "RESOURCE", "PHASE", "LAST BACKUP", "NEXT RUN", "LAST RESULT", "ARTIFACT")
+}
+
+func render(b *strings.Builder, bj *backupv1.BackupJob, rj *restorev1.RestoreJob, haveRestore bool) {
 	ts := func(t *metav1.Time) string {
 		if t == nil {
 			return "-"
@@ -308,23 +373,19 @@ func render(bj *backupv1.BackupJob, rj *restorev1.RestoreJob, haveRestore bool) 
 		}
 		return s
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-30s %-10s %-12s %-10s %-12s %s\n", "RESOURCE", "PHASE", "LAST BACKUP", "NEXT RUN", "LAST RESULT", "ARTIFACT")
 	art := "-"
 	if bj.Status.LastArtifact != nil {
 		art = bj.Status.LastArtifact.Path
 	}
-	fmt.Fprintf(&b, "%-30s %-10s %-12s %-10s %-12s %s\n", "backupjob/"+bj.Name, or(string(bj.Status.Phase), "-"),
+	fmt.Fprintf(b, rowFormat, "backupjob/"+bj.Name, or(string(bj.Status.Phase), "-"),
 		ts(bj.Status.LastBackupTime), ts(bj.Status.NextScheduleTime), or(string(bj.Status.LastResult), "-"), art)
 	if haveRestore {
 		art = "-"
 		if rj.Status.Artifact != nil {
 			art = rj.Status.Artifact.Path
 		}
-		fmt.Fprintf(&b, "%-30s %-10s %-12s %-10s %-12s %s\n", "restorejob/"+rj.Name, or(string(rj.Status.Phase), "-"),
-			"", "", "", art)
+		fmt.Fprintf(b, rowFormat, "restorejob/"+rj.Name, or(string(rj.Status.Phase), "-"), "", "", "", art)
 	}
-	return b.String()
 }
 
 func isTerminal() bool {

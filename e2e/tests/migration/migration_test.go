@@ -41,6 +41,14 @@ func TestMariaDBDirectMigration(t *testing.T) {
 	migrateEngine(t, cairnv1.MySQLEngine, migrationv1.TransferSpec{})
 }
 
+// The same through a store (S3): mysqldump → zstd → S3 in the export Job,
+// the artifact's checksum checked and streamed into mysql by the import Job.
+func TestMariaDBStoreMigration(t *testing.T) {
+	migrateEngine(t, cairnv1.MySQLEngine, migrationv1.TransferSpec{Method: migrationv1.TransferStore, Storage: &cairnv1.StorageSpec{S3: &cairnv1.S3Storage{
+		Endpoint: env.Servers.S3.Endpoint(), Bucket: platform.Bucket, Prefix: "migrations", Region: "us-east-1", Insecure: true,
+		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}}})
+}
+
 // db is one engine's server as the tests use it.
 type db struct {
 	engine     cairnv1.DatabaseEngine
