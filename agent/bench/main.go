@@ -51,6 +51,12 @@ type benchCase struct {
 	run        func(r int) (measurement, error)
 }
 
+// The encoder comparison's flags (see encoders).
+var (
+	encodersMB       int
+	encodersProfiles string
+)
+
 type row struct {
 	engine  string
 	dbBytes int64
@@ -63,6 +69,8 @@ func main() {
 	runs := flag.Int("runs", 2, "runs of each configuration; the fastest counts")
 	levels := flag.String("compression", "default", "agent zstd levels to measure (comma-separated: fastest, default, better)")
 	migrationSizes := flag.String("migration-sizes", "", "PostgreSQL source database sizes for the migration bench (agent migrate copy vs pgcopydb clone), in MB (comma-separated; empty: none)")
+	flag.IntVar(&encodersMB, "encoders-mb", 0, "also compare zstd encoders (the CLI at -3 and -1, Go at several levels, concurrencies and windows) on one pg_dump -Fc -Z0 of a database of this many MB (0: no)")
+	flag.StringVar(&encodersProfiles, "encoders-cpuprofile-dir", "", "with -encoders-mb: write a CPU profile of each Go encoder configuration into this folder")
 	flag.Parse()
 	if err := run(*sizesFlag, *mysqlSizes, *migrationSizes, *runs, strings.Split(*levels, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -147,6 +155,11 @@ func run(sizesFlag, mysqlFlag, migrationFlag string, runs int, levels []string) 
 		return err
 	}
 
+	if encodersMB > 0 {
+		if err := e.encoders(encodersMB, runs, encodersProfiles); err != nil {
+			return err
+		}
+	}
 	var rows []row
 	for _, mb := range sizes {
 		r, err := e.postgresRow(mb, runs, levels)

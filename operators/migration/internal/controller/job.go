@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -383,4 +384,17 @@ func transition(_ context.Context, rec events.EventRecorder, old, mj *migrationv
 	if mj.Finished() && !old.Finished() {
 		recordFinished(mj)
 	}
+}
+
+// DesiredFirstJob is the Job of the first step the operator runs for mj (a
+// Direct transfer in this cluster: the precheck), with its controller
+// reference, as the operator creates it with agent image image. The
+// benchmark's floor writes exactly this Job (operators/migration/internal/bench).
+func DesiredFirstJob(mj *migrationv1.MigrationJob, image string, scheme *runtime.Scheme) (*batchv1.Job, error) {
+	spec := mj.Spec.DeepCopy()
+	spec.SetDefaults()
+	r := &MigrationJobReconciler{AgentImage: image, Scheme: scheme}
+	st := &migrationv1.StepStatus{Step: result.StepPrecheck, JobName: stepJobName(mj, result.StepPrecheck, 0),
+		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
+	return r.desiredJob(mj, spec, st, nil)
 }
