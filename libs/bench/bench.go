@@ -162,8 +162,8 @@ func Heap() uint64 {
 type CPU struct{ Server, Self float64 }
 
 // Sub is a - b.
-func (a CPU) Sub(b CPU) CPU        { return CPU{a.Server - b.Server, a.Self - b.Self} }
-func (a CPU) String() string       { return fmt.Sprintf("%.1f / %.1f", a.Server, a.Self) }
+func (a CPU) Sub(b CPU) CPU  { return CPU{a.Server - b.Server, a.Self - b.Self} }
+func (a CPU) String() string { return fmt.Sprintf("%.1f / %.1f", a.Server, a.Self) }
 func (a CPU) perObject(n int) string {
 	return fmt.Sprintf("%.1f / %.1f", a.Server*1000/float64(n), a.Self*1000/float64(n))
 }
@@ -298,16 +298,16 @@ type Options struct {
 
 // Row is one size's figures.
 type Row struct {
-	N                   int
-	Converge, Floor     time.Duration
-	Create, Resync      Counts
-	FloorCounts         Counts
-	Reconciles          float64
-	ResyncReconciles    float64
-	Conversions         float64
-	HeapBytes           int64
-	CPUFloor, CPUConv   CPU
-	ConversionsCounted  bool
+	N                  int
+	Converge, Floor    time.Duration
+	Create, Resync     Counts
+	FloorCounts        Counts
+	Reconciles         float64
+	ResyncReconciles   float64
+	Conversions        float64
+	HeapBytes          int64
+	CPUFloor, CPUConv  CPU
+	ConversionsCounted bool
 }
 
 // Ratio is converge / floor.

@@ -156,7 +156,9 @@ func owner() manager.Operator {
 
 type reconcileFunc func(context.Context, ctrl.Request) (ctrl.Result, error)
 
-func (f reconcileFunc) Reconcile(ctx context.Context, r ctrl.Request) (ctrl.Result, error) { return f(ctx, r) }
+func (f reconcileFunc) Reconcile(ctx context.Context, r ctrl.Request) (ctrl.Result, error) {
+	return f(ctx, r)
+}
 
 func secretFor(cm *corev1.ConfigMap) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name, Labels: map[string]string{"bench": "test"}}}

@@ -125,11 +125,11 @@ func main() {
 			WebhookManifestDirs: []string{filepath.Join(root, "deploy/backup/webhook/generated")},
 			Scheme:              scheme(),
 		},
-		Operator: func() manager.Operator { return operator.New("bench") },
-		Args:     []string{"--agent-image=" + agentImage},
-		Prepare:  prepare,
-		New:      backupJob,
-		Floor:    floor,
+		Operator:  func() manager.Operator { return operator.New("bench") },
+		Args:      []string{"--agent-image=" + agentImage},
+		Prepare:   prepare,
+		New:       backupJob,
+		Floor:     floor,
 		Converged: converged,
 		// Calls of the conversion webhook (the API server converts between
 		// the stored v1 and the still-served v1alpha1).

@@ -167,7 +167,7 @@ func main() {
 	bench.Main(bench.Kind{
 		Title: "restore operator", Object: "RestoreJob", Controller: "restorejob",
 		Env: testenv.Options{
-			CRDDirectoryPaths: []string{filepath.Join(root, "deploy/restore/crd/bases"), filepath.Join(root, "deploy/backup/crd/bases")},
+			CRDDirectoryPaths:   []string{filepath.Join(root, "deploy/restore/crd/bases"), filepath.Join(root, "deploy/backup/crd/bases")},
 			WebhookManifestDirs: []string{filepath.Join(root, "deploy/restore/webhook/generated")},
 			Scheme:              scheme(),
 		},
