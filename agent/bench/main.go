@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -55,6 +56,10 @@ type benchCase struct {
 var (
 	encodersMB       int
 	encodersProfiles string
+	// inventory, when set, is the agent backups' CAIRN_INVENTORY.
+	inventory string
+	// casesRE, when set, keeps only the configurations it matches.
+	casesRE *regexp.Regexp
 )
 
 type row struct {
@@ -71,7 +76,16 @@ func main() {
 	migrationSizes := flag.String("migration-sizes", "", "PostgreSQL source database sizes for the migration bench (agent migrate copy vs pgcopydb clone), in MB (comma-separated; empty: none)")
 	flag.IntVar(&encodersMB, "encoders-mb", 0, "also compare zstd encoders (the CLI at -3 and -1, Go at several levels, concurrencies and windows) on one pg_dump -Fc -Z0 of a database of this many MB (0: no)")
 	flag.StringVar(&encodersProfiles, "encoders-cpuprofile-dir", "", "with -encoders-mb: write a CPU profile of each Go encoder configuration into this folder")
+	flag.StringVar(&inventory, "inventory", "", "CAIRN_INVENTORY of the agent's backups (Checksum, RowCount, None; empty: the agent's default, Checksum)")
+	casesFlag := flag.String("cases", "", "measure only the configurations whose name matches this regular expression (e.g. 'Z0|PVC'); the restore's preparation still runs")
 	flag.Parse()
+	if *casesFlag != "" {
+		var err error
+		if casesRE, err = regexp.Compile(*casesFlag); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cases:", err)
+			os.Exit(2)
+		}
+	}
 	if err := run(*sizesFlag, *mysqlSizes, *migrationSizes, *runs, strings.Split(*levels, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -258,6 +272,15 @@ func run(sizesFlag, mysqlFlag, migrationFlag string, runs int, levels []string) 
 
 // measure runs cases interleaved, runs times, and keeps each one's fastest.
 func measure(dbBytes int64, runs int, cases []benchCase) ([]measurement, error) {
+	if casesRE != nil {
+		var kept []benchCase
+		for _, c := range cases {
+			if casesRE.MatchString(c.name) {
+				kept = append(kept, c)
+			}
+		}
+		cases = kept
+	}
 	best := map[string]measurement{}
 	for r := 0; r < runs; r++ {
 		for _, c := range cases {
@@ -520,6 +543,9 @@ func (e *env) agent(env []string, cmd ...string) (measurement, error) {
 }
 
 func (e *env) agentBackup(env []string, kind, level, job string) (measurement, error) {
+	if inventory != "" {
+		env = append(env, "CAIRN_INVENTORY="+inventory)
+	}
 	env = append(env, "CAIRN_BACKUPJOB="+job, "CAIRN_COMPRESSION="+level, "PATH="+testenv.PGBinDir+":"+os.Getenv("PATH"), "HOME="+e.tmp)
 	pvcDir := filepath.Join(e.tmp, "pvc")
 	switch kind {
