@@ -107,5 +107,9 @@ include $(wildcard hack/make/*.mk)
 ##@ Benchmarks
 
 .PHONY: bench
-bench: controlplane ## Benchmark the backup operator on a real API server: N=100 and 1000 BackupJobs, BENCH_N=100,1000,10000 for the scaling table (convergence vs raw floor, writes, reads, conversions, reconciles, CPU and heap per object).
-	cd operators/backup && go run ./internal/bench -n $(or $(BENCH_N),100$(comma)1000)
+BENCH_OPERATORS ?= backup restore migration orchestrator
+bench: controlplane ## Benchmark the operators on a real API server, one table each (BENCH_OPERATORS="backup restore migration orchestrator"): N=100 and 1000 objects, BENCH_N=100,1000,10000 for a scaling table (convergence vs like-for-like floor, writes, reads, conversions, reconciles, CPU and heap per object).
+	for op in $(BENCH_OPERATORS); do \
+		(cd operators/$$op && go run ./internal/bench -n $(or $(BENCH_N),100$(comma)1000)) || exit 1; \
+		echo; \
+	done

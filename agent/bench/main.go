@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -51,6 +52,16 @@ type benchCase struct {
 	run        func(r int) (measurement, error)
 }
 
+// The encoder comparison's flags (see encoders).
+var (
+	encodersMB       int
+	encodersProfiles string
+	// inventory, when set, is the agent backups' CAIRN_INVENTORY.
+	inventory string
+	// casesRE, when set, keeps only the configurations it matches.
+	casesRE *regexp.Regexp
+)
+
 type row struct {
 	engine  string
 	dbBytes int64
@@ -63,8 +74,19 @@ func main() {
 	runs := flag.Int("runs", 2, "runs of each configuration; the fastest counts")
 	levels := flag.String("compression", "default", "agent zstd levels to measure (comma-separated: fastest, default, better)")
 	migrationSizes := flag.String("migration-sizes", "", "PostgreSQL source database sizes for the migration bench (agent migrate copy vs pgcopydb clone), in MB (comma-separated; empty: none)")
+	flag.IntVar(&encodersMB, "encoders-mb", 0, "also compare zstd encoders (the CLI at -3 and -1, Go at several levels, concurrencies and windows) on one pg_dump -Fc -Z0 of a database of this many MB (0: no)")
+	flag.StringVar(&encodersProfiles, "encoders-cpuprofile-dir", "", "with -encoders-mb: write a CPU profile of each Go encoder configuration into this folder")
+	flag.StringVar(&inventory, "inventory", "", "CAIRN_INVENTORY of the agent's backups (Checksum, RowCount, None; empty: the agent's default, Checksum)")
+	casesFlag := flag.String("cases", "", "measure only the configurations whose name matches this regular expression (e.g. 'Z0|PVC'); the restore's preparation still runs")
 	mysqlMigrationSizes := flag.String("mysql-migration-sizes", "", "MariaDB source database sizes for the migration bench (agent migrate copy on 1 and 4 connections vs mysqldump | mysql), in MB (comma-separated; empty: none)")
 	flag.Parse()
+	if *casesFlag != "" {
+		var err error
+		if casesRE, err = regexp.Compile(*casesFlag); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cases:", err)
+			os.Exit(2)
+		}
+	}
 	if err := run(*sizesFlag, *mysqlSizes, *migrationSizes, *mysqlMigrationSizes, *runs, strings.Split(*levels, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -152,6 +174,11 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 		return err
 	}
 
+	if encodersMB > 0 {
+		if err := e.encoders(encodersMB, runs, encodersProfiles); err != nil {
+			return err
+		}
+	}
 	var rows []row
 	for _, mb := range sizes {
 		r, err := e.postgresRow(mb, runs, levels)
@@ -257,6 +284,15 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 
 // measure runs cases interleaved, runs times, and keeps each one's fastest.
 func measure(dbBytes int64, runs int, cases []benchCase) ([]measurement, error) {
+	if casesRE != nil {
+		var kept []benchCase
+		for _, c := range cases {
+			if casesRE.MatchString(c.name) {
+				kept = append(kept, c)
+			}
+		}
+		cases = kept
+	}
 	best := map[string]measurement{}
 	for r := 0; r < runs; r++ {
 		for _, c := range cases {
@@ -519,6 +555,9 @@ func (e *env) agent(env []string, cmd ...string) (measurement, error) {
 }
 
 func (e *env) agentBackup(env []string, kind, level, job string) (measurement, error) {
+	if inventory != "" {
+		env = append(env, "CAIRN_INVENTORY="+inventory)
+	}
 	env = append(env, "CAIRN_BACKUPJOB="+job, "CAIRN_COMPRESSION="+level, "PATH="+testenv.PGBinDir+":"+os.Getenv("PATH"), "HOME="+e.tmp)
 	pvcDir := filepath.Join(e.tmp, "pvc")
 	switch kind {

@@ -209,7 +209,7 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	checkList := fs.String("checks", env.get(result.EnvChecks), "restore: checks to run in the restored database, a JSON list (env "+result.EnvChecks+")")
 	fs.BoolVar(&c.DropTargetAfterChecks, "drop-target-after-checks", envBool(result.EnvDropTargetAfterChecks, false), "restore: drop the target after the checks, only if the restore created it (env "+result.EnvDropTargetAfterChecks+")")
 	termLog := fs.String("termination-log", env.get("CAIRN_TERMINATION_LOG"), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
-	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "default"), "backup: zstd level, fastest, default or better (env CAIRN_COMPRESSION)")
+	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "fastest"), "backup: zstd level, fastest (the default), default (about zstd -3) or better (env CAIRN_COMPRESSION)")
 	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
 	fs.BoolVar(&c.Prune, "prune", envBool("CAIRN_PRUNE_AFTER_BACKUP", true), "backup: prune by retention after a successful backup when retention days are set (env CAIRN_PRUNE_AFTER_BACKUP)")
 	fs.StringVar(&c.Inventory, "inventory", envStr("CAIRN_INVENTORY", "Checksum"), "backup: record per table None, RowCount or Checksum (row counts and content checksums) in the manifest, read in the dump's snapshot (env CAIRN_INVENTORY)")

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"github.com/klauspost/compress/zstd"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -279,5 +281,17 @@ func TestHoldBack(t *testing.T) {
 		if err != nil || !bytes.Equal(all, data) {
 			t.Errorf("n=%d: read %d bytes, %v; want all %d", n, len(all), err, len(data))
 		}
+	}
+}
+
+func TestDefaultLevelIsFastest(t *testing.T) {
+	for _, l := range []Level{DefaultLevel, ""} {
+		got, err := l.encoderLevel()
+		if err != nil || got != zstd.SpeedFastest {
+			t.Errorf("level %q: %v, %v; want SpeedFastest (docs/benchmarks.md, encoder comparison)", l, got, err)
+		}
+	}
+	if got, _ := Level("default").encoderLevel(); got != zstd.SpeedDefault {
+		t.Errorf(`level "default": %v, want SpeedDefault (about zstd -3)`, got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -405,4 +406,17 @@ func newWarnings(old *migrationv1.StepStatus, st migrationv1.StepStatus) []strin
 		}
 	}
 	return out
+}
+
+// DesiredFirstJob is the Job of the first step the operator runs for mj (a
+// Direct transfer in this cluster: the precheck), with its controller
+// reference, as the operator creates it with agent image image. The
+// benchmark's floor writes exactly this Job (operators/migration/internal/bench).
+func DesiredFirstJob(mj *migrationv1.MigrationJob, image string, scheme *runtime.Scheme) (*batchv1.Job, error) {
+	spec := mj.Spec.DeepCopy()
+	spec.SetDefaults()
+	r := &MigrationJobReconciler{AgentImage: image, Scheme: scheme}
+	st := &migrationv1.StepStatus{Step: result.StepPrecheck, JobName: stepJobName(mj, result.StepPrecheck, 0),
+		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
+	return r.desiredJob(mj, spec, st, nil)
 }

@@ -56,3 +56,13 @@ func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protect
 		},
 	}
 }
+
+// DesiredBackupJob is the BackupJob the orchestrator creates for plan (its
+// defaults applied), without its controller reference (the caller sets it).
+// The benchmark's floor writes exactly this BackupJob
+// (operators/orchestrator/internal/bench).
+func DesiredBackupJob(plan *platformv1.ProtectionPlan) *backupv1.BackupJob {
+	spec := plan.Spec.DeepCopy()
+	planspec.SetDefaults(spec)
+	return desiredBackupJob(plan, spec)
+}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/result"
+	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/agentjob"
@@ -165,4 +166,21 @@ func describeStorage(st cairnv1.StorageSpec) string {
 // describeTarget names a database for messages: "postgres db.shop.svc:5432/orders".
 func describeTarget(db cairnv1.DatabaseRef) string {
 	return fmt.Sprintf("%s %s:%d/%s", db.Engine, db.Host, db.Port, db.Database)
+}
+
+// DesiredJob is the Job the operator creates for rj when its source is
+// BackupJob bj (in rj's namespace): bj's newest artifact, or the one rj
+// names. Without its controller reference (the caller sets it). The
+// benchmark's floor writes exactly this Job (operators/restore/internal/bench).
+func DesiredJob(rj *restorev1.RestoreJob, bj *backupv1.BackupJob, image string) *batchv1.Job {
+	spec := rj.Spec.DeepCopy()
+	spec.SetDefaults()
+	src := source{Storage: bj.Spec.Storage, CatalogKey: bj.Namespace + "/" + bj.Name}
+	switch {
+	case spec.Source.BackupJob != nil && spec.Source.BackupJob.Artifact != "":
+		src.Artifact = cairnv1.Artifact{Path: spec.Source.BackupJob.Artifact}
+	case bj.Status.LastArtifact != nil:
+		src.Artifact = *bj.Status.LastArtifact
+	}
+	return desiredJob(rj, spec, src, image)
 }

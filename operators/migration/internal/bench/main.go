@@ -1,0 +1,150 @@
+// Command bench measures the migration operator against a real
+// kube-apiserver + etcd with the shared harness (libs/bench), like the
+// backup operator's bench: N MigrationJobs (Full, Direct transfer, each its
+// own source and target database). Nothing runs pods on a bare API server:
+// a MigrationJob has converged when it has reached its first step — the
+// precheck Job exists and status says Prechecking with that step Running,
+// for its generation. It is a measurement, not a test:
+// `make bench BENCH_OPERATORS=migration`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/agent/result"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/bench"
+	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/manager"
+	"cairn.dev/libs/testenv"
+	"cairn.dev/operators/migration/internal/controller"
+	"cairn.dev/operators/migration/internal/operator"
+)
+
+const agentImage = "agent:bench"
+
+func scheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(migrationv1.AddToScheme(s))
+	return s
+}
+
+func migrationJob(ns string, i int) client.Object {
+	return &migrationv1.MigrationJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("db-%05d", i)},
+		Spec: migrationv1.MigrationJobSpec{
+			Source: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "pg15.svc", Database: fmt.Sprintf("app_%05d", i),
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "source"}},
+			Target: migrationv1.TargetDatabase{DatabaseRef: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "pg17.svc",
+				Database: fmt.Sprintf("app_%05d", i), CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "target"}}},
+			Objects: &migrationv1.ObjectSelector{Include: []string{"public.*"}, Exclude: []string{"public.audit_*"}},
+		},
+	}
+}
+
+// prepare creates the two credentials Secrets every MigrationJob names.
+func prepare(ctx context.Context, c client.Client, ns string, _ int) error {
+	for _, name := range []string{"source", "target"} {
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			StringData: map[string]string{"username": "app", "password": "bench"}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// floor makes the operator's writes for one MigrationJob (its finalizer was
+// added by admission): the status checkpoint naming the precheck Job (and
+// its Event), the very Job the operator renders with its controller
+// reference, the status with the step Running.
+func floor(ctx context.Context, c client.Client, obj client.Object) error {
+	mj := obj.(*migrationv1.MigrationJob)
+	job, err := controller.DesiredFirstJob(mj, agentImage, c.Scheme())
+	if err != nil {
+		return err
+	}
+	orig := mj.DeepCopy()
+	now := metav1.Now()
+	mj.Status.ObservedGeneration = mj.Generation
+	mj.Status.Phase, mj.Status.StartTime = migrationv1.PhasePrechecking, &now
+	mj.Status.Precheck = &migrationv1.PrecheckResult{}
+	mj.Status.Steps = []migrationv1.StepStatus{{Step: result.StepPrecheck, JobName: job.Name, Cluster: migrationv1.ClusterLocal,
+		Namespace: mj.Namespace, Phase: migrationv1.StepPending}}
+	msg := fmt.Sprintf("starting step %s: Job %s/%s", result.StepPrecheck, mj.Namespace, job.Name)
+	conditions.MarkReconciling(mj, migrationv1.StepRunningReason, msg)
+	if err := c.Status().Patch(ctx, mj, client.MergeFrom(orig)); err != nil {
+		return err
+	}
+	if err := bench.Event(ctx, c, mj, migrationv1.GroupVersion.String(), "MigrationJob", corev1.EventTypeNormal,
+		migrationv1.StepRunningReason, "PhasePrechecking", msg); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, job); err != nil {
+		return err
+	}
+	orig = mj.DeepCopy()
+	st := &mj.Status.Steps[0]
+	st.Created, st.Phase, st.StartTime = true, migrationv1.StepRunning, &job.CreationTimestamp
+	conditions.MarkReconciling(mj, migrationv1.StepRunningReason,
+		fmt.Sprintf("checking source and target: Job %s/%s running", mj.Namespace, job.Name))
+	return c.Status().Patch(ctx, mj, client.MergeFrom(orig))
+}
+
+// converged: every MigrationJob Prechecking with its precheck step
+// Running, for its generation, then (one list of N, only once they are)
+// every precheck Job there.
+func converged(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
+	list := &migrationv1.MigrationJobList{}
+	if err := c.List(ctx, list, bench.FromCache(ns)); err != nil {
+		return false, err
+	}
+	if len(list.Items) != n {
+		return false, nil
+	}
+	for i := range list.Items {
+		mj := &list.Items[i]
+		st := mj.Status.Step(result.StepPrecheck)
+		if mj.Status.ObservedGeneration != mj.Generation || mj.Status.Phase != migrationv1.PhasePrechecking ||
+			st == nil || st.Phase != migrationv1.StepRunning {
+			return false, nil
+		}
+	}
+	jobs := &batchv1.JobList{}
+	if err := c.List(ctx, jobs, bench.FromCache(ns)); err != nil {
+		return false, err
+	}
+	return len(jobs.Items) == n, nil
+}
+
+func main() {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	bench.Main(bench.Kind{
+		Title: "migration operator", Object: "MigrationJob", Controller: "migrationjob",
+		Env: testenv.Options{
+			CRDDirectoryPaths:   []string{filepath.Join(root, "deploy/migration/crd/bases")},
+			WebhookManifestDirs: []string{filepath.Join(root, "deploy/migration/webhook/generated")},
+			Scheme:              scheme(),
+		},
+		Operator:  func() manager.Operator { return operator.New("bench") },
+		Args:      []string{"--agent-image=" + agentImage},
+		Prepare:   prepare,
+		New:       migrationJob,
+		Floor:     floor,
+		Converged: converged,
+	})
+}

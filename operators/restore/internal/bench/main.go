@@ -1,0 +1,181 @@
+// Command bench measures the restore operator against a real kube-apiserver
+// + etcd with the shared harness (libs/bench), like the backup operator's
+// bench: N RestoreJobs, each restoring the last artifact of its own source
+// BackupJob (created beforehand with a successful artifact in status, as
+// the backup operator would leave it) into a scratch database. Nothing runs
+// pods on a bare API server: a RestoreJob has converged when its restore
+// Job exists and its status says Running for its generation. It is a
+// measurement, not a test: `make bench BENCH_OPERATORS=restore`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/bench"
+	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/manager"
+	"cairn.dev/libs/testenv"
+	"cairn.dev/operators/restore/internal/controller"
+	"cairn.dev/operators/restore/internal/operator"
+)
+
+const agentImage = "agent:bench"
+
+func scheme() *k8sruntime.Scheme {
+	s := k8sruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(backupv1.AddToScheme(s))
+	utilruntime.Must(restorev1.AddToScheme(s))
+	return s
+}
+
+func name(i int) string { return fmt.Sprintf("db-%05d", i) }
+
+func backupJob(ns string, i int) *backupv1.BackupJob {
+	return &backupv1.BackupJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i)},
+		Spec: backupv1.BackupJobSpec{
+			Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "db.svc", Database: "app",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
+			Schedule: "0 2 * * *", TimeZone: "Asia/Shanghai",
+			Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "s3:9000", Bucket: "backups",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}},
+		},
+	}
+}
+
+func restoreJob(ns string, i int) client.Object {
+	return &restorev1.RestoreJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i)},
+		Spec: restorev1.RestoreJobSpec{
+			Source: restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: name(i)}},
+			Target: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "scratch.svc", Database: fmt.Sprintf("verify_%05d", i),
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch"}},
+		},
+	}
+}
+
+// prepare creates the Secrets the restores need and the n source
+// BackupJobs, each with a successful artifact in status.
+func prepare(ctx context.Context, c client.Client, ns string, n int) error {
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, StringData: map[string]string{"username": "app", "password": "bench"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scratch"}, StringData: map[string]string{"username": "app", "password": "bench"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"}, StringData: map[string]string{"accessKeyID": "bench", "secretAccessKey": "bench"}},
+	} {
+		if err := c.Create(ctx, s); err != nil {
+			return err
+		}
+	}
+	return bench.Parallel(n, 8, func(i int) error {
+		bj := backupJob(ns, i)
+		if err := c.Create(ctx, bj); err != nil {
+			return err
+		}
+		t := metav1.Now()
+		bj.Status.LastArtifact = &cairnv1.Artifact{Path: fmt.Sprintf("%s/%s/app_20261203T020000Z.pgdump.zst", ns, bj.Name),
+			Size: 1 << 20, Checksum: "sha256:" + fmt.Sprintf("%064d", i)}
+		bj.Status.LastResult, bj.Status.LastSuccessfulTime, bj.Status.LastBackupTime = backupv1.RunSucceeded, &t, &t
+		return c.Status().Update(ctx, bj)
+	})
+}
+
+// floor makes the operator's writes for one RestoreJob (its finalizer was
+// added by admission): the status checkpoint recording the artifact (and
+// its Event), the very Job the operator renders with its controller
+// reference, the Running status (and its Event).
+func floor(ctx context.Context, c client.Client, obj client.Object) error {
+	rj := obj.(*restorev1.RestoreJob)
+	bj := &backupv1.BackupJob{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: rj.Namespace, Name: rj.Spec.Source.BackupJob.Name}, bj); err != nil {
+		return err
+	}
+	job := controller.DesiredJob(rj, bj, agentImage)
+	orig := rj.DeepCopy()
+	rj.Status.ObservedGeneration = rj.Generation
+	rj.Status.Phase = restorev1.PhasePending
+	rj.Status.Source, rj.Status.JobName, rj.Status.Artifact = "backupjob/"+bj.Name, rj.JobName(), bj.Status.LastArtifact
+	msg := fmt.Sprintf("restoring artifact %s; creating Job %s", bj.Status.LastArtifact.Path, rj.JobName())
+	conditions.MarkReconciling(rj, restorev1.RestoreJobArtifactResolvedReason, msg)
+	if err := c.Status().Patch(ctx, rj, client.MergeFrom(orig)); err != nil {
+		return err
+	}
+	gv := restorev1.GroupVersion.String()
+	if err := bench.Event(ctx, c, rj, gv, "RestoreJob", corev1.EventTypeNormal, restorev1.RestoreJobArtifactResolvedReason, "PhasePending", msg); err != nil {
+		return err
+	}
+	if err := controllerutil.SetControllerReference(rj, job, c.Scheme()); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, job); err != nil {
+		return err
+	}
+	orig = rj.DeepCopy()
+	rj.Status.Phase = restorev1.PhaseRunning
+	rj.Status.StartTime = &job.CreationTimestamp
+	msg = fmt.Sprintf("restoring artifact %s into postgres scratch.svc:5432/%s with Job %s (attempt 1 of at most 1)",
+		bj.Status.LastArtifact.Path, rj.Spec.Target.Database, job.Name)
+	conditions.MarkReconciling(rj, restorev1.RestoreJobRunningReason, msg)
+	if err := c.Status().Patch(ctx, rj, client.MergeFrom(orig)); err != nil {
+		return err
+	}
+	return bench.Event(ctx, c, rj, gv, "RestoreJob", corev1.EventTypeNormal, restorev1.RestoreJobRunningReason, "PhaseRunning", msg)
+}
+
+// converged: every RestoreJob Running for its generation, then (one list
+// of N, only once they are) every restore Job there.
+func converged(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
+	list := &restorev1.RestoreJobList{}
+	if err := c.List(ctx, list, bench.FromCache(ns)); err != nil {
+		return false, err
+	}
+	if len(list.Items) != n {
+		return false, nil
+	}
+	for i := range list.Items {
+		rj := &list.Items[i]
+		if rj.Status.ObservedGeneration != rj.Generation || rj.Status.Phase != restorev1.PhaseRunning {
+			return false, nil
+		}
+	}
+	jobs := &batchv1.JobList{}
+	if err := c.List(ctx, jobs, bench.FromCache(ns)); err != nil {
+		return false, err
+	}
+	return len(jobs.Items) == n, nil
+}
+
+func main() {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		panic(err)
+	}
+	bench.Main(bench.Kind{
+		Title: "restore operator", Object: "RestoreJob", Controller: "restorejob",
+		Env: testenv.Options{
+			CRDDirectoryPaths:   []string{filepath.Join(root, "deploy/restore/crd/bases"), filepath.Join(root, "deploy/backup/crd/bases")},
+			WebhookManifestDirs: []string{filepath.Join(root, "deploy/restore/webhook/generated")},
+			Scheme:              scheme(),
+		},
+		Operator:  func() manager.Operator { return operator.New("bench") },
+		Args:      []string{"--agent-image=" + agentImage},
+		Prepare:   prepare,
+		New:       restoreJob,
+		Floor:     floor,
+		Converged: converged,
+	})
+}
