@@ -76,7 +76,7 @@ func main() {
 	migrationSizes := flag.String("migration-sizes", "", "PostgreSQL source database sizes for the migration bench (agent migrate copy vs pgcopydb clone), in MB (comma-separated; empty: none)")
 	flag.IntVar(&encodersMB, "encoders-mb", 0, "also compare zstd encoders (the CLI at -3 and -1, Go at several levels, concurrencies and windows) on one pg_dump -Fc -Z0 of a database of this many MB (0: no)")
 	flag.StringVar(&encodersProfiles, "encoders-cpuprofile-dir", "", "with -encoders-mb: write a CPU profile of each Go encoder configuration into this folder")
-	flag.StringVar(&inventory, "inventory", "", "CAIRN_INVENTORY of the agent's backups (Checksum, RowCount, None; empty: the agent's default, Checksum)")
+	flag.StringVar(&inventory, "inventory", "", "CAIRN_INVENTORY of the agent's backups (Checksum, RowCount, None; empty: the agent's default, RowCount)")
 	casesFlag := flag.String("cases", "", "measure only the configurations whose name matches this regular expression (e.g. 'Z0|PVC'); the restore's preparation still runs")
 	mysqlMigrationSizes := flag.String("mysql-migration-sizes", "", "MariaDB source database sizes for the migration bench (agent migrate copy on 1 and 4 connections vs mysqldump | mysql), in MB (comma-separated; empty: none)")
 	flag.Parse()

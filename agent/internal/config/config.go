@@ -212,7 +212,7 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "fastest"), "backup: zstd level, fastest (the default), default (about zstd -3) or better (env CAIRN_COMPRESSION)")
 	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
 	fs.BoolVar(&c.Prune, "prune", envBool("CAIRN_PRUNE_AFTER_BACKUP", true), "backup: prune by retention after a successful backup when retention days are set (env CAIRN_PRUNE_AFTER_BACKUP)")
-	fs.StringVar(&c.Inventory, "inventory", envStr("CAIRN_INVENTORY", "Checksum"), "backup: record per table None, RowCount or Checksum (row counts and content checksums) in the manifest, read in the dump's snapshot (env CAIRN_INVENTORY)")
+	fs.StringVar(&c.Inventory, "inventory", envStr("CAIRN_INVENTORY", "RowCount"), "backup: record per table None, RowCount or Checksum (row counts and content checksums) in the manifest, read in the dump's snapshot (env CAIRN_INVENTORY)")
 	fs.StringVar(&c.LogLevel, "log-level", envStr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envStr("CAIRN_LOG_FORMAT", "text"), "text or json, on stderr (env CAIRN_LOG_FORMAT)")
 

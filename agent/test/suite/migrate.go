@@ -407,27 +407,35 @@ func BackupInventory(t *testing.T, e *Env) {
 	job := naming.Job{Namespace: "shop", Name: "inv"}
 	check(t, e.DB.Seed(db))
 	t.Cleanup(func() { e.DB.Drop(db) })
-	res := mustSucceed(t, e.agent(t, st, db, job, nil, "backup"))
-	key := st.KeyOf(t, job, res.Artifact)
-	name := key[strings.LastIndex(key, "/")+1:]
-	raw := st.Read(t, job.ManifestKey(name))
-	entry, err := catalog.DecodeManifest(raw, job, job.ManifestKey(name))
-	check(t, err)
-	if entry.Inventory == nil || len(entry.Inventory.Tables) != seedTables(e) {
-		t.Fatalf("manifest: %s", raw)
-	}
-	for _, tb := range entry.Inventory.Tables {
-		want, err := e.DB.SQL(db, "SELECT COUNT(*) FROM "+tb.Name)
+	// The default (RowCount: what a RestoreJob's checks compare), then
+	// CAIRN_INVENTORY=Checksum (row counts and content checksums).
+	for _, c := range []struct {
+		env    []string
+		method string
+		sumLen int
+	}{{nil, "RowCount", 0}, {[]string{"CAIRN_INVENTORY=Checksum"}, "Checksum", 16}} {
+		res := mustSucceed(t, e.agent(t, st, db, job, c.env, "backup"))
+		key := st.KeyOf(t, job, res.Artifact)
+		name := key[strings.LastIndex(key, "/")+1:]
+		raw := st.Read(t, job.ManifestKey(name))
+		entry, err := catalog.DecodeManifest(raw, job, job.ManifestKey(name))
 		check(t, err)
-		if itoa(int(tb.Rows)) != strings.TrimSpace(want) || len(tb.Checksum) != 16 {
-			t.Errorf("inventory %+v, database has %s rows", tb, want)
+		if entry.Inventory == nil || len(entry.Inventory.Tables) != seedTables(e) || string(entry.Inventory.Method) != c.method {
+			t.Fatalf("manifest (%s): %s", c.method, raw)
+		}
+		for _, tb := range entry.Inventory.Tables {
+			want, err := e.DB.SQL(db, "SELECT COUNT(*) FROM "+tb.Name)
+			check(t, err)
+			if itoa(int(tb.Rows)) != strings.TrimSpace(want) || len(tb.Checksum) != c.sumLen {
+				t.Errorf("inventory (%s) %+v, database has %s rows", c.method, tb, want)
+			}
 		}
 	}
 	// CAIRN_INVENTORY=None: no inventory; old manifests without one parse.
-	res = mustSucceed(t, e.agent(t, st, db, job, []string{"CAIRN_INVENTORY=None"}, "backup"))
-	key = st.KeyOf(t, job, res.Artifact)
-	name = key[strings.LastIndex(key, "/")+1:]
-	raw = st.Read(t, job.ManifestKey(name))
+	res := mustSucceed(t, e.agent(t, st, db, job, []string{"CAIRN_INVENTORY=None"}, "backup"))
+	key := st.KeyOf(t, job, res.Artifact)
+	name := key[strings.LastIndex(key, "/")+1:]
+	raw := st.Read(t, job.ManifestKey(name))
 	var probe map[string]any
 	check(t, json.Unmarshal(raw, &probe))
 	if _, ok := probe["inventory"]; ok {
