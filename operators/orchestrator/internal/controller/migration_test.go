@@ -64,9 +64,9 @@ func TestMigrationJobCreatedOnStartDriftRevertedAndMirrored(t *testing.T) {
 	g.Expect(current(g, p).Status.Migration).To(BeNil())
 
 	// start: true creates it, owned and labelled.
-	cur := current(g, p)
-	cur.Spec.Migration.Start = true
-	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	cur := updatePlan(g, p, func(cur *platformv1.ProtectionPlan) {
+		cur.Spec.Migration.Start = true
+	})
 	mj := &migrationv1.MigrationJob{}
 	g.Eventually(func() error { return env.Client.Get(ctx, migrationJobKey(p), mj) }).WithTimeout(timeout).Should(Succeed())
 	g.Expect(metav1.IsControlledBy(mj, current(g, p))).To(BeTrue())
@@ -87,9 +87,9 @@ func TestMigrationJobCreatedOnStartDriftRevertedAndMirrored(t *testing.T) {
 	}).WithTimeout(timeout).Should(Succeed())
 	g.Eventually(func(g Gomega) bool { return get(g, mj).Spec.Cutover.Approved }).WithTimeout(timeout).Should(BeFalse())
 	// Approving through the plan reaches it.
-	cur = current(g, p)
-	cur.Spec.Migration.Template.Cutover.Approved = true
-	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	cur = updatePlan(g, p, func(cur *platformv1.ProtectionPlan) {
+		cur.Spec.Migration.Template.Cutover.Approved = true
+	})
 	g.Eventually(func(g Gomega) bool { return get(g, mj).Spec.Cutover.Approved }).WithTimeout(timeout).Should(BeTrue())
 
 	// Status mirrors the child's phase and conditions, and the child's
@@ -118,9 +118,9 @@ func TestMigrationJobCreatedOnStartDriftRevertedAndMirrored(t *testing.T) {
 	g.Expect(condition(p, cairnv1.ReadyCondition)(g)).NotTo(ContainSubstring("Copying"))
 
 	// start: false never deletes the running migration.
-	cur = current(g, p)
-	cur.Spec.Migration.Start = false
-	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	cur = updatePlan(g, p, func(cur *platformv1.ProtectionPlan) {
+		cur.Spec.Migration.Start = false
+	})
 	g.Eventually(func(g Gomega) int64 { return current(g, p).Status.ObservedGeneration }).WithTimeout(timeout).Should(Equal(cur.Generation))
 	g.Consistently(func(g Gomega) []string { return migrationJobNames(g, ns) }).WithTimeout(2 * time.Second).Should(Equal([]string{"orders-migrate"}))
 	g.Expect(get(g, mj).UID).To(Equal(uid))

@@ -70,14 +70,10 @@ func TestBackupJobCreatedOnceAndDriftReverted(t *testing.T) {
 	g.Eventually(func(g Gomega) bool { return get(g, bj).Spec.Suspend }).WithTimeout(timeout).Should(BeFalse())
 
 	// A change of the plan reaches the child.
-	cur := current(g, p)
-	cur.Spec.Backup.Schedule = "30 3 * * *"
-	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	updatePlan(g, p, func(pp *platformv1.ProtectionPlan) { pp.Spec.Backup.Schedule = "30 3 * * *" })
 	g.Eventually(func(g Gomega) string { return get(g, bj).Spec.Schedule }).WithTimeout(timeout).Should(Equal("30 3 * * *"))
 	// The plan's own suspend reaches it too (and is not drift then).
-	cur = current(g, p)
-	cur.Spec.Backup.Suspend = true
-	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	cur := updatePlan(g, p, func(pp *platformv1.ProtectionPlan) { pp.Spec.Backup.Suspend = true })
 	g.Eventually(func(g Gomega) bool { return get(g, bj).Spec.Suspend }).WithTimeout(timeout).Should(BeTrue())
 	g.Eventually(func(g Gomega) int64 { return current(g, p).Status.ObservedGeneration }).WithTimeout(timeout).Should(Equal(cur.Generation))
 	g.Expect(get(g, bj).Spec.Suspend).To(BeTrue())
@@ -125,9 +121,9 @@ func TestForeignBackupJobRefused(t *testing.T) {
 	g.Eventually(gone(foreign)).WithTimeout(timeout).Should(BeTrue())
 	// The plan is not woken by the deletion of an object it does not own;
 	// touching the plan (any spec change) brings it back.
-	cur := current(g, p)
-	cur.Spec.Backup.RetentionDays = 8
-	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	updatePlan(g, p, func(cur *platformv1.ProtectionPlan) {
+		cur.Spec.Backup.RetentionDays = 8
+	})
 	bj := backupJobOf(t, p)
 	g.Expect(metav1.IsControlledBy(bj, current(g, p))).To(BeTrue())
 	g.Eventually(condition(p, cairnv1.StalledCondition)).WithTimeout(timeout).Should(Equal("missing"))

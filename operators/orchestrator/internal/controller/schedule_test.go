@@ -53,9 +53,9 @@ func TestScheduledVerification(t *testing.T) {
 
 	// The schedule fires (on the controller's clock): the newest backup is verified.
 	clock.SetTime(next.Add(time.Minute))
-	cur := current(g, p)
-	cur.Annotations = map[string]string{"test.cairn.dev/wake": "1"}
-	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	updatePlan(g, p, func(cur *platformv1.ProtectionPlan) {
+		cur.Annotations = map[string]string{"test.cairn.dev/wake": "1"}
+	})
 	rj2 := restoreJob(t, ns, "weekly-verify-2")
 	g.Expect(rj2.Spec.Source.BackupJob.Artifact).To(Equal(a2.Path))
 }

@@ -141,6 +141,19 @@ func current(g Gomega, p *platformv1.ProtectionPlan) *platformv1.ProtectionPlan 
 	return cur
 }
 
+// updatePlan applies change to the newest p and updates it, again on a
+// conflict (the operator writes the plan's status meanwhile, which moves its
+// resourceVersion); it returns the plan as updated.
+func updatePlan(g Gomega, p *platformv1.ProtectionPlan, change func(*platformv1.ProtectionPlan)) *platformv1.ProtectionPlan {
+	var cur *platformv1.ProtectionPlan
+	g.Eventually(func(g Gomega) error {
+		cur = current(g, p)
+		change(cur)
+		return env.Client.Update(context.Background(), cur)
+	}).WithTimeout(timeout).Should(Succeed())
+	return cur
+}
+
 // condition polls the plan's condition typ as "Status/Reason".
 func condition(p *platformv1.ProtectionPlan, typ string) func(Gomega) string {
 	return func(g Gomega) string {

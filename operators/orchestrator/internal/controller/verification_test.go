@@ -40,9 +40,9 @@ func TestLoweringEveryNBackupsVerifiesNewestAtOnce(t *testing.T) {
 	g.Consistently(func(g Gomega) []string { return restoreJobNames(g, ns) }).WithTimeout(2*time.Second).
 		Should(ConsistOf("orders-verify-1"), "1 of 3 backups: not due")
 
-	cur := current(g, p)
-	cur.Spec.Verification.EveryNBackups = new(int32(1))
-	g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	updatePlan(g, p, func(cur *platformv1.ProtectionPlan) {
+		cur.Spec.Verification.EveryNBackups = new(int32(1))
+	})
 	rj2 := restoreJob(t, ns, "orders-verify-2")
 	g.Expect(rj2.Spec.Source.BackupJob.Artifact).To(Equal(a2.Path))
 	g.Eventually(func(g Gomega) string { return current(g, p).Status.LastVerification.Message }).WithTimeout(timeout).
