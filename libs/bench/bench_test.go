@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -98,12 +99,10 @@ func TestReadCPUCountsTheChildrenItStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	deadline := time.Now().Add(time.Minute)
-	for ReadCPU().Sub(before).Server < 0.2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a busy child used no CPU in ReadCPU's count after a minute: %+v", ReadCPU().Sub(before))
-		}
-		time.Sleep(50 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true,
+		func(context.Context) (bool, error) { return ReadCPU().Sub(before).Server >= 0.2, nil })
+	if err != nil {
+		t.Fatalf("a busy child used no CPU in ReadCPU's count after a minute: %+v", ReadCPU().Sub(before))
 	}
 }
 
