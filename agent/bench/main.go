@@ -70,9 +70,9 @@ type row struct {
 
 func main() {
 	sizesFlag := flag.String("sizes", "100,1000", "PostgreSQL database sizes to generate, in MB (comma-separated; empty: none)")
-	mysqlSizes := flag.String("mysql-sizes", "100", "MariaDB database sizes to generate, in MB (comma-separated; empty: none)")
+	mysqlSizes := flag.String("mysql-sizes", "100,1000", "MariaDB database sizes to generate, in MB (comma-separated; empty: none)")
 	runs := flag.Int("runs", 2, "runs of each configuration; the fastest counts")
-	levels := flag.String("compression", "default", "agent zstd levels to measure (comma-separated: fastest, default, better)")
+	levels := flag.String("compression", "fastest", "agent zstd levels to measure (comma-separated: fastest, default, better; the agent's default is fastest)")
 	migrationSizes := flag.String("migration-sizes", "", "PostgreSQL source database sizes for the migration bench (agent migrate copy vs pgcopydb clone), in MB (comma-separated; empty: none)")
 	flag.IntVar(&encodersMB, "encoders-mb", 0, "also compare zstd encoders (the CLI at -3 and -1, Go at several levels, concurrencies and windows) on one pg_dump -Fc -Z0 of a database of this many MB (0: no)")
 	flag.StringVar(&encodersProfiles, "encoders-cpuprofile-dir", "", "with -encoders-mb: write a CPU profile of each Go encoder configuration into this folder")
@@ -188,7 +188,7 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 		rows = append(rows, r)
 	}
 	for _, mb := range mysqlSizes {
-		r, err := e.mysqlRow(mb, runs)
+		r, err := e.mysqlRow(mb, runs, levels)
 		if err != nil {
 			return err
 		}
@@ -272,6 +272,9 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 				want = 0.95
 			}
 			line := fmt.Sprintf("  %s %.0f MB, %s: %.2f× %s (%s)", r.engine, float64(r.dbBytes)/1e6, m.config, ratio, m.peer, verdict(ratio >= want))
+			if ps, ok := by[m.peer+" + sync"]; ok {
+				line += fmt.Sprintf(", %.2f× %s (durable, like the agent's PVC store)", ps.elapsed.Seconds()/m.elapsed.Seconds(), ps.config)
+			}
 			if strings.Contains(m.peer, "restic") {
 				line += fmt.Sprintf(", stored %.1f vs %.1f MB (%s)", float64(m.outBytes)/1e6, float64(p.outBytes)/1e6, verdict(m.outBytes <= p.outBytes))
 			}
@@ -316,12 +319,17 @@ func measure(dbBytes int64, runs int, cases []benchCase) ([]measurement, error) 
 }
 
 const (
-	onePass   = "pg_dump -Fc -Z0 | zstd"
-	resticPG  = "pg_dump | restic backup --stdin → S3"
-	pgRestore = "zstd -d | pg_restore"
-	myZstd    = "mysqldump | zstd"
-	resticMy  = "mysqldump | restic backup --stdin → S3"
-	myRestore = "zstd -d | mysql"
+	onePass = "pg_dump -Fc -Z0 | zstd"
+	// The pipes followed by an fsync of the file and its folder (`sync
+	// FILE DIR`), as the agent's PVC store does before it reports success:
+	// the durable comparison, printed beside the issue's peer.
+	onePassSync = "pg_dump -Fc -Z0 | zstd + sync"
+	myZstdSync  = "mysqldump | zstd + sync"
+	resticPG    = "pg_dump | restic backup --stdin → S3"
+	pgRestore   = "zstd -d | pg_restore"
+	myZstd      = "mysqldump | zstd"
+	resticMy    = "mysqldump | restic backup --stdin → S3"
+	myRestore   = "zstd -d | mysql"
 )
 
 func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
@@ -340,15 +348,15 @@ func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
 		{name: onePass, run: func(int) (measurement, error) {
 			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fc -Z0 -d %s | zstd -q > %s", testenv.PGBinDir, db, e.out()), e.out())
 		}},
+		{name: onePassSync, run: func(int) (measurement, error) {
+			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fc -Z0 -d %s | zstd -q > %s && sync %s %s", testenv.PGBinDir, db, e.out(), e.out(), e.tmp), e.out())
+		}},
 		{name: resticPG, run: func(r int) (measurement, error) {
 			return e.restic(e.pg.Env(), fmt.Sprintf("%s/pg_dump -d %s", testenv.PGBinDir, db), fmt.Sprintf("restic-%s-%d", db, r))
 		}},
 	}
 	for _, level := range levels {
-		sfx := ""
-		if level != "default" {
-			sfx = " (zstd " + level + ")"
-		}
+		sfx := levelSuffix(level)
 		for _, kind := range []string{"pvc", "s3"} {
 			peer := onePass
 			if kind == "s3" {
@@ -410,7 +418,7 @@ func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
 	return row{engine: "PostgreSQL", dbBytes: dbBytes, ms: append(ms, rms...)}, nil
 }
 
-func (e *env) mysqlRow(mb, runs int) (row, error) {
+func (e *env) mysqlRow(mb, runs int, levels []string) (row, error) {
 	db := fmt.Sprintf("bench_%dmb", mb)
 	fmt.Fprintf(os.Stderr, "bench: generating MariaDB %s (~%d MB)\n", db, mb)
 	dbBytes, err := generateMySQL(e.my, db, int64(mb)<<20)
@@ -427,18 +435,23 @@ func (e *env) mysqlRow(mb, runs int) (row, error) {
 		{name: myZstd, run: func(int) (measurement, error) {
 			return e.shell(shellEnv, dump+" | zstd -q > "+e.out(), e.out())
 		}},
+		{name: myZstdSync, run: func(int) (measurement, error) {
+			return e.shell(shellEnv, dump+" | zstd -q > "+e.out()+" && sync "+e.out()+" "+e.tmp, e.out())
+		}},
 		{name: resticMy, run: func(r int) (measurement, error) {
 			return e.restic(shellEnv, dump, fmt.Sprintf("restic-my-%s-%d", db, r))
 		}},
 	}
-	for _, kind := range []string{"pvc", "s3"} {
-		peer := myZstd
-		if kind == "s3" {
-			peer = resticMy
+	for _, level := range levels {
+		for _, kind := range []string{"pvc", "s3"} {
+			peer := myZstd
+			if kind == "s3" {
+				peer = resticMy
+			}
+			cases = append(cases, benchCase{name: "agent backup → " + strings.ToUpper(kind) + levelSuffix(level), peer: peer, run: func(r int) (measurement, error) {
+				return e.agentBackup(append(myEnv, "CAIRN_DB_NAME="+db), kind, level, fmt.Sprintf("bench/my-%s-%d", strings.ReplaceAll(db, "_", "-"), r))
+			}})
 		}
-		cases = append(cases, benchCase{name: "agent backup → " + strings.ToUpper(kind), peer: peer, run: func(r int) (measurement, error) {
-			return e.agentBackup(append(myEnv, "CAIRN_DB_NAME="+db), kind, "default", fmt.Sprintf("bench/my-%s-%d", strings.ReplaceAll(db, "_", "-"), r))
-		}})
 	}
 	ms, err := measure(dbBytes, runs, cases)
 	if err != nil {
@@ -486,6 +499,15 @@ func (e *env) mysqlRow(mb, runs int) (row, error) {
 		return row{}, err
 	}
 	return row{engine: "MariaDB", dbBytes: dbBytes, ms: append(ms, rms...)}, nil
+}
+
+// levelSuffix names a zstd level in a configuration's name; the agent's
+// default level (fastest) is not named.
+func levelSuffix(level string) string {
+	if level == "fastest" || level == "" {
+		return ""
+	}
+	return " (zstd " + level + ")"
 }
 
 func (e *env) out() string { return filepath.Join(e.tmp, "baseline.out") }

@@ -31,6 +31,9 @@ import (
 //     privilege (or if the lock times out) the two snapshots start a moment
 //     apart and the inventory is marked not Consistent.
 //
+// A PostgreSQL RowCount inventory takes its counts from the dump stream
+// instead (dumpCountingRows): no second scan of the tables.
+//
 // A failed inventory does not fail the dump: invErr says why it is missing.
 func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn engine.Conn, st store.Store, key string, o inventory.Options) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
 	level := pipeline.Level(a.cfg.Compression)
@@ -56,6 +59,9 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 		e.Snapshot = snap
 		defer func() { e.Snapshot = "" }()
 		o.Snapshot = snap
+		if o.Method == inventory.MethodRowCount {
+			return a.dumpCountingRows(ctx, e, conn, st, key, o, level)
+		}
 		go func() {
 			defer close(done)
 			inv, invErr = inventory.Take(ictx, "postgres", conn, o)
@@ -183,4 +189,52 @@ func (h *headerWatch) Write(p []byte) (int, error) {
 		}
 	}
 	return h.w.Write(p)
+}
+
+// dumpCountingRows is dumpWithInventory for a PostgreSQL RowCount
+// inventory: the row counts are read from the archive while it streams
+// through the agent (inventory.ArchiveCounter: the COPY lines of each
+// table's data block), so they cost no second scan of the tables on the
+// server and say exactly what the artifact holds. After the dump, the
+// tables are listed in the dump's snapshot (still held by the caller) and
+// matched with the counts. If the stream cannot be read (the reason is
+// logged), or a table has no data block in it, that table is counted with
+// count(*) in the same snapshot: the inventory is the same, only slower.
+func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Level) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
+	counter := inventory.NewArchiveCounter()
+	w, err = pipeline.Backup(ctx, countingEngine{Engine: e, counter: counter}, st, key, level)
+	counts, cerr := counter.Result()
+	if err != nil {
+		return w, nil, nil, err
+	}
+	if cerr != nil {
+		a.log.Warn("row counts could not be read from the dump; counting each table with count(*) in the dump's snapshot", "reason", cerr)
+		counts.Rows = nil
+	}
+	db, oerr := inventory.OpenPostgres(ctx, conn)
+	if oerr != nil {
+		return w, nil, fmt.Errorf("inventory: %w", oerr), nil
+	}
+	defer db.Close()
+	inv, scanned, ierr := db.TakeCounted(ctx, o, counts.Rows)
+	if ierr != nil {
+		return w, nil, fmt.Errorf("inventory: %w", ierr), nil
+	}
+	if cerr == nil && len(scanned) > 0 {
+		a.log.Warn("tables without a data block in the dump were counted with count(*)", "tables", scanned)
+	}
+	return w, inv, nil, nil
+}
+
+// countingEngine passes the dump through counter too; the counter never
+// fails a write.
+type countingEngine struct {
+	engine.Engine
+	counter *inventory.ArchiveCounter
+}
+
+func (c countingEngine) Dump(ctx context.Context, w io.Writer) error {
+	err := c.Engine.Dump(ctx, io.MultiWriter(w, c.counter))
+	c.counter.CloseWithError(err)
+	return err
 }

@@ -323,3 +323,45 @@ func pgCount(ctx context.Context, tx pgx.Tx, t *Table, method string) error {
 	t.Checksum, err = foldSum(sum)
 	return err
 }
+
+// TakeCounted is a RowCount inventory whose row counts come from the dump
+// itself (ArchiveCounter: what the artifact holds) instead of a second scan
+// of every table: it lists the selected tables in o.Snapshot (the dump's,
+// still held by the caller) and takes each one's count from counts. A
+// table counts lacks (none expected; nil counts: all) is counted with
+// count(*) in the same snapshot and named in scanned.
+func (p *Postgres) TakeCounted(ctx context.Context, o Options, counts map[string]int64) (inv *Inventory, scanned []string, err error) {
+	if o.Snapshot == "" {
+		return nil, nil, errors.New("row counts from a dump need the dump's snapshot")
+	}
+	tx, err := BeginInSnapshot(ctx, p.C, o.Snapshot)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback(context.Background())
+	tables, err := pgTables(ctx, tx, o.Filter)
+	if err != nil {
+		return nil, nil, err
+	}
+	inv = &Inventory{Method: MethodRowCount, Consistent: true, Tables: tables}
+	for i := range inv.Tables {
+		t := &inv.Tables[i]
+		if n, ok := counts[t.Key()]; ok {
+			t.Rows = n
+			continue
+		}
+		if err := pgCount(ctx, tx, t, MethodRowCount); err != nil {
+			return nil, nil, err
+		}
+		scanned = append(scanned, t.Key())
+	}
+	lo, err := pgLargeObjects(ctx, tx, MethodRowCount)
+	if err != nil {
+		return nil, nil, err
+	}
+	if lo != nil {
+		inv.Tables = append(inv.Tables, *lo)
+		sortTables(inv.Tables)
+	}
+	return inv, scanned, nil
+}

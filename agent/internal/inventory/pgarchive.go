@@ -1,0 +1,404 @@
+package inventory
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// ArchiveCounts are the row counts of the tables whose data a pg_dump
+// custom-format archive holds, read from the archive itself: each table's
+// data is one "TABLE DATA" entry of the table of contents and one data
+// block of COPY text, one line per row (COPY escapes newlines in values as
+// \n, so a raw newline ends a row). What the counts say is exactly what
+// the artifact holds.
+type ArchiveCounts struct {
+	// Rows by table key ("schema.table").
+	Rows map[string]int64
+	// NoData are the TABLE DATA entries of the TOC whose data block the
+	// stream did not carry (keys).
+	NoData []string
+}
+
+// The custom format (pg_dump's pg_backup_archiver.c, pg_backup_custom.c):
+// a header, the table of contents, then one block per entry with data.
+const (
+	archCustom = 1
+	blkData    = 1
+	blkBlobs   = 3
+	// Versions read: 1.12 (PostgreSQL 11.x) to 1.16 (PostgreSQL 17).
+	archMinVersion = 12
+	archMaxVersion = 16
+	// maxKeptString bounds the TOC strings the parser keeps (tag, desc,
+	// namespace: identifiers and short words); longer ones (definitions)
+	// are skipped, not stored.
+	maxKeptString = 1 << 12
+)
+
+// ArchiveCounter reads a pg_dump custom-format archive written to it
+// (pg_dump --format=custom --compress=0) and counts each table's rows. It
+// never fails a Write: a stream it cannot read (another format, compressed
+// data, a version it does not know, a truncated or corrupt archive) makes
+// Result return an error, and the bytes are still consumed.
+type ArchiveCounter struct {
+	pw   *io.PipeWriter
+	done chan struct{}
+	res  ArchiveCounts
+	err  error
+	once sync.Once
+}
+
+// NewArchiveCounter starts a counter; call Close (or CloseWithError) when
+// the stream ends, then Result.
+func NewArchiveCounter() *ArchiveCounter {
+	pr, pw := io.Pipe()
+	c := &ArchiveCounter{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.res, c.err = parseArchive(bufio.NewReaderSize(pr, 64<<10))
+		if c.err == nil {
+			// Anything after the last block is unexpected.
+			if n, _ := io.Copy(io.Discard, pr); n > 0 {
+				c.err = fmt.Errorf("%d bytes after the archive's last data block", n)
+			}
+		}
+		// Keep consuming whatever follows so that the writer never blocks.
+		_, _ = io.Copy(io.Discard, pr)
+		pr.Close()
+	}()
+	return c
+}
+
+// Write passes p to the parser; it always consumes all of p.
+func (c *ArchiveCounter) Write(p []byte) (int, error) {
+	_, _ = c.pw.Write(p) // the reader drains to EOF: no error but a close
+	return len(p), nil
+}
+
+// Close ends the stream (the archive is complete).
+func (c *ArchiveCounter) Close() error { return c.CloseWithError(nil) }
+
+// CloseWithError ends the stream with an error (the dump failed).
+func (c *ArchiveCounter) CloseWithError(err error) error {
+	c.once.Do(func() { c.pw.CloseWithError(err) })
+	return nil
+}
+
+// Result waits for the parser (after Close) and returns the counts.
+func (c *ArchiveCounter) Result() (ArchiveCounts, error) {
+	c.Close()
+	<-c.done
+	return c.res, c.err
+}
+
+// archReader reads the archive's primitive values.
+type archReader struct {
+	r       *bufio.Reader
+	intSize int
+	offSize int
+	vmin    int
+}
+
+var errTruncated = errors.New("archive ends early")
+
+func (a *archReader) byte() (byte, error) {
+	b, err := a.r.ReadByte()
+	if err == io.EOF {
+		err = errTruncated
+	}
+	return b, err
+}
+
+func (a *archReader) full(n int) ([]byte, error) {
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(a.r, buf); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			err = errTruncated
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// int reads a sign byte and intSize little-endian magnitude bytes.
+func (a *archReader) int() (int64, error) {
+	b, err := a.full(1 + a.intSize)
+	if err != nil {
+		return 0, err
+	}
+	var v uint64
+	for i := a.intSize; i >= 1; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	if v > 1<<62 {
+		return 0, fmt.Errorf("integer %d out of range", v)
+	}
+	if b[0] != 0 {
+		return -int64(v), nil
+	}
+	return int64(v), nil
+}
+
+// str reads a string: its length (-1: NULL) and bytes. Strings longer than
+// keep are skipped and returned empty.
+func (a *archReader) str(keep int) (s string, null bool, err error) {
+	n, err := a.int()
+	if err != nil {
+		return "", false, err
+	}
+	switch {
+	case n == -1:
+		return "", true, nil
+	case n < 0:
+		return "", false, fmt.Errorf("string length %d", n)
+	case n > int64(keep):
+		if _, err := a.r.Discard(int(min(n, 1<<62))); err != nil {
+			return "", false, errTruncated
+		}
+		return "", false, nil
+	}
+	b, err := a.full(int(n))
+	return string(b), false, err
+}
+
+type tocEntry struct{ key string }
+
+// parseArchive reads a whole archive.
+func parseArchive(r *bufio.Reader) (ArchiveCounts, error) {
+	a := &archReader{r: r}
+	res := ArchiveCounts{Rows: map[string]int64{}}
+	head, err := a.full(11)
+	if err != nil {
+		return res, err
+	}
+	if string(head[:5]) != "PGDMP" {
+		return res, errors.New("not a pg_dump custom-format archive (no PGDMP magic)")
+	}
+	vmaj, vmin := head[5], head[6]
+	if vmaj != 1 || vmin < archMinVersion || vmin > archMaxVersion {
+		return res, fmt.Errorf("archive version %d.%d.%d is not one this agent reads (1.%d to 1.%d)", vmaj, vmin, head[7], archMinVersion, archMaxVersion)
+	}
+	a.vmin = int(vmin)
+	a.intSize, a.offSize = int(head[8]), int(head[9])
+	if a.intSize < 1 || a.intSize > 8 || a.offSize < 1 || a.offSize > 8 {
+		return res, fmt.Errorf("archive integer size %d, offset size %d", a.intSize, a.offSize)
+	}
+	if head[10] != archCustom {
+		return res, fmt.Errorf("archive format %d is not custom (%d)", head[10], archCustom)
+	}
+	if a.vmin >= 15 {
+		alg, err := a.byte()
+		if err != nil {
+			return res, err
+		}
+		if alg != 0 {
+			return res, fmt.Errorf("archive data is compressed (algorithm %d)", alg)
+		}
+	} else {
+		level, err := a.int()
+		if err != nil {
+			return res, err
+		}
+		if level != 0 {
+			return res, fmt.Errorf("archive data is compressed (level %d)", level)
+		}
+	}
+	for range 7 { // creation time
+		if _, err := a.int(); err != nil {
+			return res, err
+		}
+	}
+	for range 3 { // database name, server version, pg_dump version
+		if _, _, err := a.str(maxKeptString); err != nil {
+			return res, err
+		}
+	}
+	count, err := a.int()
+	if err != nil {
+		return res, err
+	}
+	if count < 0 {
+		return res, fmt.Errorf("TOC entry count %d", count)
+	}
+	data := map[int64]tocEntry{} // dumpId → TABLE DATA entry
+	seenKeys := map[string]bool{}
+	for range count {
+		id, err := a.int()
+		if err != nil {
+			return res, err
+		}
+		if id <= 0 {
+			return res, fmt.Errorf("TOC entry id %d", id)
+		}
+		hadDumper, err := a.int()
+		if err != nil {
+			return res, err
+		}
+		var f [10]string // tableoid, oid, tag, desc, defn, drop, copy, namespace, tablespace, tableam
+		for i := range f {
+			if i == 4 { // section, between desc and defn
+				if _, err := a.int(); err != nil {
+					return res, err
+				}
+			}
+			if f[i], _, err = a.str(maxKeptString); err != nil {
+				return res, err
+			}
+		}
+		if a.vmin >= 16 { // relkind
+			if _, err := a.int(); err != nil {
+				return res, err
+			}
+		}
+		for range 2 { // owner, "false" (was: with OIDs)
+			if _, _, err := a.str(maxKeptString); err != nil {
+				return res, err
+			}
+		}
+		for { // dependencies, until NULL
+			_, null, err := a.str(maxKeptString)
+			if err != nil {
+				return res, err
+			}
+			if null {
+				break
+			}
+		}
+		// The custom format's extra: the data's offset (flag + offSize).
+		if _, err := a.full(1 + a.offSize); err != nil {
+			return res, err
+		}
+		tag, desc, namespace := f[2], f[3], f[7]
+		if desc == "TABLE DATA" && hadDumper != 0 {
+			if tag == "" || namespace == "" {
+				return res, fmt.Errorf("TABLE DATA entry %d without a table or schema name", id)
+			}
+			key := namespace + "." + tag
+			if seenKeys[key] {
+				return res, fmt.Errorf("two TABLE DATA entries for %s", key)
+			}
+			if _, dup := data[id]; dup {
+				return res, fmt.Errorf("two TOC entries with id %d", id)
+			}
+			seenKeys[key] = true
+			data[id] = tocEntry{key: key}
+		}
+	}
+	counted := map[int64]bool{}
+	for {
+		blk, err := a.r.ReadByte()
+		if err == io.EOF {
+			break // the archive's end
+		}
+		if err != nil {
+			return res, err
+		}
+		id, err := a.int()
+		if err != nil {
+			return res, err
+		}
+		switch blk {
+		case blkData:
+			te, ok := data[id]
+			rows, err := a.copyRows()
+			if err != nil {
+				return res, fmt.Errorf("data block of entry %d: %w", id, err)
+			}
+			if !ok {
+				continue // data of another kind of entry (none expected)
+			}
+			if counted[id] {
+				return res, fmt.Errorf("two data blocks for %s", te.key)
+			}
+			counted[id] = true
+			res.Rows[te.key] = rows
+		case blkBlobs:
+			for {
+				oid, err := a.int()
+				if err != nil {
+					return res, err
+				}
+				if oid == 0 {
+					break
+				}
+				if err := a.chunks(func([]byte) {}); err != nil {
+					return res, fmt.Errorf("large object %d: %w", oid, err)
+				}
+			}
+		default:
+			return res, fmt.Errorf("unknown block type %d", blk)
+		}
+	}
+	for id, te := range data {
+		if !counted[id] {
+			res.NoData = append(res.NoData, te.key)
+		}
+	}
+	return res, nil
+}
+
+// chunks reads length-prefixed chunks until a zero length and hands each
+// piece of them to f (pieces of at most the reader's buffer).
+func (a *archReader) chunks(f func([]byte)) error {
+	for {
+		n, err := a.int()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if n < 0 {
+			return fmt.Errorf("chunk length %d", n)
+		}
+		for n > 0 {
+			p, err := a.r.Peek(int(min(n, int64(a.r.Size()))))
+			if len(p) == 0 {
+				if err == nil || err == io.EOF {
+					err = errTruncated
+				}
+				return err
+			}
+			f(p)
+			a.r.Discard(len(p))
+			n -= int64(len(p))
+		}
+	}
+}
+
+// copyEnd ends the COPY text of every table's data block: pg_dump writes
+// COPY's end marker and two empty lines after the rows
+// (dumpTableData_copy).
+const copyEnd = "\\.\n\n\n"
+
+// copyRows counts the lines of a data block of COPY text: every line but
+// the end marker (copyEnd), which no row can be (a backslash in a value is
+// written as \\). A block that does not end with the marker is an error.
+func (a *archReader) copyRows() (int64, error) {
+	var lines int64
+	var tail [len(copyEnd) + 1]byte // the block's last bytes, right-aligned
+	var size int64
+	err := a.chunks(func(p []byte) {
+		lines += int64(bytes.Count(p, []byte{'\n'}))
+		size += int64(len(p))
+		if len(p) >= len(tail) {
+			copy(tail[:], p[len(p)-len(tail):])
+		} else {
+			copy(tail[:], tail[len(p):])
+			copy(tail[len(tail)-len(p):], p)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case size == int64(len(copyEnd)) && string(tail[1:]) == copyEnd:
+	case size > int64(len(copyEnd)) && tail[0] == '\n' && string(tail[1:]) == copyEnd:
+	default:
+		return 0, fmt.Errorf("COPY data of %d bytes does not end with pg_dump's end marker", size)
+	}
+	return lines - 3, nil
+}
