@@ -57,7 +57,8 @@ var (
 	encodersMB       int
 	encodersProfiles string
 	// inventory, when set, is the agent backups' CAIRN_INVENTORY.
-	inventory string
+	// A case per value: "" is the agent's default (RowCount).
+	inventories []string
 	// casesRE, when set, keeps only the configurations it matches.
 	casesRE *regexp.Regexp
 )
@@ -76,10 +77,11 @@ func main() {
 	migrationSizes := flag.String("migration-sizes", "", "PostgreSQL source database sizes for the migration bench (agent migrate copy vs pgcopydb clone), in MB (comma-separated; empty: none)")
 	flag.IntVar(&encodersMB, "encoders-mb", 0, "also compare zstd encoders (the CLI at -3 and -1, Go at several levels, concurrencies and windows) on one pg_dump -Fc -Z0 of a database of this many MB (0: no)")
 	flag.StringVar(&encodersProfiles, "encoders-cpuprofile-dir", "", "with -encoders-mb: write a CPU profile of each Go encoder configuration into this folder")
-	flag.StringVar(&inventory, "inventory", "", "CAIRN_INVENTORY of the agent's backups (Checksum, RowCount, None; empty: the agent's default, RowCount)")
+	inventoryFlag := flag.String("inventory", "", "CAIRN_INVENTORY of the agent's backups, comma-separated for a case each (Checksum, RowCount, None; empty: the agent's default, RowCount)")
 	casesFlag := flag.String("cases", "", "measure only the configurations whose name matches this regular expression (e.g. 'Z0|PVC'); the restore's preparation still runs")
 	mysqlMigrationSizes := flag.String("mysql-migration-sizes", "", "MariaDB source database sizes for the migration bench (agent migrate copy on 1 and 4 connections vs mysqldump | mysql), in MB (comma-separated; empty: none)")
 	flag.Parse()
+	inventories = strings.Split(*inventoryFlag, ",")
 	if *casesFlag != "" {
 		var err error
 		if casesRE, err = regexp.Compile(*casesFlag); err != nil {
@@ -362,9 +364,11 @@ func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
 			if kind == "s3" {
 				peer = resticPG
 			}
-			cases = append(cases, benchCase{name: "agent backup → " + strings.ToUpper(kind) + sfx, peer: peer, run: func(r int) (measurement, error) {
-				return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db), kind, level, fmt.Sprintf("bench/%s-%d", strings.ReplaceAll(db, "_", "-"), r))
-			}})
+			for _, inv := range inventories {
+				cases = append(cases, benchCase{name: "agent backup → " + strings.ToUpper(kind) + sfx + inventorySuffix(inv), peer: peer, run: func(r int) (measurement, error) {
+					return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db), kind, level, inv, fmt.Sprintf("bench/%s-%d", strings.ReplaceAll(db, "_", "-"), r))
+				}})
+			}
 		}
 	}
 	ms, err := measure(dbBytes, runs, cases)
@@ -448,9 +452,11 @@ func (e *env) mysqlRow(mb, runs int, levels []string) (row, error) {
 			if kind == "s3" {
 				peer = resticMy
 			}
-			cases = append(cases, benchCase{name: "agent backup → " + strings.ToUpper(kind) + levelSuffix(level), peer: peer, run: func(r int) (measurement, error) {
-				return e.agentBackup(append(myEnv, "CAIRN_DB_NAME="+db), kind, level, fmt.Sprintf("bench/my-%s-%d", strings.ReplaceAll(db, "_", "-"), r))
-			}})
+			for _, inv := range inventories {
+				cases = append(cases, benchCase{name: "agent backup → " + strings.ToUpper(kind) + levelSuffix(level) + inventorySuffix(inv), peer: peer, run: func(r int) (measurement, error) {
+					return e.agentBackup(append(myEnv, "CAIRN_DB_NAME="+db), kind, level, inv, fmt.Sprintf("bench/my-%s-%d", strings.ReplaceAll(db, "_", "-"), r))
+				}})
+			}
 		}
 	}
 	ms, err := measure(dbBytes, runs, cases)
@@ -508,6 +514,14 @@ func levelSuffix(level string) string {
 		return ""
 	}
 	return " (zstd " + level + ")"
+}
+
+// inventorySuffix names a non-default CAIRN_INVENTORY.
+func inventorySuffix(inv string) string {
+	if inv == "" {
+		return ""
+	}
+	return ", inventory " + inv
 }
 
 func (e *env) out() string { return filepath.Join(e.tmp, "baseline.out") }
@@ -576,9 +590,9 @@ func (e *env) agent(env []string, cmd ...string) (measurement, error) {
 	return measurement{elapsed: r.Elapsed, cpu: r.CPU, rssKiB: r.PeakRSSKiB}, nil
 }
 
-func (e *env) agentBackup(env []string, kind, level, job string) (measurement, error) {
-	if inventory != "" {
-		env = append(env, "CAIRN_INVENTORY="+inventory)
+func (e *env) agentBackup(env []string, kind, level, inv, job string) (measurement, error) {
+	if inv != "" {
+		env = append(env, "CAIRN_INVENTORY="+inv)
 	}
 	env = append(env, "CAIRN_BACKUPJOB="+job, "CAIRN_COMPRESSION="+level, "PATH="+testenv.PGBinDir+":"+os.Getenv("PATH"), "HOME="+e.tmp)
 	pvcDir := filepath.Join(e.tmp, "pvc")

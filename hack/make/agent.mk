@@ -21,7 +21,7 @@ test-agent: ## Run the agent's tests: unit, and data path against real PostgreSQ
 ##@ Benchmarks
 
 .PHONY: bench-agent
-bench-agent: agent-deps ## Benchmark the agent side by side with its peers: backup vs pg_dump -Fc -Z0 | zstd and dump | restic backup --stdin (S3), restore vs zstd -d | pg_restore / mysql, PostgreSQL ~100 MB and ~1 GB, MariaDB ~100 MB (throughput, CPU, stored bytes, peak RSS).
+bench-agent: agent-deps ## Benchmark the agent side by side with its peers, every issue-16 figure in one run: PostgreSQL and MariaDB at ~100 MB and ~1 GB, backup → PVC vs the one-pass pipe (dump | zstd > file, and the same + sync), backup → S3 vs dump | restic backup --stdin, restore vs zstd -d | pg_restore / mysql; time, CPU, stored bytes, peak RSS. AGENT_BENCH_FLAGS narrows it (e.g. -sizes 1000 -mysql-sizes= -cases 'Z0|PVC').
 	cd agent && go run ./bench $(AGENT_BENCH_FLAGS)
 
 .PHONY: bench-migration
