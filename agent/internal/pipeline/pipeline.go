@@ -211,6 +211,13 @@ func Restore(ctx context.Context, st store.Store, key string, size int64, checks
 			// Drain what the decoder did not need, so the checksum covers
 			// every stored byte.
 			_, err = io.Copy(io.Discard, vr)
+		} else if errors.Is(err, io.ErrClosedPipe) {
+			// The tool stopped reading (it failed): read the rest, so that
+			// a corrupted stream whose garbage the tool choked on before
+			// its end is reported as corrupted (vr.err), not as the tool's
+			// error. A restore reads the artifact once more only when it
+			// failed anyway.
+			_, _ = io.Copy(io.Discard, vr)
 		}
 		pw.CloseWithError(err)
 		copyErr <- err
