@@ -76,7 +76,7 @@ func TestJobFinishedWhileTheOperatorWasDown(t *testing.T) {
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseRunning))
 	g.Expect(op.Stop()).To(Succeed())
 
-	failJob(t, job, 1, "")
+	failJob(t, job, 1, "restore failed: connection refused")
 
 	startOperator(t, operatorOptions{})
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseFailed))
