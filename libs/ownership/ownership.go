@@ -158,6 +158,30 @@ func (a *Applier) Ensure(ctx context.Context, owner, desired client.Object) (Op,
 	return Updated, nil
 }
 
+// Create creates desired with owner as its controller, for children that are
+// created once and never updated (Jobs: their pod template is immutable), so
+// that nothing of the child but its metadata and status need be cached (it
+// never compares a cached child's spec). When a child of that name exists
+// already it reads it past the cache (APIReader, which must be set): someone
+// else's is a NotControlledError; our own (created by an earlier pass, not
+// cached yet) is returned as the AlreadyExists error of the create.
+func (a *Applier) Create(ctx context.Context, owner, desired client.Object) error {
+	if err := SetController(owner, desired, a.Scheme); err != nil {
+		return err
+	}
+	err := a.Client.Create(ctx, desired)
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	key := client.ObjectKeyFromObject(desired)
+	live := newEmpty(desired)
+	if gerr := a.APIReader.Get(ctx, key, live); gerr == nil && !metav1.IsControlledBy(live, owner) {
+		gvk, _ := a.Client.GroupVersionKindFor(desired)
+		return &NotControlledError{Kind: gvk.Kind, Key: key}
+	}
+	return err
+}
+
 // Drift compares live with desired the way Ensure does: live matches when
 // every field desired sets (labels, annotations, owner references, and
 // everything outside metadata and status) has the same value in it; fields

@@ -130,10 +130,11 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 		WithOptions(opts).
 		For(&backupv1.BackupJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
 		// CronJobs are watched and cached as metadata only. The CronJob's
-		// own creation is this controller's write: skip its create event.
-		// Updates (drift) and deletes bring the owner back.
+		// own creation is this controller's write: skip its create event
+		// (ownership.SkipOwnCreate). Updates (drift) and deletes bring the
+		// owner back.
 		Owns(&batchv1.CronJob{}, builder.OnlyMetadata,
-			builder.WithPredicates(predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }})).
+			builder.WithPredicates(ownership.SkipOwnCreate(ownership.AsCreated))).
 		Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)).
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())).
 		Watches(&corev1.Secret{}, referrers(references.Secret), builder.OnlyMetadata).

@@ -20,7 +20,7 @@ func TestTransformRunKeepsWhatTheControllerReads(t *testing.T) {
 	job.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}}
 	now := metav1.Now()
 	job.Status = batchv1.JobStatus{StartTime: &now, Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
-	out, err := TransformRun(job)
+	out, err := agentjob.TransformRun(job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestTransformRunKeepsWhatTheControllerReads(t *testing.T) {
 		Spec: agentjob.PodTemplate(runSpec(bj, "agent:1", runNow)).Spec,
 		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: agentjob.ContainerName,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: `{"error":"x"}`, ExitCode: 1}}}}}}
-	out, err = TransformRun(pod)
+	out, err = agentjob.TransformRun(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestTransformRunKeepsWhatTheControllerReads(t *testing.T) {
 		t.Fatal("the agent's termination message was lost")
 	}
 	// Anything else passes through.
-	if out, err := TransformRun("x"); err != nil || out != "x" {
+	if out, err := agentjob.TransformRun("x"); err != nil || out != "x" {
 		t.Fatalf("other object: %v %v", out, err)
 	}
 }

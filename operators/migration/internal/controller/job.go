@@ -23,6 +23,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/manager"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/references"
 	"cairn.dev/libs/remote"
@@ -49,12 +50,16 @@ const (
 	SwitchDatabaseKey = "database"
 )
 
-// CacheByObject keeps only the operator's own Jobs and Pods in memory.
+// CacheByObject keeps only the operator's own Jobs and Pods in memory, and
+// those without their spec (agentjob.TransformRun): the controller reads a
+// cached Job's metadata and status only. MigrationJobs have their repeated
+// short strings interned.
 func CacheByObject() map[client.Object]cache.ByObject {
 	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
 	return map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: sel},
-		&corev1.Pod{}:  {Label: sel},
+		&migrationv1.MigrationJob{}: {Transform: manager.TransformStripAndIntern()},
+		&batchv1.Job{}:              {Label: sel, Transform: agentjob.TransformRun},
+		&corev1.Pod{}:               {Label: sel, Transform: agentjob.TransformRun},
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
@@ -145,7 +146,11 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("migrationjob").
 		For(&migrationv1.MigrationJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		Owns(&batchv1.Job{}).
+		// A step's Job's create event is this controller's own write (the
+		// pass that created it records it Running): skipped while the Job is
+		// as created. Its status changes and its deletion bring the
+		// MigrationJob back.
+		Owns(&batchv1.Job{}, builder.WithPredicates(ownership.SkipOwnCreate(agentjob.JobAsCreated))).
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(migrationv1.MigrationJobLabel)).
 		Watches(&corev1.Secret{}, ownership.EnqueueReferrers(r.Client, references.IndexField, &migrationv1.MigrationJobList{},
 			references.GroupKind(references.Secret), notFinished), builder.OnlyMetadata).

@@ -121,11 +121,21 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 		st = mj.Status.Step(s.step)
 	}
 	c := r.clientFor(p, st)
+	key := client.ObjectKey{Namespace: st.Namespace, Name: st.JobName}
+	// live reads past the cache: the API reader here, the target
+	// cluster's client (never cached) there.
+	live := client.Reader(c)
+	if st.Cluster == migrationv1.ClusterLocal {
+		live = r.APIReader
+	}
 	job := &batchv1.Job{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: st.JobName}, job)
-	if apierrors.IsNotFound(err) && st.Cluster == migrationv1.ClusterLocal {
-		// The cache may lag behind a Job created a moment ago.
-		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: st.JobName}, job)
+	err := c.Get(ctx, key, job)
+	if apierrors.IsNotFound(err) && st.Created && st.Cluster == migrationv1.ClusterLocal {
+		// The cache may lag behind the Job this step created a moment ago:
+		// only the API server can say it is gone. (A Job not recorded as
+		// created is not read past the cache: the create below finds one
+		// that exists, AlreadyExists, and reads it then.)
+		err = r.APIReader.Get(ctx, key, job)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -141,20 +151,31 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 		if err != nil {
 			return false, err
 		}
-		if err := c.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("creating Job %s/%s for step %s: %w", st.Namespace, st.JobName, s.step, err)
-		} else if err != nil {
-			p.RequeueAfter(time.Second)
+		err = c.Create(ctx, desired)
+		if err == nil {
+			log.Info("step Job created", "step", s.step, "Job", st.JobName, "namespace", st.Namespace, "cluster", st.Cluster)
+			st.Created, st.Phase = true, migrationv1.StepRunning
+			now := metav1.Now()
+			st.StartTime = &now
+			if st.Cluster == migrationv1.ClusterTarget {
+				p.RequeueAfter(r.PollInterval)
+			}
 			return false, nil
 		}
-		log.Info("step Job created", "step", s.step, "Job", st.JobName, "namespace", st.Namespace, "cluster", st.Cluster)
-		st.Created, st.Phase = true, migrationv1.StepRunning
-		now := metav1.Now()
-		st.StartTime = &now
-		if st.Cluster == migrationv1.ClusterTarget {
-			p.RequeueAfter(r.PollInterval)
+		if !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("creating Job %s/%s for step %s: %w", st.Namespace, st.JobName, s.step, err)
 		}
-		return false, nil
+		// A Job of this name exists that the cache did not show: created by
+		// an earlier pass whose status write was lost, or someone else's.
+		// Read it past the cache and go on with it (checked below: never a
+		// second Job, never someone else's adopted).
+		job = &batchv1.Job{}
+		if err := live.Get(ctx, key, job); apierrors.IsNotFound(err) {
+			p.RequeueAfter(time.Second) // deleted meanwhile: look again
+			return false, nil
+		} else if err != nil {
+			return false, fmt.Errorf("reading Job %s/%s: %w", st.Namespace, st.JobName, err)
+		}
 	case err != nil:
 		return false, fmt.Errorf("reading Job %s/%s: %w", st.Namespace, st.JobName, err)
 	}

@@ -16,6 +16,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/manager"
 )
 
 // Labels on every Job and Pod the operator creates. The operator's cache
@@ -42,12 +43,19 @@ const (
 	DropTargetEnv = result.EnvDropTargetAfterChecks
 )
 
-// CacheByObject keeps only the operator's own Jobs and Pods in memory.
+// CacheByObject keeps only the operator's own Jobs and Pods in memory, and
+// those without their spec (agentjob.TransformRun): the controller reads a
+// cached Job's metadata and status only (a lost status.artifact is read
+// from the Job past the cache). RestoreJobs and BackupJobs, one or more per
+// RestoreJob, have their repeated short strings interned.
 func CacheByObject() map[client.Object]cache.ByObject {
 	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
+	intern := manager.TransformStripAndIntern()
 	return map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: sel},
-		&corev1.Pod{}:  {Label: sel},
+		&restorev1.RestoreJob{}: {Transform: intern},
+		&backupv1.BackupJob{}:   {Transform: intern},
+		&batchv1.Job{}:          {Label: sel, Transform: agentjob.TransformRun},
+		&corev1.Pod{}:           {Label: sel, Transform: agentjob.TransformRun},
 	}
 }
 

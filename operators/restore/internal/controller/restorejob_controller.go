@@ -23,6 +23,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
@@ -129,7 +130,11 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("restorejob").
 		For(&restorev1.RestoreJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		Owns(&batchv1.Job{}).
+		// The Job's create event is this controller's own write (the pass
+		// that created it goes on to observe it): skipped while the Job is as
+		// created. Its status changes and its deletion bring the RestoreJob
+		// back.
+		Owns(&batchv1.Job{}, builder.WithPredicates(ownership.SkipOwnCreate(agentjob.JobAsCreated))).
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(restorev1.RestoreJobLabel)).
 		// A started RestoreJob no longer depends on its BackupJob.
 		Watches(&backupv1.BackupJob{}, referrers(backupv1.GroupVersion.WithKind("BackupJob").GroupKind(), notStarted)).

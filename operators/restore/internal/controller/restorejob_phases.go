@@ -111,7 +111,10 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 	src.Artifact = *rj.Status.Artifact
 
 	desired := desiredJob(rj, &p.State.spec, src, r.AgentImage)
-	op, err := r.applier.Ensure(ctx, rj, desired)
+	// Create, never update: the cache holds Jobs without their spec
+	// (agentjob.TransformRun), and a pass only gets here when the cache had
+	// no Job of this name.
+	err = r.applier.Create(ctx, rj, desired)
 	var nc *ownership.NotControlledError
 	switch {
 	case errors.As(err, &nc):
@@ -124,7 +127,7 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 	case err != nil:
 		return fmt.Errorf("creating Job %s: %w", desired.Name, err)
 	}
-	log.Info("restore Job ensured", "Job", desired.Name, "op", op, "artifact", src.Artifact.Path)
+	log.Info("restore Job created", "Job", desired.Name, "artifact", src.Artifact.Path)
 	p.State.job = desired
 	return nil
 }
@@ -214,8 +217,13 @@ func (r *RestoreJobReconciler) observe(ctx context.Context, p *pass) error {
 	}
 	if rj.Status.Artifact == nil {
 		// Status was lost (e.g. the object was restored from a backup
-		// without status): the Job says what it restores.
-		if a := jobArtifact(job); a != "" {
+		// without status): the Job says what it restores. The cache holds
+		// Jobs without their spec: read this one past it (rare).
+		live := &batchv1.Job{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), live); err != nil {
+			return fmt.Errorf("reading Job %s: %w", job.Name, err)
+		}
+		if a := jobArtifact(live); a != "" {
 			rj.Status.Artifact = &cairnv1.Artifact{Path: a}
 		}
 	}

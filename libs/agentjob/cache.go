@@ -1,0 +1,48 @@
+package agentjob
+
+import (
+	"reflect"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/libs/manager"
+	"cairn.dev/libs/ownership"
+)
+
+var stripAndIntern = manager.TransformStripAndIntern()
+
+// TransformRun is the cache transform of the agent's Jobs and Pods: it drops
+// their spec (pod template, containers, env, volumes: most of a Job's size)
+// and managedFields, and interns the strings left
+// (manager.TransformStripAndIntern). What an operator reads of a cached run
+// is kept: metadata (labels, owner references, deletion) and status
+// (conditions, start time, counts, the agent's termination message:
+// JobOutcome, PodResult). An operator using it must never read a cached
+// Job's or Pod's spec, nor write a cached one back; what it needs of a spec
+// it reads past the cache (APIReader), where that is rare.
+func TransformRun(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *batchv1.Job:
+		o.Spec = batchv1.JobSpec{}
+	case *corev1.Pod:
+		o.Spec = corev1.PodSpec{}
+	}
+	return stripAndIntern(obj)
+}
+
+var _ toolscache.TransformFunc = TransformRun
+
+// JobAsCreated reports whether a Job is as its creator left it: unchanged
+// spec and no deletion (ownership.AsCreated), and no status yet (the Job
+// controller has not started it). With ownership.SkipOwnCreate it drops
+// the create event of an operator's own fresh Job and nothing else.
+func JobAsCreated(o client.Object) bool {
+	if !ownership.AsCreated(o) {
+		return false
+	}
+	j, ok := o.(*batchv1.Job)
+	return ok && reflect.DeepEqual(j.Status, batchv1.JobStatus{})
+}
