@@ -8,20 +8,12 @@
 E2E_FLAGS ?= -count=1 -timeout 45m -v
 E2E_STATE := $(ROOT)/e2e/.state
 
-# The set-up of the suite and the demo, its parts at once: the control plane
-# compiles (CPU) while apt installs the databases and debootstrap makes the
-# base image (mostly waiting on the network and the disk); each line of
-# output is prefixed [controlplane] or [data], and a failed part fails it.
-.PHONY: e2e-deps
-e2e-deps: ## Set up what `make e2e` and `make demo` need: `make controlplane` alongside `make agent-deps images` (output prefixed per part).
-	hack/parallel.sh controlplane '$(MAKE) --no-print-directory controlplane' data '$(MAKE) --no-print-directory agent-deps images'
-
 .PHONY: e2e
-e2e: e2e-deps ## Run the end-to-end suite (full control plane, operators as local processes; agent pods as real containers on the pod runner against real PostgreSQL, MariaDB and S3; kwok for faults).
+e2e: controlplane agent-deps images ## Run the end-to-end suite (full control plane, operators as local processes; agent pods as real containers on the pod runner against real PostgreSQL, MariaDB and S3; kwok for faults).
 	go test $(E2E_FLAGS) -p 1 ./e2e/...
 
 .PHONY: demo
-demo: e2e-deps ## Start a local cluster with the operators, real PostgreSQL/MariaDB/S3 and the samples; show it until the first real backups and restores ran.
+demo: controlplane agent-deps images ## Start a local cluster with the operators, real PostgreSQL/MariaDB/S3 and the samples; show it until the first real backups and restores ran.
 	go run ./e2e/cmd/demo up --state $(E2E_STATE)
 
 .PHONY: demo-down
