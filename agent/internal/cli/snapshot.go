@@ -93,6 +93,9 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 			defer timer.Stop()
 			eng = startWatch{Engine: e, started: func() { timer.Stop(); release(true) }}
 		}
+		if o.Method == inventory.MethodRowCount {
+			return a.mysqlDumpCountingRows(ctx, eng, m, st, key, o, level, &consistent)
+		}
 		go func() {
 			defer close(done)
 			inv, invErr = m.TakeInTransaction(ictx, o)
@@ -226,11 +229,70 @@ func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn eng
 	return w, inv, nil, nil
 }
 
-// countingEngine passes the dump through counter too; the counter never
-// fails a write.
+// mysqlDumpCountingRows is dumpWithInventory for a MySQL/MariaDB RowCount
+// inventory: the row counts are read from mysqldump's SQL while it streams
+// through the agent (inventory.SQLDumpCounter: the rows of each table's
+// INSERTs), not with a count(*) per table that would scan every table a
+// second time while the dump runs. The tables are listed on m's
+// connection, whose consistent-snapshot transaction the caller started
+// under the global read lock (the listing runs alongside the dump, as the
+// full inventory does). A table whose rows the stream did not give (the
+// reason is logged) is counted with count(*) in that same snapshot after
+// the dump: the inventory is the same, only slower. *consistent is read
+// after the dump (the lock's release decides it).
+func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *inventory.MySQL, st store.Store, key string, o inventory.Options, level pipeline.Level, consistent *bool) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
+	ictx, cancelInv := context.WithCancel(ctx)
+	defer cancelInv()
+	var listed *inventory.Inventory
+	var listErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lo := o
+		lo.Method = inventory.MethodList
+		listed, listErr = m.TakeInTransaction(ictx, lo)
+	}()
+	counter := inventory.NewSQLDumpCounter()
+	w, err = pipeline.Backup(ctx, countingEngine{Engine: eng, counter: counter}, st, key, level)
+	if err != nil {
+		cancelInv()
+	}
+	<-done
+	if sw, ok := eng.(startWatch); ok {
+		sw.started() // a dump too small to flush before it ended
+	}
+	if err != nil {
+		return w, nil, nil, err
+	}
+	if listErr != nil {
+		return w, nil, fmt.Errorf("inventory: %w", listErr), nil
+	}
+	counts, cerr := counter.Result()
+	if cerr != nil {
+		a.log.Warn("row counts could not be read from the dump; counting each table with count(*) in the dump's snapshot", "reason", cerr)
+		counts = nil
+	}
+	inv, scanned, ierr := m.Counted(ctx, listed, counts)
+	if ierr != nil {
+		return w, nil, fmt.Errorf("inventory: %w", ierr), nil
+	}
+	if cerr == nil && len(scanned) > 0 {
+		a.log.Warn("tables whose rows the dump did not give were counted with count(*)", "tables", scanned)
+	}
+	inv.Consistent = *consistent
+	return w, inv, nil, nil
+}
+
+// rowCounter is a dump-stream row counter; it never fails a write.
+type rowCounter interface {
+	io.Writer
+	CloseWithError(error) error
+}
+
+// countingEngine passes the dump through counter too.
 type countingEngine struct {
 	engine.Engine
-	counter *inventory.ArchiveCounter
+	counter rowCounter
 }
 
 func (c countingEngine) Dump(ctx context.Context, w io.Writer) error {

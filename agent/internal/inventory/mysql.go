@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,6 +169,26 @@ func (m *MySQL) TakeInTransaction(ctx context.Context, o Options) (*Inventory, e
 		}
 	}
 	return inv, nil
+}
+
+// Counted turns a List inventory taken on m.C (in the dump's snapshot,
+// still open) into a RowCount one whose counts come from counts (a
+// SQLDumpCounter's: what the artifact holds); a table counts lacks (nil
+// counts: all) is counted with count(*) on m.C and named in scanned.
+func (m *MySQL) Counted(ctx context.Context, listed *Inventory, counts map[string]int64) (inv *Inventory, scanned []string, err error) {
+	inv = &Inventory{Method: MethodRowCount, Consistent: listed.Consistent, Tables: slices.Clone(listed.Tables)}
+	for i := range inv.Tables {
+		t := &inv.Tables[i]
+		if n, ok := counts[t.Name]; ok {
+			t.Rows = n
+			continue
+		}
+		if err := m.count(ctx, t, MethodRowCount); err != nil {
+			return nil, nil, err
+		}
+		scanned = append(scanned, t.Key())
+	}
+	return inv, scanned, nil
 }
 
 // hexTypes are column types whose bytes are hashed (as HEX()): strings in
