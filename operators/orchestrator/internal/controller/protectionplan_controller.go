@@ -117,11 +117,14 @@ func (r *ProtectionPlanReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 		Forget:     forget,
 	}
 	// Owns maps a child's events (its status included: that is what the
-	// plan summarises) to exactly its one controller.
+	// plan summarises) to exactly its one controller. The BackupJob's
+	// create event is the creating pass's own write (that pass goes on
+	// with the created object), so it is dropped: one pass per plan at
+	// creation.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("protectionplan").
 		For(&platformv1.ProtectionPlan{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		Owns(&backupv1.BackupJob{}).
+		Owns(&backupv1.BackupJob{}, builder.WithPredicates(ownership.SkipOwnCreate(backupJobAsCreated))).
 		Owns(&restorev1.RestoreJob{}).
 		Owns(&migrationv1.MigrationJob{}).
 		WithOptions(opts).

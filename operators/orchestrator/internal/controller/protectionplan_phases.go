@@ -70,7 +70,13 @@ func (r *ProtectionPlanReconciler) ensureBackup(ctx context.Context, p *pass) er
 		log.Info("BackupJob ensured", "BackupJob", desired.Name, "op", op)
 	}
 	bj := &backupv1.BackupJob{}
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(desired), bj)
+	if op == ownership.Created {
+		// Go on with what was created: its create event is dropped
+		// (backupJobAsCreated) and the cache may not have it yet.
+		bj, err = desired, nil
+	} else {
+		err = r.Client.Get(ctx, client.ObjectKeyFromObject(desired), bj)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		bj = nil
@@ -81,6 +87,15 @@ func (r *ProtectionPlanReconciler) ensureBackup(ctx context.Context, p *pass) er
 	p.State.backupJob = bj
 	observeBackup(plan, bj)
 	return nil
+}
+
+// backupJobAsCreated reports whether a BackupJob's create event is this
+// operator's own create coming back: unchanged since (ownership.AsCreated)
+// and not yet seen by the backup operator (no status). A create event of a
+// BackupJob that already has a status (a relist after a gap) passes.
+func backupJobAsCreated(o client.Object) bool {
+	bj, ok := o.(*backupv1.BackupJob)
+	return ok && ownership.AsCreated(bj) && bj.Status.ObservedGeneration == 0 && len(bj.Status.Conditions) == 0
 }
 
 // observeBackup records the BackupJob's runs in status.lastBackup, counts

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -290,4 +291,45 @@ func TestDeletionLeavesNothing(t *testing.T) {
 	g.Eventually(gone(bj)).WithTimeout(timeout).Should(BeTrue())
 	g.Eventually(gone(p)).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(restoreJobNames(g, ns)).To(BeEmpty())
+}
+
+// A new plan's first status already reflects its BackupJob: the pass that
+// creates the child goes on with the created object (its create event is
+// dropped: one pass per plan at creation), so no version of the plan ever
+// says the BackupJob is missing.
+func TestFirstStatusReflectsCreatedBackupJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	startOperator(t, time.Now())
+	ns := namespace(t)
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	w, err := wc.Watch(ctx, &platformv1.ProtectionPlanList{}, client.InNamespace(ns))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	p := plan(ns, "orders")
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch ended before the plan's status reflected its BackupJob")
+			}
+			pp, isPlan := ev.Object.(*platformv1.ProtectionPlan)
+			if !isPlan {
+				continue
+			}
+			bh := apimeta.FindStatusCondition(pp.Status.Conditions, platformv1.BackupHealthyCondition)
+			if bh != nil && bh.Reason == platformv1.BackupJobMissingReason {
+				t.Fatalf("a status write said the BackupJob is missing: %+v", bh)
+			}
+			if bh != nil && pp.Status.ObservedGeneration == pp.Generation {
+				g.Expect(bh.Reason).To(Equal(conditions.NotYetReportedReason))
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the plan's status did not reflect its BackupJob in time")
+		}
+	}
 }
