@@ -21,10 +21,13 @@ import (
 //	/*!40000 ALTER TABLE `orders` ENABLE KEYS */;
 //	UNLOCK TABLES;
 //
-// Each INSERT is one line; its rows are its parenthesised tuples. Outside
-// quoted strings a value never holds a parenthesis (numbers, NULL, 0x…
-// hex with --hex-blob; strings, dates, BIT and JSON are quoted), so the
-// rows of an INSERT are the '(' outside strings after VALUES. Strings are
+// MySQL writes each INSERT on one line, MariaDB (10.11's mysqldump) puts
+// each tuple on a line of its own after "VALUES"; either way an INSERT's
+// rows are its parenthesised tuples and it ends with ';'. Outside quoted
+// strings a value never holds a parenthesis or a semicolon (numbers, NULL,
+// 0x… hex with --hex-blob; strings, dates, BIT and JSON are quoted), so
+// the rows of an INSERT are the '(' outside strings between VALUES and
+// the ';'. Strings are
 // skipped by their quotes: a quote preceded by an odd run of backslashes is
 // escaped, and a doubled quote ('') is one quote inside the string (the
 // NO_BACKSLASH_ESCAPES form). Only INSERTs inside a data section for that
@@ -95,9 +98,11 @@ func (c *SQLDumpCounter) Write(p []byte) (int, error) {
 				// The line is complete: it may still be a short INSERT.
 				if rest, ok := c.insertStart(); ok {
 					c.startValues()
-					// A newline inside a string (no backslash escapes)
-					// leaves the statement open: it goes on.
-					c.scanValues(append(rest, '\n'))
+					// The statement may go on over the next lines.
+					left := c.scanValues(append(rest, '\n'))
+					if c.skipLine && len(left) > 0 {
+						c.skipLine = false // its ';' ended this line
+					}
 				} else {
 					c.line(c.head)
 				}
@@ -126,21 +131,25 @@ func (c *SQLDumpCounter) Write(p []byte) (int, error) {
 }
 
 // insertStart reports whether the head starts an INSERT into the open
-// section's table and returns the bytes after "VALUES ".
+// section's table and returns the bytes after "VALUES".
 func (c *SQLDumpCounter) insertStart() ([]byte, bool) {
 	const pre = "INSERT INTO "
 	if !c.open || !bytes.HasPrefix(c.head, []byte(pre)) {
 		return nil, false
 	}
 	name, rest, ok := backtickName(c.head[len(pre):])
-	if !ok || !bytes.HasPrefix(rest, []byte(" VALUES ")) {
+	if !ok || !bytes.HasPrefix(rest, []byte(" VALUES")) {
+		return nil, false
+	}
+	rest = rest[len(" VALUES"):]
+	if len(rest) > 0 && rest[0] != ' ' {
 		return nil, false
 	}
 	if name != c.section {
 		c.markBad() // rows of another table inside this one's section
 		return nil, false
 	}
-	return rest[len(" VALUES "):], true
+	return rest, true
 }
 
 func (c *SQLDumpCounter) startValues() {
@@ -148,8 +157,9 @@ func (c *SQLDumpCounter) startValues() {
 	c.opens, c.closes = 0, 0
 }
 
-// scanValues reads an INSERT's values until the newline that ends the
-// statement and returns what follows it.
+// scanValues reads an INSERT's values until the ';' that ends the
+// statement, and returns what follows it with skipLine set: the rest of
+// that line is not read.
 func (c *SQLDumpCounter) scanValues(p []byte) []byte {
 	for len(p) > 0 {
 		if c.quoteEnd {
@@ -190,10 +200,11 @@ func (c *SQLDumpCounter) scanValues(p []byte) []byte {
 		if q >= 0 {
 			seg = p[:q]
 		}
-		if nl := bytes.IndexByte(seg, '\n'); nl >= 0 {
-			c.count(seg[:nl])
+		if end := bytes.IndexByte(seg, ';'); end >= 0 {
+			c.count(seg[:end])
 			c.endValues()
-			return p[nl+1:]
+			c.skipLine = true
+			return p[end+1:]
 		}
 		c.count(seg)
 		if q < 0 {

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// sampleDump is mysqldump's output shape (MariaDB 10.11/11.x and MySQL 8
-// write the same data sections), with the strings that could fool a
+// sampleDump is mysqldump's output shape (MySQL's one-line INSERTs and
+// MariaDB 10.11's one tuple per line), with the strings that could fool a
 // counter: parentheses, escaped and doubled quotes, backslash runs, a raw
 // newline (NO_BACKSLASH_ESCAPES), and INSERT text outside data sections.
 const sampleDump = "-- MariaDB dump 10.19  Distrib 10.11.6-MariaDB, for debian-linux-gnu (x86_64)\n" +
@@ -23,6 +23,7 @@ const sampleDump = "-- MariaDB dump 10.19  Distrib 10.11.6-MariaDB, for debian-l
 	"set autocommit=0;\n" +
 	"INSERT INTO `orders` VALUES (1,'a),(b'),(2,'it\\'s'),(3,'back\\\\'),(4,'x''y(('),(5,NULL),(6,0x28292C);\n" +
 	"INSERT INTO `orders` VALUES (7,'two\nlines ),( here'),(8,'\\\\\\''),(9,'');\n" +
+	"INSERT INTO `orders` VALUES\n(10,'a;b'),\n(11,'x\\\\'),\n(12,'(;)');\n" +
 	"/*!40000 ALTER TABLE `orders` ENABLE KEYS */;\n" +
 	"UNLOCK TABLES;\n" +
 	"commit;\n" +
@@ -45,7 +46,7 @@ const sampleDump = "-- MariaDB dump 10.19  Distrib 10.11.6-MariaDB, for debian-l
 	"DELIMITER ;\n" +
 	"-- Dump completed on 2026-12-03 21:00:00\n"
 
-var sampleWant = map[string]int64{"orders": 9, "empty`one": 0}
+var sampleWant = map[string]int64{"orders": 12, "empty`one": 0}
 
 func TestSQLDumpCounterSample(t *testing.T) {
 	// Every split of the stream into writes gives the same counts.
@@ -78,7 +79,7 @@ func TestSQLDumpCounterLongLines(t *testing.T) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString("(1,'" + strings.Repeat("\\\\", i%5) + strings.Repeat("(x),", i%7) + "\\'')")
+			b.WriteString("(1,'" + strings.Repeat("\\\\", i%5) + strings.Repeat("(x);,", i%7) + "\\'')")
 		}
 		b.WriteString(";\n")
 	}
@@ -115,6 +116,7 @@ func FuzzSQLDumpCounter(f *testing.F) {
 	f.Add([]byte(sampleDump), 1)
 	f.Add([]byte(sampleDump), 333)
 	f.Add([]byte("-- Dumping data for table `a`\nINSERT INTO `a` VALUES (1,'\\\\''),(2);\n"), 5)
+	f.Add([]byte("-- Dumping data for table `b`\nLOCK TABLES `b` WRITE;\nINSERT INTO `b` VALUES\n(1,';'),\n(2,'\\'(\n');\nUNLOCK TABLES;\n"), 9)
 	f.Fuzz(func(t *testing.T, in []byte, step int) {
 		step = 1 + abs(step)%4096
 		whole := NewSQLDumpCounter()
