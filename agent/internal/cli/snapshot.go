@@ -106,14 +106,7 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 	default:
 		return w, nil, nil, fmt.Errorf("no inventory for engine %s", eng.Name())
 	}
-	w, err = pipeline.Backup(ctx, eng, st, key, level)
-	if err != nil {
-		cancelInv()
-	}
-	<-done
-	if sw, ok := eng.(startWatch); ok {
-		sw.started() // a dump too small to flush before it ended
-	}
+	w, err = dumpAlongside(ctx, eng, eng, st, key, level, cancelInv, done)
 	if err != nil {
 		return w, nil, nil, err
 	}
@@ -124,6 +117,22 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 		invErr = errors.New("inventory: none taken")
 	}
 	return w, inv, invErr, nil
+}
+
+// dumpAlongside writes the backup (dump: eng, or a wrapper of it) while an
+// inventory runs on its own until done closes: a failed dump cancels the
+// inventory; a startWatch eng's lock is released at the latest here (a dump
+// too small to flush before it ended).
+func dumpAlongside(ctx context.Context, dump, eng engine.Engine, st store.Store, key string, level pipeline.Level, cancelInv func(), done <-chan struct{}) (pipeline.Written, error) {
+	w, err := pipeline.Backup(ctx, dump, st, key, level)
+	if err != nil {
+		cancelInv()
+	}
+	<-done
+	if sw, ok := eng.(startWatch); ok {
+		sw.started()
+	}
+	return w, err
 }
 
 // mysqlLockMax bounds how long a backup holds the global read lock.
@@ -253,14 +262,7 @@ func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *i
 		listed, listErr = m.TakeInTransaction(ictx, lo)
 	}()
 	counter := inventory.NewSQLDumpCounter()
-	w, err = pipeline.Backup(ctx, countingEngine{Engine: eng, counter: counter}, st, key, level)
-	if err != nil {
-		cancelInv()
-	}
-	<-done
-	if sw, ok := eng.(startWatch); ok {
-		sw.started() // a dump too small to flush before it ended
-	}
+	w, err = dumpAlongside(ctx, countingEngine{Engine: eng, counter: counter}, eng, st, key, level, cancelInv, done)
 	if err != nil {
 		return w, nil, nil, err
 	}
