@@ -24,9 +24,9 @@ release-manifest: ## Only render dist/<name>-vX.Y.Z.yaml for OPERATOR and VERSIO
 	$(RELEASE_TOOL) render $(RELEASE_ARGS)
 
 .PHONY: release-image
-release-image: ## Build the image ghcr.io/cairn-dev/<name>-operator:vX.Y.Z from operators/<name>/Containerfile with CONTAINER_TOOL (podman or docker).
+release-image: ## Build the image ghcr.io/cairn-dev/<name>-operator:vX.Y.Z from operators/Containerfile (OPERATOR=<name>) with CONTAINER_TOOL (podman or docker).
 	@test -n "$(OPERATOR)" -a -n "$(VERSION)" || { echo "usage: make release-image OPERATOR=<name> VERSION=vX.Y.Z"; exit 2; }
-	$(CONTAINER_TOOL) build -f operators/$(OPERATOR)/Containerfile --build-arg VERSION=$(VERSION) -t ghcr.io/cairn-dev/$(OPERATOR)-operator:$(VERSION) .
+	$(CONTAINER_TOOL) build -f operators/Containerfile --build-arg OPERATOR=$(OPERATOR) --build-arg VERSION=$(VERSION) -t ghcr.io/cairn-dev/$(OPERATOR)-operator:$(VERSION) .
 
 .PHONY: test-deploy
 test-deploy: controlplane ## Test the install manifests and the release tool (deploy/: every base, the platform and its components built with kustomize and applied to a real kube-apiserver).
