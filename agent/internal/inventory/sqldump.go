@@ -29,7 +29,7 @@ import (
 // the rows of an INSERT are the '(' outside strings between VALUES and
 // the ';'. Strings are
 // skipped by their quotes: a quote preceded by an odd run of backslashes is
-// escaped, and a doubled quote ('') is one quote inside the string (the
+// escaped, and a doubled quote (two ' in a row) is one quote inside the string (the
 // NO_BACKSLASH_ESCAPES form). Only INSERTs inside a data section for that
 // section's table count; INSERT text elsewhere (trigger and routine bodies)
 // is not data. A section with a line the counter does not know is not
@@ -283,7 +283,7 @@ func (c *SQLDumpCounter) markBad() {
 	}
 }
 
-// backtickName reads a `quoted` identifier (`` is one backtick) at the
+// backtickName reads a `quoted` identifier (two backticks in a row are one backtick) at the
 // start of b and returns it and what follows.
 func backtickName(b []byte) (string, []byte, bool) {
 	if len(b) < 2 || b[0] != '`' {
