@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -142,4 +143,46 @@ func FuzzSQLDumpCounter(f *testing.F) {
 			}
 		}
 	})
+}
+
+// benchDump is a data section of the agent bench's MariaDB table shape
+// (one tuple per line, as MariaDB 10.11 writes it): numbers, short
+// strings, a datetime, a JSON document with escaped quotes, hex binary.
+func benchDump(rows int) []byte {
+	var b strings.Builder
+	b.WriteString("-- Dumping data for table `events`\n--\n\nLOCK TABLES `events` WRITE;\n")
+	kinds := []string{"deposit", "withdrawal", "transfer", "fee", "refund"}
+	for i := 1; i <= rows; i++ {
+		if i%10000 == 1 {
+			if i > 1 {
+				b.WriteString(";\n")
+			}
+			b.WriteString("INSERT INTO `events` VALUES ")
+		} else {
+			b.WriteString(",\n")
+		}
+		fmt.Fprintf(&b, "(%d,'acct-%d',%d.%02d,'2024-01-01 00:00:00','%s','{\\\"ip\\\": \\\"10.%d.%d.1\\\", \\\"ok\\\": true, \\\"note\\\": \\\"c4ca4238a0b923820dcc509a6f75849b\\\"}',0x%096x)",
+			i, i%50000, i%10000, i%100, kinds[i%5], i%256, i*7%256, i)
+	}
+	b.WriteString(";\nUNLOCK TABLES;\n")
+	return []byte(b.String())
+}
+
+// BenchmarkSQLDumpCounter is the counter's throughput on the bench's rows
+// in the agent's write sizes (the dump's pipe reads, 32 KiB).
+func BenchmarkSQLDumpCounter(b *testing.B) {
+	dump := benchDump(100_000)
+	b.SetBytes(int64(len(dump)))
+	for b.Loop() {
+		c := NewSQLDumpCounter()
+		for p := dump; len(p) > 0; {
+			n := min(len(p), 32<<10)
+			c.Write(p[:n])
+			p = p[n:]
+		}
+		got, err := c.Result()
+		if err != nil || got["events"] != 100_000 {
+			b.Fatalf("got %v, %v", got, err)
+		}
+	}
 }

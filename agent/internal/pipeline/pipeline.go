@@ -76,8 +76,11 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, 
 	defer cancel(nil)
 
 	pr, pw := io.Pipe()
+	// The checksum is taken on the store's side of the pipe, of the bytes
+	// the store read: the dump's goroutine only compresses (hashing there
+	// would put it on the dump's critical path, which bounds throughput).
 	h := sha256.New()
-	counted := &CountingWriter{W: io.MultiWriter(pw, h)}
+	counted := &CountingWriter{W: pw}
 	dumpDone := make(chan error, 1)
 	go func() {
 		err := dump(ctx, eng, counted, level)
@@ -91,7 +94,7 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, 
 		dumpDone <- err
 	}()
 
-	n, putErr := st.Put(ctx, key, pr)
+	n, putErr := st.Put(ctx, key, io.TeeReader(pr, h))
 	if putErr != nil {
 		// Stop the dump (if still running): its writes fail and the tool is
 		// terminated.
