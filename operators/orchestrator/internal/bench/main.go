@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,14 +96,11 @@ func status(p *platformv1.ProtectionPlan, reason, msg string) {
 	conditions.MarkReconciling(p, reason, msg)
 }
 
-// floorPlans counts the floor's plans.
-var floorPlans atomic.Int64
-
 // floor makes the orchestrator's writes for one plan (its finalizer was
 // added by admission): the very BackupJob it renders, with its controller
-// reference; the status before the BackupJob is cached (and its Event);
-// the status mirroring the BackupJob (and its Event) — for every other
-// plan the latter only.
+// reference, then the status mirroring that BackupJob, and its Event. The
+// operator's pass goes on with the BackupJob it created, so it writes the
+// status once (measured: 2.0 writes and 1.0 Event per plan).
 func floor(ctx context.Context, c client.Client, obj client.Object) error {
 	p := obj.(*platformv1.ProtectionPlan)
 	bj := controller.DesiredBackupJob(p)
@@ -114,28 +110,13 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 	if err := c.Create(ctx, bj); err != nil {
 		return err
 	}
-	gv := platformv1.GroupVersion.String()
-	steps := []struct{ reason, msg string }{
-		{platformv1.BackupJobMissingReason, fmt.Sprintf("BackupJob %s is being created", p.Name)},
-		{"ReadyUnknown", fmt.Sprintf("BackupJob %s has not reported Ready for generation 1", p.Name)},
+	reason, msg := conditions.NotYetReportedReason, fmt.Sprintf("BackupJob %s has not reported Ready yet", p.Name)
+	orig := p.DeepCopy()
+	status(p, reason, msg)
+	if err := c.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil {
+		return err
 	}
-	if floorPlans.Add(1)%2 == 0 {
-		// About half the orchestrator's plans find their BackupJob in the
-		// cache already in the pass that created it (measured: 2.5 writes
-		// and 1.5 Events per plan at N=100 and 1,000): one status write.
-		steps = steps[1:]
-	}
-	for _, step := range steps {
-		orig := p.DeepCopy()
-		status(p, step.reason, step.msg)
-		if err := c.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil {
-			return err
-		}
-		if err := bench.Event(ctx, c, p, gv, "ProtectionPlan", corev1.EventTypeNormal, step.reason, "PhasePending", step.msg); err != nil {
-			return err
-		}
-	}
-	return nil
+	return bench.Event(ctx, c, p, platformv1.GroupVersion.String(), "ProtectionPlan", corev1.EventTypeNormal, reason, "PhasePending", msg)
 }
 
 // converged: every plan's status, for its generation, reflects its

@@ -91,11 +91,12 @@ func (r *ProtectionPlanReconciler) ensureBackup(ctx context.Context, p *pass) er
 
 // backupJobAsCreated reports whether a BackupJob's create event is this
 // operator's own create coming back: unchanged since (ownership.AsCreated)
-// and not yet seen by the backup operator (no status). A create event of a
-// BackupJob that already has a status (a relist after a gap) passes.
+// and not yet seen by the backup operator (no status: observedGeneration
+// is the CRD's default, -1, and there are no conditions). A create event
+// of a BackupJob that already has a status (a relist after a gap) passes.
 func backupJobAsCreated(o client.Object) bool {
 	bj, ok := o.(*backupv1.BackupJob)
-	return ok && ownership.AsCreated(bj) && bj.Status.ObservedGeneration == 0 && len(bj.Status.Conditions) == 0
+	return ok && ownership.AsCreated(bj) && bj.Status.ObservedGeneration <= 0 && len(bj.Status.Conditions) == 0
 }
 
 // observeBackup records the BackupJob's runs in status.lastBackup, counts

@@ -16,6 +16,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/operators/orchestrator/internal/controller"
 )
 
 // The plan's BackupJob is created once, from the plan's template, owned by
@@ -332,4 +333,24 @@ func TestFirstStatusReflectsCreatedBackupJob(t *testing.T) {
 			t.Fatal("the plan's status did not reflect its BackupJob in time")
 		}
 	}
+}
+
+// The plan's own BackupJob, as the API server returns it after the create
+// (CRD defaults applied: status.observedGeneration -1), is recognised as
+// the operator's own create, so its create event does not wake the plan a
+// second time; once the backup operator wrote a status it is not.
+func TestBackupJobAsCreatedWithAPIDefaults(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ns := namespace(t)
+	p := plan(ns, "orders")
+	bj := controller.DesiredBackupJob(p)
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	got := &backupv1.BackupJob{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(bj), got)).To(Succeed())
+	g.Expect(controller.BackupJobAsCreated(got)).To(BeTrue(), "status as created: %+v", got.Status)
+	got.Status.ObservedGeneration = got.Generation
+	g.Expect(env.Client.Status().Update(ctx, got)).To(Succeed())
+	g.Expect(controller.BackupJobAsCreated(got)).To(BeFalse())
 }
