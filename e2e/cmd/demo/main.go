@@ -4,8 +4,8 @@
 // runner's node — with a real PostgreSQL 15, MariaDB and S3 server
 // (versitygw) on loopback ports. It creates the sample `orders` database with
 // real rows on both servers, applies platform/samples mapped to those servers
-// (the BackupJobs' schedules set to every minute, so both back up in the
-// same minute; they run in Asia/Shanghai), applies each sample RestoreJob
+// (the BackupJobs' schedules set to every minute in Asia/Shanghai, and a
+// run-now request on each so the first backups start at once), applies each sample RestoreJob
 // after its BackupJob's first backup, shows progress until both restores
 // succeeded, prints per engine the artifact (name, size, checksum, checked
 // against the stored object) and the source and restored tables side by
@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -285,7 +286,16 @@ func apply(ctx context.Context, c client.Client, o *unstructured.Unstructured) e
 func applySamples(ctx context.Context, c client.Client, s *samples) error {
 	objs := append([]*unstructured.Unstructured{}, s.secrets...)
 	var names []string
+	runNow := "demo-" + strconv.FormatInt(time.Now().Unix(), 10)
 	for _, p := range s.pairs {
+		// The first backup runs now (a run-now request), not at the next
+		// minute: the schedule goes on every minute from there.
+		ann := p.backup.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[backupv1.RunNowAnnotation] = runNow
+		p.backup.SetAnnotations(ann)
 		objs = append(objs, p.backup)
 		names = append(names, p.backup.GetNamespace()+"/"+p.backup.GetName())
 	}
@@ -295,9 +305,39 @@ func applySamples(ctx context.Context, c client.Client, s *samples) error {
 		}
 	}
 	tz, _, _ := unstructured.NestedString(s.pairs[0].backup.Object, "spec", "timeZone")
-	logf("applied platform/samples: the Secrets, BackupJobs %s and ProtectionPlan %s/%s, their schedules set to %q (every minute) in %s",
-		strings.Join(names, ", "), s.plan.GetNamespace(), s.plan.GetName(), demoSchedule, tz)
-	return nil
+	logf("applied platform/samples: the Secrets, BackupJobs %s and ProtectionPlan %s/%s, their schedules set to %q (every minute) in %s; first backups requested now (%s=%s)",
+		strings.Join(names, ", "), s.plan.GetNamespace(), s.plan.GetName(), demoSchedule, tz, backupv1.RunNowAnnotation, runNow)
+	return requestPlanRun(ctx, c, s.plan, runNow)
+}
+
+// requestPlanRun asks the plan's BackupJob (the orchestrator creates it,
+// named after the plan) for a run now, as applySamples does for the sample
+// BackupJobs. The orchestrator leaves annotations it does not set alone.
+// Without it the plan's first backup comes at the next minute.
+func requestPlanRun(ctx context.Context, c client.Client, plan *unstructured.Unstructured, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	key := client.ObjectKey{Namespace: plan.GetNamespace(), Name: plan.GetName()}
+	for {
+		bj := &backupv1.BackupJob{}
+		err := c.Get(ctx, key, bj)
+		if err == nil {
+			patch := client.MergeFrom(bj.DeepCopy())
+			if bj.Annotations == nil {
+				bj.Annotations = map[string]string{}
+			}
+			bj.Annotations[backupv1.RunNowAnnotation] = id
+			return c.Patch(ctx, bj, patch)
+		}
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for protectionplan/%s's BackupJob: %w", key.Name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // watch shows the BackupJobs (and then their RestoreJobs) until each has
