@@ -414,7 +414,7 @@ func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	for _, q := range []string{"DROP DATABASE " + target, "DROP DATABASE " + db} {
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + target, "DROP DATABASE " + db} {
 		if _, err := e.pg.SQL("postgres", q); err != nil {
 			return row{}, err
 		}
@@ -501,7 +501,7 @@ func (e *env) mysqlRow(mb, runs int, levels []string) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	if _, err := e.my.SQL("", fmt.Sprintf("DROP DATABASE %s; DROP DATABASE %s;", target, db)); err != nil {
+	if _, err := e.my.SQL("", fmt.Sprintf("DROP DATABASE IF EXISTS %s; DROP DATABASE %s;", target, db)); err != nil {
 		return row{}, err
 	}
 	return row{engine: "MariaDB", dbBytes: dbBytes, ms: append(ms, rms...)}, nil

@@ -158,7 +158,23 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 	}
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = env
-	cmd.Stdout = stdout
+	// stdout is read through a pipe run owns, grown to pipeSize: the tool
+	// writes ahead while the agent compresses what it read (exec's own
+	// pipe holds 64 KiB, so a dump tool stalls whenever the agent is busy
+	// with a compression block), and read in 256 KiB pieces.
+	var outR, outW *os.File
+	if f, ok := stdout.(*os.File); ok || stdout == nil {
+		if ok {
+			cmd.Stdout = f
+		}
+	} else {
+		if outR, outW, err = os.Pipe(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		growPipe(outW)
+		cmd.Stdout = outW
+		defer outR.Close()
+	}
 	tail := &tailBuffer{max: 16 << 10}
 	cmd.Stderr = tail
 	cmd.SysProcAttr = sysProcAttr()
@@ -172,6 +188,7 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 		if pr, pw, err = os.Pipe(); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		growPipe(pw)
 		cmd.Stdin = pr
 		defer pr.Close()
 	}
@@ -179,7 +196,23 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 		if pw != nil {
 			pw.Close()
 		}
+		if outW != nil {
+			outW.Close()
+		}
 		return fmt.Errorf("%s: %w", name, err)
+	}
+	outDone := make(chan error, 1)
+	if outW != nil {
+		outW.Close() // the child has its copy
+		go func() {
+			_, err := io.CopyBuffer(onlyWriter{stdout}, outR, make([]byte, 256<<10))
+			// On a failed write the tool's next write fails (EPIPE), as
+			// with exec's own pipe.
+			outR.Close()
+			outDone <- err
+		}()
+	} else {
+		outDone <- nil
 	}
 	in := &readErr{r: stdin}
 	copied := make(chan struct{})
@@ -207,6 +240,18 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 		case <-copied:
 		case <-time.After(cmd.WaitDelay):
 		}
+	}
+	// The tool's output is read to its end (a process the tool left
+	// behind holding it open is given WaitDelay, as exec does).
+	var outErr error
+	select {
+	case outErr = <-outDone:
+	case <-time.After(cmd.WaitDelay):
+		outR.Close()
+		outErr = <-outDone
+	}
+	if err == nil && outErr != nil {
+		err = outErr
 	}
 	if serr := in.get(); serr != nil {
 		return &StreamError{Tool: name, Err: serr}
