@@ -262,16 +262,14 @@ func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *i
 		listed, listErr = m.TakeInTransaction(ictx, lo)
 	}()
 	counter := inventory.NewSQLDumpCounter()
-	bc := newBehind(counter)
-	defer bc.CloseWithError(nil) // when the dump never started
-	w, err = dumpAlongside(ctx, countingEngine{Engine: eng, counter: bc}, eng, st, key, level, cancelInv, done)
+	w, err = dumpAlongside(ctx, countingEngine{Engine: eng, counter: counter}, eng, st, key, level, cancelInv, done)
 	if err != nil {
 		return w, nil, nil, err
 	}
 	if listErr != nil {
 		return w, nil, fmt.Errorf("inventory: %w", listErr), nil
 	}
-	counts, cerr := counter.Result() // the dump's CloseWithError waited for the counter
+	counts, cerr := counter.Result()
 	if cerr != nil {
 		a.log.Warn("row counts could not be read from the dump; counting each table with count(*) in the dump's snapshot", "reason", cerr)
 		counts = nil
@@ -303,51 +301,4 @@ func (c countingEngine) Dump(ctx context.Context, w io.Writer) error {
 	err := c.Engine.Dump(ctx, io.MultiWriter(w, c.counter))
 	c.counter.CloseWithError(err)
 	return err
-}
-
-// behind runs a row counter's writes on a goroutine of its own, a few
-// writes behind the dump: Write copies p into a free buffer and returns,
-// so counting runs alongside compression instead of before it on the
-// dump's goroutine (mysqldump's text is counted byte by byte, about 1 s
-// of CPU per GB). At most behindDepth buffers of one write each are held.
-// CloseWithError waits until the counter has read every write, then
-// closes it.
-type behind struct {
-	c    rowCounter
-	todo chan []byte
-	free chan []byte
-	done chan struct{}
-	once sync.Once
-}
-
-const behindDepth = 8
-
-func newBehind(c rowCounter) *behind {
-	b := &behind{c: c, todo: make(chan []byte, behindDepth), free: make(chan []byte, behindDepth), done: make(chan struct{})}
-	for range behindDepth {
-		b.free <- nil
-	}
-	go func() {
-		defer close(b.done)
-		for p := range b.todo {
-			_, _ = b.c.Write(p) // a row counter consumes all of p and never fails
-			b.free <- p[:0]
-		}
-	}()
-	return b
-}
-
-func (b *behind) Write(p []byte) (int, error) {
-	buf := <-b.free
-	b.todo <- append(buf, p...)
-	return len(p), nil
-}
-
-func (b *behind) CloseWithError(err error) error {
-	b.once.Do(func() {
-		close(b.todo)
-		<-b.done
-		b.c.CloseWithError(err)
-	})
-	return nil
 }

@@ -163,11 +163,11 @@ func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, 
 	// pipe holds 64 KiB, so a dump tool stalls whenever the agent is busy
 	// with a compression block), and read in 256 KiB pieces.
 	var outR, outW *os.File
-	if f, ok := stdout.(*os.File); ok || stdout == nil {
-		if ok {
-			cmd.Stdout = f
-		}
-	} else {
+	switch f, isFile := stdout.(*os.File); {
+	case stdout == nil:
+	case isFile:
+		cmd.Stdout = f
+	default:
 		if outR, outW, err = os.Pipe(); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}

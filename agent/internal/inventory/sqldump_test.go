@@ -169,14 +169,15 @@ func benchDump(rows int) []byte {
 }
 
 // BenchmarkSQLDumpCounter is the counter's throughput on the bench's rows
-// in the agent's write sizes (the dump's pipe reads, 32 KiB).
+// in the agent's write sizes (engine.run reads the dump's pipe 256 KiB at
+// a time).
 func BenchmarkSQLDumpCounter(b *testing.B) {
 	dump := benchDump(100_000)
 	b.SetBytes(int64(len(dump)))
 	for b.Loop() {
 		c := NewSQLDumpCounter()
 		for p := dump; len(p) > 0; {
-			n := min(len(p), 32<<10)
+			n := min(len(p), 256<<10)
 			c.Write(p[:n])
 			p = p[n:]
 		}

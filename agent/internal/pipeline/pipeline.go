@@ -76,9 +76,8 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, 
 	defer cancel(nil)
 
 	pr, pw := io.Pipe()
-	// The checksum is taken on the store's side of the pipe, of the bytes
-	// the store read: the dump's goroutine only compresses (hashing there
-	// would put it on the dump's critical path, which bounds throughput).
+	// The checksum is taken on the store's side of the pipe, of exactly
+	// the bytes the store read; the dump's goroutine only compresses.
 	h := sha256.New()
 	counted := &CountingWriter{W: pw}
 	dumpDone := make(chan error, 1)

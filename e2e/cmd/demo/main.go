@@ -37,9 +37,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -315,29 +315,20 @@ func applySamples(ctx context.Context, c client.Client, s *samples) error {
 // BackupJobs. The orchestrator leaves annotations it does not set alone.
 // Without it the plan's first backup comes at the next minute.
 func requestPlanRun(ctx context.Context, c client.Client, plan *unstructured.Unstructured, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	key := client.ObjectKey{Namespace: plan.GetNamespace(), Name: plan.GetName()}
-	for {
-		bj := &backupv1.BackupJob{}
+	bj := &backupv1.BackupJob{}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := c.Get(ctx, key, bj)
-		if err == nil {
-			patch := client.MergeFrom(bj.DeepCopy())
-			if bj.Annotations == nil {
-				bj.Annotations = map[string]string{}
-			}
-			bj.Annotations[backupv1.RunNowAnnotation] = id
-			return c.Patch(ctx, bj, patch)
-		}
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for protectionplan/%s's BackupJob: %w", key.Name, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err == nil, client.IgnoreNotFound(err)
+	}); err != nil {
+		return fmt.Errorf("waiting for protectionplan/%s's BackupJob: %w", key.Name, err)
 	}
+	patch := client.MergeFrom(bj.DeepCopy())
+	if bj.Annotations == nil {
+		bj.Annotations = map[string]string{}
+	}
+	bj.Annotations[backupv1.RunNowAnnotation] = id
+	return c.Patch(ctx, bj, patch)
 }
 
 // watch shows the BackupJobs (and then their RestoreJobs) until each has
