@@ -208,8 +208,16 @@ func TestRunMeasuresAnOperatorAgainstItsFloor(t *testing.T) {
 	if r.Reconciles < n || r.ResyncReconciles < n {
 		t.Errorf("reconciles %v at creation, %v at resync; want at least %d each", r.Reconciles, r.ResyncReconciles, n)
 	}
-	if r.Converge <= 0 || r.Floor <= 0 {
-		t.Errorf("times: converge %v, floor %v", r.Converge, r.Floor)
+	if r.Converge <= 0 || r.FloorBefore <= 0 || r.FloorAfter <= 0 || r.Floor != (r.FloorBefore+r.FloorAfter)/2 {
+		t.Errorf("times: converge %v, floor %v (before %v, after %v): want all > 0, floor their mean", r.Converge, r.Floor, r.FloorBefore, r.FloorAfter)
+	}
+	// The floor after the operator made its writes in a namespace of its own.
+	after := &corev1.SecretList{}
+	if err := env.Client.List(context.Background(), after, client.InNamespace(fmt.Sprintf("floor-after-%d", n)), client.MatchingLabels{"bench": "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Items) != n {
+		t.Errorf("the floor after the operator made %d Secrets, want %d", len(after.Items), n)
 	}
 	if !strings.Contains(out.String(), "# test operator benchmark") || !strings.Contains(out.String(), fmt.Sprintf("\n| %d |", n)) {
 		t.Errorf("output:\n%s", out.String())
