@@ -41,6 +41,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -270,6 +271,35 @@ type Kind struct {
 // each).
 func FromCache(ns string) *client.ListOptions {
 	return &client.ListOptions{Namespace: ns, Raw: &metav1.ListOptions{ResourceVersion: "0"}}
+}
+
+// AllDone is the usual Converged: the n objects of ns (listed into a copy
+// of list) all pass done, and ns holds n children (listed into a copy of
+// children). Both lists come from the API server's watch cache (FromCache).
+func AllDone(list, children client.ObjectList, done func(client.Object) bool) func(context.Context, client.Client, string, int) (bool, error) {
+	return func(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
+		l := list.DeepCopyObject().(client.ObjectList)
+		if err := c.List(ctx, l, FromCache(ns)); err != nil {
+			return false, err
+		}
+		if meta.LenList(l) != n {
+			return false, nil
+		}
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			return false, err
+		}
+		for _, o := range items {
+			if obj, ok := o.(client.Object); !ok || !done(obj) {
+				return false, nil
+			}
+		}
+		ch := children.DeepCopyObject().(client.ObjectList)
+		if err := c.List(ctx, ch, FromCache(ns)); err != nil {
+			return false, err
+		}
+		return meta.LenList(ch) == n, nil
+	}
 }
 
 // Event creates, with c, an events.k8s.io Event about obj as an operator's

@@ -223,3 +223,52 @@ func TestRunMeasuresAnOperatorAgainstItsFloor(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+func TestAllDoneWantsEveryObjectDoneAndEveryChild(t *testing.T) {
+	ctx := context.Background()
+	c := env.Client
+	ns := "alldone"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	converged := AllDone(&corev1.ConfigMapList{}, &corev1.SecretList{}, func(o client.Object) bool {
+		return o.(*corev1.ConfigMap).Data["done"] == "yes"
+	})
+	// want polls until converged says want (the lists come from the watch
+	// cache, which may lag the writes a little).
+	want := func(n int, want bool, what string) {
+		t.Helper()
+		var got bool
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			got, err = converged(ctx, c, ns, n)
+			return got == want, err
+		})
+		if err != nil {
+			t.Fatalf("%s: converged = %v, want %v (%v)", what, got, want, err)
+		}
+	}
+	cms := []*corev1.ConfigMap{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}, Data: map[string]string{"done": "yes"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}, Data: map[string]string{"done": "no"}},
+	}
+	for _, cm := range cms {
+		if err := c.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm.Name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want(3, false, "3 wanted, 2 there")
+	want(2, false, "one object not done")
+	cms[1].Data["done"] = "yes"
+	if err := c.Update(ctx, cms[1]); err != nil {
+		t.Fatal(err)
+	}
+	want(2, true, "both done, both children there")
+	if err := c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	want(2, false, "a child missing")
+}

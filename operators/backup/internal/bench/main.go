@@ -90,27 +90,11 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 		"Scheduled", "PhaseScheduled", "the CronJob is in place; waiting for the first run")
 }
 
-// converged: every BackupJob Ready for its generation, then (one list of
-// N, only once they are) every CronJob there.
-func converged(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
-	list := &backupv1.BackupJobList{}
-	if err := c.List(ctx, list, bench.FromCache(ns)); err != nil {
-		return false, err
-	}
-	if len(list.Items) != n {
-		return false, nil
-	}
-	for i := range list.Items {
-		b := &list.Items[i]
-		if b.Status.ObservedGeneration != b.Generation || !conditions.IsTrue(b, cairnv1.ReadyCondition) {
-			return false, nil
-		}
-	}
-	cjs := &batchv1.CronJobList{}
-	if err := c.List(ctx, cjs, bench.FromCache(ns)); err != nil {
-		return false, err
-	}
-	return len(cjs.Items) == n, nil
+// done: a BackupJob Ready for its generation (bench.AllDone then wants
+// every CronJob there).
+func done(o client.Object) bool {
+	b := o.(*backupv1.BackupJob)
+	return b.Status.ObservedGeneration == b.Generation && conditions.IsTrue(b, cairnv1.ReadyCondition)
 }
 
 func main() {
@@ -130,7 +114,7 @@ func main() {
 		Prepare:   prepare,
 		New:       backupJob,
 		Floor:     floor,
-		Converged: converged,
+		Converged: bench.AllDone(&backupv1.BackupJobList{}, &batchv1.CronJobList{}, done),
 		// Calls of the conversion webhook (the API server converts between
 		// the stored v1 and the still-served v1alpha1).
 		Conversions: func() float64 {

@@ -102,30 +102,13 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 	return c.Status().Patch(ctx, mj, client.MergeFrom(orig))
 }
 
-// converged: every MigrationJob Prechecking with its precheck step
-// Running, for its generation, then (one list of N, only once they are)
-// every precheck Job there.
-func converged(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
-	list := &migrationv1.MigrationJobList{}
-	if err := c.List(ctx, list, bench.FromCache(ns)); err != nil {
-		return false, err
-	}
-	if len(list.Items) != n {
-		return false, nil
-	}
-	for i := range list.Items {
-		mj := &list.Items[i]
-		st := mj.Status.Step(result.StepPrecheck)
-		if mj.Status.ObservedGeneration != mj.Generation || mj.Status.Phase != migrationv1.PhasePrechecking ||
-			st == nil || st.Phase != migrationv1.StepRunning {
-			return false, nil
-		}
-	}
-	jobs := &batchv1.JobList{}
-	if err := c.List(ctx, jobs, bench.FromCache(ns)); err != nil {
-		return false, err
-	}
-	return len(jobs.Items) == n, nil
+// done: a MigrationJob prechecking for its generation with its precheck
+// step running (bench.AllDone then wants every precheck Job there).
+func done(o client.Object) bool {
+	mj := o.(*migrationv1.MigrationJob)
+	st := mj.Status.Step(result.StepPrecheck)
+	return mj.Status.ObservedGeneration == mj.Generation && mj.Status.Phase == migrationv1.PhasePrechecking &&
+		st != nil && st.Phase == migrationv1.StepRunning
 }
 
 func main() {
@@ -145,6 +128,6 @@ func main() {
 		Prepare:   prepare,
 		New:       migrationJob,
 		Floor:     floor,
-		Converged: converged,
+		Converged: bench.AllDone(&migrationv1.MigrationJobList{}, &batchv1.JobList{}, done),
 	})
 }

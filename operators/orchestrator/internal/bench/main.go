@@ -119,28 +119,12 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 	return bench.Event(ctx, c, p, platformv1.GroupVersion.String(), "ProtectionPlan", corev1.EventTypeNormal, reason, "PhasePending", msg)
 }
 
-// converged: every plan's status, for its generation, reflects its
-// BackupJob, then (one list of N, only once they do) every BackupJob there.
-func converged(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
-	list := &platformv1.ProtectionPlanList{}
-	if err := c.List(ctx, list, bench.FromCache(ns)); err != nil {
-		return false, err
-	}
-	if len(list.Items) != n {
-		return false, nil
-	}
-	for i := range list.Items {
-		p := &list.Items[i]
-		bh := conditions.Get(p, platformv1.BackupHealthyCondition)
-		if p.Status.ObservedGeneration != p.Generation || bh == nil || bh.Reason == platformv1.BackupJobMissingReason {
-			return false, nil
-		}
-	}
-	bjs := &backupv1.BackupJobList{}
-	if err := c.List(ctx, bjs, bench.FromCache(ns)); err != nil {
-		return false, err
-	}
-	return len(bjs.Items) == n, nil
+// done: a ProtectionPlan that has recorded its BackupJob for its
+// generation (bench.AllDone then wants every BackupJob there).
+func done(o client.Object) bool {
+	p := o.(*platformv1.ProtectionPlan)
+	bh := conditions.Get(p, platformv1.BackupHealthyCondition)
+	return p.Status.ObservedGeneration == p.Generation && bh != nil && bh.Reason != platformv1.BackupJobMissingReason
 }
 
 func main() {
@@ -162,6 +146,6 @@ func main() {
 		Prepare:   prepare,
 		New:       plan,
 		Floor:     floor,
-		Converged: converged,
+		Converged: bench.AllDone(&platformv1.ProtectionPlanList{}, &backupv1.BackupJobList{}, done),
 	})
 }

@@ -136,27 +136,11 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 	return bench.Event(ctx, c, rj, gv, "RestoreJob", corev1.EventTypeNormal, restorev1.RestoreJobRunningReason, "PhaseRunning", msg)
 }
 
-// converged: every RestoreJob Running for its generation, then (one list
-// of N, only once they are) every restore Job there.
-func converged(ctx context.Context, c client.Client, ns string, n int) (bool, error) {
-	list := &restorev1.RestoreJobList{}
-	if err := c.List(ctx, list, bench.FromCache(ns)); err != nil {
-		return false, err
-	}
-	if len(list.Items) != n {
-		return false, nil
-	}
-	for i := range list.Items {
-		rj := &list.Items[i]
-		if rj.Status.ObservedGeneration != rj.Generation || rj.Status.Phase != restorev1.PhaseRunning {
-			return false, nil
-		}
-	}
-	jobs := &batchv1.JobList{}
-	if err := c.List(ctx, jobs, bench.FromCache(ns)); err != nil {
-		return false, err
-	}
-	return len(jobs.Items) == n, nil
+// done: a RestoreJob Running for its generation (bench.AllDone then wants
+// every restore Job there).
+func done(o client.Object) bool {
+	rj := o.(*restorev1.RestoreJob)
+	return rj.Status.ObservedGeneration == rj.Generation && rj.Status.Phase == restorev1.PhaseRunning
 }
 
 func main() {
@@ -176,6 +160,6 @@ func main() {
 		Prepare:   prepare,
 		New:       restoreJob,
 		Floor:     floor,
-		Converged: converged,
+		Converged: bench.AllDone(&restorev1.RestoreJobList{}, &batchv1.JobList{}, done),
 	})
 }
