@@ -111,7 +111,7 @@ include $(wildcard hack/make/*.mk)
 
 .PHONY: bench
 BENCH_OPERATORS ?= backup restore migration orchestrator
-bench: controlplane ## Benchmark the operators on a real API server, one table each (BENCH_OPERATORS="backup restore migration orchestrator"): N=100 and 1000 objects, BENCH_N=100,1000,10000 for a scaling table (convergence vs like-for-like floor, writes, reads, conversions, reconciles, CPU and heap per object).
+bench: controlplane ## Benchmark the operators on a real API server, one table each (BENCH_OPERATORS="backup restore migration orchestrator"): N=100 and 1000 objects, BENCH_N=100,1000,10000 for a scaling table (convergence vs the like-for-like floor measured before and after the operator, writes, reads, conversions, reconciles, CPU and heap per object).
 	for op in $(BENCH_OPERATORS); do \
 		(cd operators/$$op && go run ./internal/bench -n $(or $(BENCH_N),100$(comma)1000)) || exit 1; \
 		echo; \
