@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
@@ -181,8 +179,7 @@ func myBinlogPosition(ctx context.Context, c *sql.Conn) string {
 }
 
 func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table, moved *atomic.Int64, res *result.MigrationResult) error {
-	order := slices.Clone(tables)
-	slices.SortStableFunc(order, func(x, y inventory.Table) int { return int(min(max(y.Bytes-x.Bytes, -1), 1)) })
+	order := largestFirst(tables)
 	workers := max(1, min(a.cfg.Migrate.Parallel, len(order)))
 	srcs, position, fallback, closeSrcs, err := a.mySnapshots(ctx, sc, workers)
 	if err != nil {
@@ -202,72 +199,23 @@ func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inven
 		res.Actions = append(res.Actions, "source snapshot at "+position)
 	}
 	a.log.Info("copying rows", "tables", len(order), "connections", workers, "position", position)
-
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan inventory.Table)
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
+	copied, err := a.copyTables(ctx, order, workers, moved, func(ctx context.Context, w int) (tableCopier, func(), error) {
+		pool, t, err := myConnectTarget(ctx, tc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("target: %w", err)
 		}
-		mu.Unlock()
-		cancel(err)
-	}
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			drain := func() {
-				for range next {
-				}
-			}
-			pool, t, err := myConnectTarget(ctx, tc)
-			if err != nil {
-				fail(fmt.Errorf("target: %w", err))
-				drain()
-				return
-			}
-			defer pool.Close()
-			defer t.Close()
-			maxStmt, err := myPrepareTarget(ctx, t)
-			if err != nil {
-				fail(fmt.Errorf("target: %w", err))
-				drain()
-				return
-			}
-			for tbl := range next {
-				if ctx.Err() != nil {
-					continue
-				}
-				n, err := myCopyTable(ctx, srcs[w], t, tbl.Name, maxStmt)
-				moved.Add(n)
-				if err != nil {
-					fail(fmt.Errorf("copy table %s: %w", tbl.Key(), err))
-					continue
-				}
-				done.Add(1)
-				a.log.Debug("table copied", "table", tbl.Key(), "bytes", n, "connection", w)
-			}
-		}()
-	}
-	for _, tbl := range order {
-		if ctx.Err() != nil {
-			break
+		closeConns := func() { t.Close(); pool.Close() }
+		maxStmt, err := myPrepareTarget(ctx, t)
+		if err != nil {
+			closeConns()
+			return nil, nil, fmt.Errorf("target: %w", err)
 		}
-		next <- tbl
-	}
-	close(next)
-	wg.Wait()
-	res.TablesDone = int(done.Load())
-	if firstErr != nil {
-		return firstErr
-	}
-	return context.Cause(ctx)
+		return func(ctx context.Context, tbl inventory.Table) (int64, error) {
+			return myCopyTable(ctx, srcs[w], t, tbl.Name, maxStmt)
+		}, closeConns, nil
+	})
+	res.TablesDone = copied
+	return err
 }
 
 // myConnectTarget connects to the target with the driver's packet limit

@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
@@ -366,80 +365,36 @@ func (a *app) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.T
 }
 
 func (a *app) pgCopyData(ctx context.Context, sc, tc engine.Conn, snap string, tables []inventory.Table, moved *atomic.Int64, res *result.MigrationResult) error {
-	order := slices.Clone(tables)
-	slices.SortStableFunc(order, func(x, y inventory.Table) int { return int(min(max(y.Bytes-x.Bytes, -1), 1)) })
+	order := largestFirst(tables)
 	workers := max(1, min(a.cfg.Migrate.Parallel, len(order)))
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan inventory.Table)
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
+	copied, err := a.copyTables(ctx, order, workers, moved, func(ctx context.Context, _ int) (tableCopier, func(), error) {
+		bg := context.WithoutCancel(ctx)
+		s, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+		if err != nil {
+			return nil, nil, fmt.Errorf("source: %w", err)
 		}
-		mu.Unlock()
-		cancel(err)
-	}
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
-			if err != nil {
-				fail(fmt.Errorf("source: %w", err))
-				for range next {
-				}
-				return
-			}
-			defer s.Close(context.WithoutCancel(ctx))
-			t, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
-			if err != nil {
-				fail(fmt.Errorf("target: %w", err))
-				for range next {
-				}
-				return
-			}
-			defer t.Close(context.WithoutCancel(ctx))
-			tx, err := inventory.BeginInSnapshot(ctx, s, snap)
-			if err != nil {
-				fail(fmt.Errorf("source: %w", err))
-				for range next {
-				}
-				return
-			}
-			defer tx.Rollback(context.WithoutCancel(ctx))
-			for tbl := range next {
-				if ctx.Err() != nil {
-					continue
-				}
-				n, err := pgCopyTable(ctx, s, t, tbl)
-				moved.Add(n)
-				if err != nil {
-					fail(fmt.Errorf("copy table %s: %w", tbl.Key(), err))
-					continue
-				}
-				done.Add(1)
-				a.log.Debug("table copied", "table", tbl.Key(), "bytes", n)
-			}
-		}()
-	}
-	for _, tbl := range order {
-		if ctx.Err() != nil {
-			break
+		t, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
+		if err != nil {
+			s.Close(bg)
+			return nil, nil, fmt.Errorf("target: %w", err)
 		}
-		next <- tbl
-	}
-	close(next)
-	wg.Wait()
-	res.TablesDone = int(done.Load())
-	if firstErr != nil {
-		return firstErr
-	}
-	return context.Cause(ctx)
+		tx, err := inventory.BeginInSnapshot(ctx, s, snap)
+		if err != nil {
+			t.Close(bg)
+			s.Close(bg)
+			return nil, nil, fmt.Errorf("source: %w", err)
+		}
+		closeConns := func() {
+			_ = tx.Rollback(bg)
+			t.Close(bg)
+			s.Close(bg)
+		}
+		return func(ctx context.Context, tbl inventory.Table) (int64, error) {
+			return pgCopyTable(ctx, s, t, tbl)
+		}, closeConns, nil
+	})
+	res.TablesDone = copied
+	return err
 }
 
 // pgCopyTable streams one table: COPY … TO STDOUT on the source (inside
