@@ -497,7 +497,7 @@ func runOne(ctx context.Context, env *testenv.Env, k Kind, o Options, n int) (ro
 	if err != nil {
 		return row, fmt.Errorf("floor: %w", err)
 	}
-	row.FloorBefore, row.CPUFloor, row.FloorCounts = before.time, before.cpu, before.counts
+	row.FloorBefore, row.FloorCounts = before.time, before.counts
 
 	if err := measureOperator(ctx, env, k, o, benchNS, n, &row); err != nil {
 		return row, err

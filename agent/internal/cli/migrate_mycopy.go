@@ -179,8 +179,7 @@ func myBinlogPosition(ctx context.Context, c *sql.Conn) string {
 }
 
 func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table, moved *atomic.Int64, res *result.MigrationResult) error {
-	order := largestFirst(tables)
-	workers := max(1, min(a.cfg.Migrate.Parallel, len(order)))
+	workers := max(1, min(a.cfg.Migrate.Parallel, len(tables)))
 	srcs, position, fallback, closeSrcs, err := a.mySnapshots(ctx, sc, workers)
 	if err != nil {
 		return err
@@ -198,8 +197,8 @@ func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inven
 	if position != "" {
 		res.Actions = append(res.Actions, "source snapshot at "+position)
 	}
-	a.log.Info("copying rows", "tables", len(order), "connections", workers, "position", position)
-	copied, err := a.copyTables(ctx, order, workers, moved, func(ctx context.Context, w int) (tableCopier, func(), error) {
+	a.log.Info("copying rows", "tables", len(tables), "connections", workers, "position", position)
+	copied, err := a.copyTables(ctx, tables, workers, moved, func(ctx context.Context, w int) (tableCopier, func(), error) {
 		pool, t, err := myConnectTarget(ctx, tc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("target: %w", err)

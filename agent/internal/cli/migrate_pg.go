@@ -365,9 +365,8 @@ func (a *app) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.T
 }
 
 func (a *app) pgCopyData(ctx context.Context, sc, tc engine.Conn, snap string, tables []inventory.Table, moved *atomic.Int64, res *result.MigrationResult) error {
-	order := largestFirst(tables)
-	workers := max(1, min(a.cfg.Migrate.Parallel, len(order)))
-	copied, err := a.copyTables(ctx, order, workers, moved, func(ctx context.Context, _ int) (tableCopier, func(), error) {
+	workers := max(1, min(a.cfg.Migrate.Parallel, len(tables)))
+	copied, err := a.copyTables(ctx, tables, workers, moved, func(ctx context.Context, _ int) (tableCopier, func(), error) {
 		bg := context.WithoutCancel(ctx)
 		s, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 		if err != nil {

@@ -22,13 +22,14 @@ func largestFirst(tables []inventory.Table) []inventory.Table {
 	return order
 }
 
-// copyTables copies order (see largestFirst) on workers workers, both
+// copyTables copies tables, largest first, on workers workers, both
 // engines' migrations alike: open(ctx, w) opens worker w's connections and
 // returns its copier and what closes them. The first error (an open or a
 // table's copy) cancels the rest and is returned; every byte moved is added
 // to moved. It returns the number of tables copied.
-func (a *app) copyTables(ctx context.Context, order []inventory.Table, workers int, moved *atomic.Int64,
+func (a *app) copyTables(ctx context.Context, tables []inventory.Table, workers int, moved *atomic.Int64,
 	open func(ctx context.Context, w int) (tableCopier, func(), error)) (int, error) {
+	order := largestFirst(tables)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	next := make(chan inventory.Table)
