@@ -11,6 +11,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/names"
 )
 
 const (
@@ -83,10 +84,7 @@ func desiredCronJob(bj *backupv1.BackupJob, image string) *batchv1.CronJob {
 func runNowJob(bj *backupv1.BackupJob, image, id string) *batchv1.Job {
 	sum := sha256.Sum256([]byte(bj.Namespace + "/" + bj.Name + "\x00" + id))
 	h := hex.EncodeToString(sum[:])[:10]
-	prefix := bj.Name
-	if len(prefix) > 47 {
-		prefix = prefix[:47]
-	}
+	prefix := names.Prefix(bj.Name, 47)
 	spec := runSpec(bj, image, runNow)
 	labels := childLabels(bj.Name, runNow)
 	labels[RunNowLabel] = h
@@ -114,10 +112,7 @@ func deleteJob(bj *backupv1.BackupJob, image string) *batchv1.Job {
 	// name), and the finalizer also checks the controller reference.
 	sum := sha256.Sum256([]byte(bj.UID))
 	h := hex.EncodeToString(sum[:])[:8]
-	prefix := bj.Name
-	if len(prefix) > 45 {
-		prefix = prefix[:45]
-	}
+	prefix := names.Prefix(bj.Name, 45)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: prefix + "-delete-" + h, Labels: spec.Labels},
 		Spec:       agentjob.JobSpec(spec),

@@ -1,0 +1,30 @@
+// Package names builds the names of child objects from their owner's name.
+// A child's name is the owner's name, cut to fit, then a suffix: the cut
+// must not leave a '.' or '-' (or anything but a lowercase letter or digit)
+// at the end, or the child's name ("orders.-now-…", "orders--delete-…") is
+// invalid or ambiguous. Every operator cuts names with Prefix.
+package names
+
+// Prefix returns name cut to at most max bytes, without trailing bytes
+// that are not lowercase ASCII letters or digits, so that Prefix(name, max)
+// + "-" + suffix is a valid DNS-1123 subdomain (and label, when name is a
+// label) whenever name is one. A name that fits is returned as it is (a
+// valid object name already ends in a letter or digit).
+//
+// The cut drops the end of the name, so two names that share their first
+// max bytes share their prefix: callers whose names must be unique add a
+// suffix derived from the whole name (a hash), as every caller does.
+func Prefix(name string, max int) string {
+	if max < 0 {
+		max = 0
+	}
+	if len(name) > max {
+		name = name[:max]
+	}
+	for len(name) > 0 && !alnum(name[len(name)-1]) {
+		name = name[:len(name)-1]
+	}
+	return name
+}
+
+func alnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
