@@ -41,6 +41,23 @@ const StoreMountPath = "/var/lib/cairn/store"
 // RunAsUser is the non-root user the agent runs as (the image's user).
 const RunAsUser = 65532
 
+// The agent container's resources in every Job (a MigrationJob's
+// spec.resources replaces them for its steps).
+const (
+	// DefaultMemoryLimitMiB is the agent container's memory limit.
+	DefaultMemoryLimitMiB = 256
+	// MemoryOverheadMiB is what a run needs beside its S3 part buffer: the
+	// agent (Go runtime, zstd window and buffers, HTTP buffers: about 35 MiB
+	// measured, docs/benchmarks.md) and the dump or restore tool it runs in
+	// the same container (pg_dump, mysqldump, pg_restore, mysql), which
+	// count against the same limit.
+	MemoryOverheadMiB = 96
+)
+
+// MaxPartSizeMiB is the largest S3 part size (storage.s3.partSizeMiB) that
+// fits in a memory limit of limitMiB: the agent holds one part in memory.
+func MaxPartSizeMiB(limitMiB int64) int64 { return limitMiB - MemoryOverheadMiB }
+
 // Spec says what one agent run does.
 type Spec struct {
 	// Command is the agent command: backup, restore, delete or prune.
@@ -179,7 +196,7 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 				Env:   env,
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(DefaultMemoryLimitMiB<<20, resource.BinarySI)},
 				},
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/agentjob"
 )
 
 // Default ports by engine.
@@ -142,8 +143,15 @@ func ObjectName(name string, p *field.Path, what string) field.ErrorList {
 	return nil
 }
 
-// Storage checks a storage location at p: exactly one of pvc or s3, each complete.
+// Storage checks a storage location at p: exactly one of pvc or s3, each
+// complete, and an S3 part size that fits the agent's default memory limit.
 func Storage(st *cairnv1.StorageSpec, p *field.Path, kind string) field.ErrorList {
+	return StorageWithin(st, p, kind, agentjob.DefaultMemoryLimitMiB, nil)
+}
+
+// StorageWithin is Storage for an agent whose memory limit is limitMiB,
+// set at limitPath (nil: the agent's default limit; limitMiB 0: no limit).
+func StorageWithin(st *cairnv1.StorageSpec, p *field.Path, kind string, limitMiB int64, limitPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch {
 	case st.PVC != nil && st.S3 != nil:
@@ -185,9 +193,48 @@ func Storage(st *cairnv1.StorageSpec, p *field.Path, kind string) field.ErrorLis
 		}
 		errs = append(errs, ObjectName(s3.CredentialsSecretRef.Name, sp.Child("credentialsSecretRef", "name"),
 			"a Secret in the "+kind+"'s namespace with the keys accessKeyID and secretAccessKey")...)
+		errs = append(errs, partSize(s3, sp.Child("partSizeMiB"), limitMiB, limitPath)...)
 	}
 	return errs
 }
+
+// partSize: the agent holds one multipart part in memory, beside what it
+// and its dump tool need (agentjob.MemoryOverheadMiB), all within the
+// container's memory limit; a part that does not fit would get the agent
+// killed for memory in the middle of every upload.
+func partSize(s3 *cairnv1.S3Storage, p *field.Path, limitMiB int64, limitPath *field.Path) field.ErrorList {
+	if limitMiB <= 0 {
+		return nil
+	}
+	size, set := int64(DefaultPartSizeMiB), s3.PartSizeMiB != nil
+	if set {
+		size = int64(*s3.PartSizeMiB)
+	}
+	max := agentjob.MaxPartSizeMiB(limitMiB)
+	if size <= max {
+		return nil
+	}
+	budget := fmt.Sprintf("one part is held in memory beside %d MiB for the agent and its dump tool", agentjob.MemoryOverheadMiB)
+	if limitPath == nil {
+		return field.ErrorList{field.Invalid(p, size, fmt.Sprintf(
+			"does not fit the agent's memory limit (%dMi): %s; use at most %d", limitMiB, budget, max))}
+	}
+	if !set {
+		p = limitPath // the default part size: the limit is what is too small
+	}
+	fix := fmt.Sprintf("raise %s to at least %dMi", limitPath, size+agentjob.MemoryOverheadMiB)
+	if max >= MinPartSizeMiB {
+		fix = fmt.Sprintf("use a partSizeMiB of at most %d or %s", max, fix)
+	}
+	return field.ErrorList{field.Invalid(p, size, fmt.Sprintf(
+		"a part of %d MiB does not fit the agent's memory limit (%s: %dMi): %s; %s", size, limitPath, limitMiB, budget, fix))}
+}
+
+// The S3 part size bounds (storage.s3.partSizeMiB) and the agent's default.
+const (
+	MinPartSizeMiB     = 5
+	DefaultPartSizeMiB = 16
+)
 
 func endpoint(ep string, p *field.Path) field.ErrorList {
 	if ep == "" {

@@ -49,6 +49,9 @@ func TestStorage(t *testing.T) {
 	if errs := Storage(&cairnv1.StorageSpec{S3: s3()}, p, "BackupJob"); len(errs) != 0 {
 		t.Fatalf("valid s3 rejected: %v", errs)
 	}
+	if errs := Storage(&cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.PartSizeMiB = new(int32(160)); return s }()}, p, "BackupJob"); len(errs) != 0 {
+		t.Fatalf("the largest part that fits rejected: %v", errs)
+	}
 	if errs := Storage(&cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "pvc", SubPath: "a/b"}}, p, "BackupJob"); len(errs) != 0 {
 		t.Fatalf("valid pvc rejected: %v", errs)
 	}
@@ -63,6 +66,10 @@ func TestStorage(t *testing.T) {
 		"endpoint path": {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.Endpoint = "http://m:9000/bucket"; return s }()}, "without a path"},
 		"bucket slash":  {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.Bucket = "b/p"; return s }()}, "spec.storage.s3.prefix"},
 		"short bucket":  {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.Bucket = "ab"; return s }()}, "3 to 63"},
+		// The agent holds one part in its 256Mi: 512 (the CRD's maximum) does not fit.
+		"part size": {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.PartSizeMiB = new(int32(512)); return s }()},
+			"spec.storage.s3.partSizeMiB: Invalid value: 512: does not fit the agent's memory limit (256Mi): one part is held in memory beside 96 MiB for the agent and its dump tool; use at most 160"},
+		"part size just over": {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.PartSizeMiB = new(int32(161)); return s }()}, "use at most 160"},
 	}
 	for name, c := range cases {
 		errs := Storage(&c.st, p, "BackupJob")

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -20,6 +21,15 @@ func valid() migrationv1.MigrationJobSpec {
 	}
 	s.SetDefaults()
 	return s
+}
+
+// s3Storage is a valid S3 store with a part size (0: unset).
+func s3Storage(partMiB int32) *cairnv1.StorageSpec {
+	s := &cairnv1.S3Storage{Endpoint: "http://s3:9000", Bucket: "moves", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}
+	if partMiB != 0 {
+		s.PartSizeMiB = &partMiB
+	}
+	return &cairnv1.StorageSpec{S3: s}
 }
 
 func TestValidateSpec(t *testing.T) {
@@ -76,6 +86,30 @@ func TestValidateSpec(t *testing.T) {
 		}, want: "must not be a credentials Secret"},
 		{name: "bad target host", mutate: func(s *migrationv1.MigrationJobSpec) { s.Target.Host = "-oProxyCommand=x" },
 			want: "spec.target.host"},
+		{name: "part size beyond the default memory limit", mutate: func(s *migrationv1.MigrationJobSpec) {
+			s.Transfer.Method = migrationv1.TransferStore
+			s.Transfer.Storage = s3Storage(512)
+		}, want: "spec.transfer.storage.s3.partSizeMiB: Invalid value: 512: does not fit the agent's memory limit (256Mi)"},
+		{name: "part size within raised resources", mutate: func(s *migrationv1.MigrationJobSpec) {
+			s.Transfer.Method = migrationv1.TransferStore
+			s.Transfer.Storage = s3Storage(512)
+			s.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("608Mi")}}
+		}},
+		{name: "part size beyond the resources' limit", mutate: func(s *migrationv1.MigrationJobSpec) {
+			s.Transfer.Method = migrationv1.TransferStore
+			s.Transfer.Storage = s3Storage(64)
+			s.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")}}
+		}, want: "spec.transfer.storage.s3.partSizeMiB: Invalid value: 64: a part of 64 MiB does not fit the agent's memory limit (spec.resources.limits.memory: 128Mi): one part is held in memory beside 96 MiB for the agent and its dump tool; use a partSizeMiB of at most 32 or raise spec.resources.limits.memory to at least 160Mi"},
+		{name: "default part size beyond a small limit", mutate: func(s *migrationv1.MigrationJobSpec) {
+			s.Transfer.Method = migrationv1.TransferStore
+			s.Transfer.Storage = s3Storage(0)
+			s.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100Mi")}}
+		}, want: "spec.resources.limits.memory: Invalid value: 16: a part of 16 MiB does not fit the agent's memory limit (spec.resources.limits.memory: 100Mi): one part is held in memory beside 96 MiB for the agent and its dump tool; raise spec.resources.limits.memory to at least 112Mi"},
+		{name: "resources without a memory limit", mutate: func(s *migrationv1.MigrationJobSpec) {
+			s.Transfer.Method = migrationv1.TransferStore
+			s.Transfer.Storage = s3Storage(512)
+			s.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
+		}},
 		{name: "parallelism", mutate: func(s *migrationv1.MigrationJobSpec) { s.Transfer.Parallelism = new(int32(65)) },
 			want: "spec.transfer.parallelism"},
 	}

@@ -10,11 +10,13 @@ import (
 	"regexp"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/validation"
 )
 
@@ -100,7 +102,8 @@ func ValidateSpec(spec *migrationv1.MigrationJobSpec, fldPath *field.Path) field
 		if spec.Transfer.Storage == nil {
 			errs = append(errs, field.Required(trp.Child("storage"), "a Store transfer needs a store reachable from both clusters: pvc or s3"))
 		} else {
-			errs = append(errs, validation.Storage(spec.Transfer.Storage, trp.Child("storage"), "MigrationJob")...)
+			limit, limitPath := memoryLimit(spec, fldPath)
+			errs = append(errs, validation.StorageWithin(spec.Transfer.Storage, trp.Child("storage"), "MigrationJob", limit, limitPath)...)
 		}
 	default:
 		errs = append(errs, field.NotSupported(trp.Child("method"), spec.Transfer.Method,
@@ -207,3 +210,20 @@ func describe(d cairnv1.DatabaseRef) string {
 
 // Describe names a database for messages: "postgres db.shop.svc:5432/orders".
 func Describe(d cairnv1.DatabaseRef) string { return describe(d) }
+
+// memoryLimit is the memory limit (MiB, 0: none) of the agent container of
+// spec's step Jobs, and the field that sets it (nil: the agent's default).
+// spec.resources replaces the agent's resources as a whole: with resources
+// but no memory limit, the container has none.
+func memoryLimit(spec *migrationv1.MigrationJobSpec, fldPath *field.Path) (int64, *field.Path) {
+	r := spec.Resources
+	if r == nil {
+		return agentjob.DefaultMemoryLimitMiB, nil
+	}
+	p := fldPath.Child("resources", "limits", "memory")
+	q, ok := r.Limits[corev1.ResourceMemory]
+	if !ok || q.IsZero() {
+		return 0, p
+	}
+	return q.Value() >> 20, p
+}
