@@ -74,7 +74,7 @@ type Config struct {
 type Migrate struct {
 	Step string
 	// Migration is CAIRN_MIGRATION (namespace/name); it is also the store
-	// key (Config.BackupJob) of a store transfer.
+	// key (Config.BackupJob, in naming.MigrationSpace) of a store transfer.
 	Migration naming.Job
 	UID       string
 	Mode      string // Full, SchemaOnly or Continuous
@@ -293,6 +293,10 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 		}
 		if c.BackupJob, err = naming.ParseJob(*job); err != nil {
 			return nil, &UsageError{err.Error()}
+		}
+		if c.Migrate != nil {
+			// A migration's exports live in their own key space.
+			c.BackupJob.Space = naming.MigrationSpace
 		}
 	}
 	if c.RetentionDays < 0 {

@@ -54,10 +54,25 @@ var (
 	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
 
-// Job identifies a BackupJob: the catalog key.
+// Job identifies a BackupJob, or a MigrationJob's exports: the catalog key.
 type Job struct {
+	// Space is the key space: "" for a BackupJob, MigrationSpace for a
+	// MigrationJob's exports.
+	Space     string
 	Namespace string
 	Name      string
+}
+
+// MigrationSpace is the directory (relative to the store root) under which
+// MigrationJobs keep their exports: <MigrationSpace>/<namespace>/<name>/.
+// A BackupJob's directory is <namespace>/<name>/ and a namespace cannot
+// contain '_', so no BackupJob in the same store lists, restores, prunes or
+// deletes a migration's export, whatever the two are named.
+const MigrationSpace = "_migrations"
+
+// MigrationJob is the store key of a MigrationJob's exports.
+func MigrationJob(namespace, name string) Job {
+	return Job{Space: MigrationSpace, Namespace: namespace, Name: name}
 }
 
 // ParseJob parses "namespace/name". Both parts must be valid Kubernetes
@@ -79,7 +94,7 @@ func ParseJob(s string) (Job, error) {
 func (j Job) String() string { return j.Namespace + "/" + j.Name }
 
 // Dir is the job's directory, relative to the store root.
-func (j Job) Dir() string { return path.Join(j.Namespace, j.Name) }
+func (j Job) Dir() string { return path.Join(j.Space, j.Namespace, j.Name) }
 
 // EntriesPrefix is the directory of the job's manifests.
 func (j Job) EntriesPrefix() string { return path.Join(j.Dir(), EntriesDir) }

@@ -13,8 +13,8 @@ func TestParseJob(t *testing.T) {
 		want    Job
 		wantErr string
 	}{
-		{in: "shop/orders", want: Job{"shop", "orders"}},
-		{in: "a/b.c-d", want: Job{"a", "b.c-d"}},
+		{in: "shop/orders", want: Job{Namespace: "shop", Name: "orders"}},
+		{in: "a/b.c-d", want: Job{Namespace: "a", Name: "b.c-d"}},
 		{in: "orders", wantErr: "want namespace/name"},
 		{in: "/orders", wantErr: "want namespace/name"},
 		{in: "shop/", wantErr: "want namespace/name"},
@@ -46,7 +46,7 @@ func TestParseJob(t *testing.T) {
 }
 
 func TestArtifactName(t *testing.T) {
-	job := Job{"shop", "orders"}
+	job := Job{Namespace: "shop", Name: "orders"}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.FixedZone("CET", 3600))
 	tests := []struct {
 		engine, want, wantErr string
@@ -81,7 +81,7 @@ func TestArtifactName(t *testing.T) {
 }
 
 func TestArtifactNamesSortInTimeOrder(t *testing.T) {
-	job := Job{"ns", "job"}
+	job := Job{Namespace: "ns", Name: "job"}
 	base := time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)
 	// Times chosen to break naive formats: across a year, single digits,
 	// sub-second differences, a time zone.
@@ -115,7 +115,7 @@ func TestArtifactNamesSortInTimeOrder(t *testing.T) {
 }
 
 func TestParseArtifactNameRejects(t *testing.T) {
-	job := Job{"shop", "orders"}
+	job := Job{Namespace: "shop", Name: "orders"}
 	for _, name := range []string{
 		"shop_other_20260102T030405.123Z.pgdump.zst",
 		"shop_orders_20260102T030405.123Z.pgdump",
@@ -136,7 +136,7 @@ func TestParseArtifactNameRejects(t *testing.T) {
 // Tokens make names of runs started in the same millisecond differ, and
 // still parse to the start time.
 func TestArtifactNameToken(t *testing.T) {
-	job := Job{"shop", "orders"}
+	job := Job{Namespace: "shop", Name: "orders"}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 123000000, time.UTC)
 	seen := map[string]bool{}
 	for i := 0; i < 100; i++ {
@@ -164,7 +164,7 @@ func TestArtifactNameToken(t *testing.T) {
 }
 
 func TestKeys(t *testing.T) {
-	job := Job{"shop", "orders"}
+	job := Job{Namespace: "shop", Name: "orders"}
 	if got := job.ManifestKey("a.sql.zst"); got != "shop/orders/entries/a.sql.zst.json" {
 		t.Errorf("ManifestKey = %q", got)
 	}
@@ -176,5 +176,21 @@ func TestKeys(t *testing.T) {
 	}
 	if got := job.Key("x.pgdump.zst"); got != "shop/orders/x.pgdump.zst" {
 		t.Errorf("Key = %q", got)
+	}
+}
+
+// A MigrationJob's exports live under their own directory, which no
+// BackupJob's directory (namespace/name, a namespace has no '_') contains.
+func TestMigrationJobKeySpace(t *testing.T) {
+	m := MigrationJob("shop", "orders")
+	if got := m.Key("a.pgdump.zst"); got != "_migrations/shop/orders/a.pgdump.zst" {
+		t.Fatalf("migration key %q", got)
+	}
+	for _, bj := range []Job{{Namespace: "shop", Name: "orders"}, {Namespace: "_migrations", Name: "shop"}} {
+		if strings.HasPrefix(m.Dir()+"/", bj.Dir()+"/") {
+			if _, err := ParseJob(bj.String()); err == nil {
+				t.Errorf("BackupJob %s (a valid one) contains the migration's directory %s", bj, m.Dir())
+			}
+		}
 	}
 }

@@ -282,8 +282,9 @@ func MigrateViaStore(t *testing.T, e *Env, kind, changeRow string) {
 	if ex.Artifact == "" || ex.Size <= 0 || !strings.HasPrefix(ex.Checksum, "sha256:") || ex.Tables != seedTables(e) {
 		t.Fatalf("export: %+v", ex)
 	}
-	job := naming.Job{Namespace: "shop", Name: "mig-store-" + kind}
+	job := naming.MigrationJob("shop", "mig-store-"+kind)
 	key := st.KeyOf(t, job, ex.Artifact)
+	exportOutOfBackupJobsReach(t, e, st, m.src, naming.Job{Namespace: "shop", Name: "mig-store-" + kind}, ex.Artifact, key)
 	name := key[strings.LastIndex(key, "/")+1:]
 	entry, err := catalog.DecodeManifest(st.Read(t, job.ManifestKey(name)), job, job.ManifestKey(name))
 	check(t, err)
@@ -327,6 +328,33 @@ func MigrateViaStore(t *testing.T, e *Env, kind, changeRow string) {
 	}
 	if after := fingerprint(t, e.DB, m.dst); after != before {
 		t.Errorf("a refused import changed the target")
+	}
+}
+
+// exportOutOfBackupJobsReach: a BackupJob named like the MigrationJob (same
+// namespace and name, same store) does not see the migration's export: its
+// list, restore, prune and delete neither show nor touch it, and its own
+// backups land beside it, not among the migration's exports.
+func exportOutOfBackupJobsReach(t *testing.T, e *Env, st *Store, db string, bj naming.Job, artifact, key string) {
+	t.Helper()
+	want := st.Read(t, key)
+	if r := e.agent(t, st, db, bj, nil, "list"); r.Code != 0 || strings.TrimSpace(r.Stdout) != "" {
+		t.Fatalf("BackupJob %s lists the migration's export: exit %d %q", bj, r.Code, r.Stdout)
+	}
+	if r := e.agent(t, st, db, bj, []string{"CAIRN_ARTIFACT=" + artifact}, "restore"); r.Code == 0 {
+		t.Fatalf("BackupJob %s restored the migration's export %s", bj, artifact)
+	}
+	if r := e.agent(t, st, db, bj, []string{"CAIRN_RETENTION_DAYS=1"}, "prune"); r.Code != 0 {
+		t.Fatalf("prune of BackupJob %s: exit %d %s", bj, r.Code, r.Stderr)
+	}
+	if r := e.agent(t, st, db, bj, nil, "delete"); r.Code != 0 {
+		t.Fatalf("delete of BackupJob %s: exit %d %s", bj, r.Code, r.Stderr)
+	}
+	if got := st.Read(t, key); !bytes.Equal(got, want) {
+		t.Fatalf("the export changed after BackupJob %s's prune and delete", bj)
+	}
+	if keys := st.Keys(t, bj); len(keys) != 0 {
+		t.Fatalf("BackupJob %s's directory holds %v", bj, keys)
 	}
 }
 
