@@ -22,6 +22,17 @@ import (
 // win. The key is reserved: a v1 object's own value for it is not kept.
 const V1FieldsAnnotation = "backup.cairn.dev/v1-fields"
 
+// LegacyShapeAnnotation marks a v1 object converted from a v1alpha1 one
+// that had no V1FieldsAnnotation (an object in the original flat shape, such
+// as an old manifest given to `kubectl replace`). ConvertTo sets it; the
+// BackupJob defaulting webhook removes it before anything is stored and, on
+// an update, keeps the v1-only fields of the stored object instead of the
+// legacy defaults, so a replace by an old manifest never resets what the
+// v1alpha1 shape cannot say (engine, database, credentials, storage, time
+// zone, ...). The key is reserved: ConvertFrom and an annotated ConvertTo
+// drop any value a client sent.
+const LegacyShapeAnnotation = "backup.cairn.dev/v1alpha1-legacy-shape"
+
 // Legacy defaults: what ConvertTo fills in for a v1alpha1 BackupJob that has no
 // V1FieldsAnnotation, i.e. one written in the original flat shape. The v1
 // defaults (backupv1.BackupJobSpec.SetDefaults: timeZone,
@@ -55,7 +66,7 @@ var _ conversion.Convertible = &BackupJob{}
 // databaseHost becomes spec.database.host; schedule, retentionDays, maxRetries
 // and the status fields map one to one. The v1 fields v1alpha1 lacks come from
 // V1FieldsAnnotation, which is removed. Without that annotation the object is a
-// legacy one and gets the legacy defaults: engine postgres, database
+// legacy one, marked with LegacyShapeAnnotation, and gets the legacy defaults: engine postgres, database
 // "postgres", credentials Secret "<name>-credentials", storage PVC
 // "<name>-backups" (<name> is metadata.name, or metadata.generateName without
 // its trailing "-" while the name is not generated yet).
@@ -70,6 +81,7 @@ func (src *BackupJob) ConvertTo(dstRaw conversion.Hub) error {
 
 	if data, found := dst.Annotations[V1FieldsAnnotation]; found {
 		delete(dst.Annotations, V1FieldsAnnotation)
+		delete(dst.Annotations, LegacyShapeAnnotation)
 		if len(dst.Annotations) == 0 {
 			dst.Annotations = nil
 		}
@@ -79,6 +91,10 @@ func (src *BackupJob) ConvertTo(dstRaw conversion.Hub) error {
 		}
 	} else {
 		setLegacyDefaults(src, dst)
+		if dst.Annotations == nil {
+			dst.Annotations = map[string]string{}
+		}
+		dst.Annotations[LegacyShapeAnnotation] = "true"
 	}
 
 	dst.Spec.Database.Host = src.Spec.DatabaseHost
@@ -114,6 +130,7 @@ func (dst *BackupJob) ConvertFrom(srcRaw conversion.Hub) error {
 		dst.Annotations = map[string]string{}
 	}
 	dst.Annotations[V1FieldsAnnotation] = data
+	delete(dst.Annotations, LegacyShapeAnnotation)
 
 	dst.Spec = BackupJobSpec{
 		DatabaseHost:  src.Spec.Database.Host,
@@ -213,4 +230,19 @@ func copyPtr[T any](p *T) *T {
 	}
 	v := *p
 	return &v
+}
+
+// KeepV1Fields sets on bj, converted from a legacy-shape v1alpha1 object
+// (LegacyShapeAnnotation), the fields v1alpha1 cannot express from old, the
+// stored object it replaces: every spec field but the four v1alpha1 holds
+// (spec.database.host, schedule, retentionDays, maxRetries). It removes the
+// annotation. The BackupJob defaulting webhook calls it on update.
+func KeepV1Fields(bj, old *backupv1.BackupJob) {
+	delete(bj.Annotations, LegacyShapeAnnotation)
+	spec := *old.Spec.DeepCopy()
+	spec.Database.Host = bj.Spec.Database.Host
+	spec.Schedule = bj.Spec.Schedule
+	spec.RetentionDays = bj.Spec.RetentionDays
+	spec.MaxRetries = copyPtr(bj.Spec.MaxRetries)
+	bj.Spec = spec
 }

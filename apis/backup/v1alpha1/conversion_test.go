@@ -119,6 +119,18 @@ func TestConvertSpokeHubSpokeIsLossless(t *testing.T) {
 		if err := gotAnnotated.ConvertTo(again); err != nil {
 			t.Fatalf("iteration %d: ConvertTo (annotated): %v", i, err)
 		}
+		// A legacy-shape object is marked for the defaulting webhook; its
+		// annotated form is not.
+		if wired.Annotations[v1alpha1.LegacyShapeAnnotation] != "true" {
+			t.Fatalf("iteration %d: ConvertTo of an unannotated object did not set %s", i, v1alpha1.LegacyShapeAnnotation)
+		}
+		if _, ok := again.Annotations[v1alpha1.LegacyShapeAnnotation]; ok {
+			t.Fatalf("iteration %d: ConvertTo of an annotated object set %s", i, v1alpha1.LegacyShapeAnnotation)
+		}
+		delete(wired.Annotations, v1alpha1.LegacyShapeAnnotation)
+		if len(wired.Annotations) == 0 {
+			wired.Annotations = nil
+		}
 		if !apiequality.Semantic.DeepEqual(wired, again) {
 			t.Fatalf("iteration %d: v1 → v1alpha1 → v1 of a converted object changed it:\n%s", i, diff.Diff(wired, again))
 		}

@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -9,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 )
 
 // Defaulter is the BackupJob mutating webhook: it fills the API's defaults
@@ -29,9 +32,23 @@ var _ admission.Defaulter[*backupv1.BackupJob] = &Defaulter{}
 // Default implements admission.Defaulter. Which operation it serves comes
 // from the admission request in ctx; without one it only fills defaults.
 func (*Defaulter) Default(ctx context.Context, bj *backupv1.BackupJob) error {
+	req, reqErr := admission.RequestFromContext(ctx)
+	if _, legacy := bj.Annotations[backupv1alpha1.LegacyShapeAnnotation]; legacy {
+		// A v1alpha1 object without its v1 fields (an old manifest): on
+		// update, the stored object's v1-only fields stay, rather than
+		// being reset to the legacy defaults the conversion filled in.
+		delete(bj.Annotations, backupv1alpha1.LegacyShapeAnnotation)
+		if reqErr == nil && req.Operation == admissionv1.Update {
+			old := &backupv1.BackupJob{}
+			if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+				return fmt.Errorf("reading the stored BackupJob to keep its v1 fields: %w", err)
+			}
+			backupv1alpha1.KeepV1Fields(bj, old)
+			ctrl.LoggerFrom(ctx).Info("a v1alpha1 update without the v1 fields keeps the stored ones", "annotation", backupv1alpha1.V1FieldsAnnotation)
+		}
+	}
 	bj.Spec.SetDefaults()
-	if req, err := admission.RequestFromContext(ctx); err == nil &&
-		req.Operation == admissionv1.Create && bj.DeletionTimestamp.IsZero() {
+	if reqErr == nil && req.Operation == admissionv1.Create && bj.DeletionTimestamp.IsZero() {
 		if controllerutil.AddFinalizer(bj, backupv1.CleanupFinalizer) {
 			ctrl.LoggerFrom(ctx).V(1).Info("adding finalizer", "finalizer", backupv1.CleanupFinalizer)
 		}

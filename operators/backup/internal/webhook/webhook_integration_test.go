@@ -434,6 +434,32 @@ func testV1alpha1RoundTrip(t *testing.T, h *harness) {
 	if again.Spec.Schedule != "30 3 * * *" || again.Spec.DatabaseHost != "pg-replica.shop.svc" || again.Status.Phase != "Failed" {
 		t.Errorf("v1alpha1 after the updates: spec %+v status phase %q", again.Spec, again.Status.Phase)
 	}
+
+	// kubectl replace of the old manifest (the flat shape, no annotation):
+	// its own fields change, and the v1-only ones the stored object has
+	// (database, credentials, time zone, suspend, S3 storage) stay instead
+	// of being reset to the legacy defaults.
+	old := legacy.DeepCopy()
+	old.ResourceVersion = again.ResourceVersion
+	old.Spec.Schedule = "15 4 * * *"
+	if err := h.c.Update(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	replaced := &backupv1.BackupJob{}
+	if err := h.c.Get(ctx, key, replaced); err != nil {
+		t.Fatal(err)
+	}
+	wantV1.Spec.Database.Host = "pg.shop.svc"
+	wantV1.Spec.Schedule = "15 4 * * *"
+	wantV1.Spec.RetentionDays = 7
+	if diff := specStatusDiff(wantV1, replaced); diff != "" {
+		t.Errorf("v1 after a replace by the old v1alpha1 manifest: %s", diff)
+	}
+	for _, a := range []string{backupv1alpha1.LegacyShapeAnnotation, backupv1alpha1.V1FieldsAnnotation} {
+		if _, ok := replaced.Annotations[a]; ok {
+			t.Errorf("the stored object carries %s", a)
+		}
+	}
 }
 
 // specStatusDiff says how got's spec and status differ from want's, "" when equal.
