@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -17,7 +18,7 @@ import (
 // the whole name (or UID) keeps names that share their cut apart.
 func TestChildJobNamesOfLongNames(t *testing.T) {
 	bj := func(name, uid string) *backupv1.BackupJob {
-		return &backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: "u-" + uid},
+		return &backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("u-" + uid)},
 			Spec: backupv1.BackupJobSpec{Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Bucket: "b"}}}}
 	}
 	seen := map[string]string{}
