@@ -246,14 +246,22 @@ const (
 	myCommitBytes  = 64 << 20
 )
 
+// myTargetSQLMode is the target session's sql_mode during the copy: no
+// automatic value for an explicit 0 in an AUTO_INCREMENT column (as a
+// mysqldump file sets), and strict: a value that does not fit its target
+// column (too long, out of range, not valid in the column's character set)
+// fails the copy instead of being truncated or replaced with a warning.
+const myTargetSQLMode = "NO_AUTO_VALUE_ON_ZERO,STRICT_ALL_TABLES"
+
 // myPrepareTarget sets a target session up as a mysqldump file does
 // (foreign key and unique checks off, no automatic value for an explicit
-// 0 in an AUTO_INCREMENT column) and returns the statement size limit.
+// 0 in an AUTO_INCREMENT column), in strict mode (myTargetSQLMode), and
+// returns the statement size limit.
 func myPrepareTarget(ctx context.Context, t *sql.Conn) (int, error) {
 	for _, s := range []string{
 		"SET SESSION foreign_key_checks = 0",
 		"SET SESSION unique_checks = 0",
-		"SET SESSION sql_mode = 'NO_AUTO_VALUE_ON_ZERO'",
+		"SET SESSION sql_mode = '" + myTargetSQLMode + "'",
 	} {
 		if _, err := t.ExecContext(ctx, s); err != nil {
 			return 0, fmt.Errorf("%s: %w", s, err)
@@ -270,6 +278,11 @@ func myPrepareTarget(ctx context.Context, t *sql.Conn) (int, error) {
 type myColumn struct {
 	name string
 	kind int
+	// float: a FLOAT or DOUBLE column, read as a DOUBLE expression: its
+	// own text (6 significant digits for a FLOAT, D decimals for a
+	// FLOAT(M,D)) would round the value; the shortest text of the DOUBLE
+	// reads back as exactly the value stored.
+	float bool
 }
 
 const (
@@ -313,6 +326,7 @@ ORDER BY ordinal_position`, table)
 		switch {
 		case myNumberTypes[t]:
 			col.kind = myNumber
+			col.float = t == "float" || t == "double" || t == "real"
 		case myBinaryTypes[t] || charset == "binary":
 			col.kind = myHex
 		case charset != "" && !strings.HasPrefix(charset, "utf8"):
@@ -340,8 +354,13 @@ func myCopyTable(ctx context.Context, s, t *sql.Conn, table string, maxStmt int)
 		return 0, err
 	}
 	names := make([]string, len(cols))
+	reads := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = inventory.QuoteIdent(c.name)
+		reads[i] = names[i]
+		if c.float {
+			reads[i] = "(" + names[i] + " + 0e0)"
+		}
 	}
 	list := strings.Join(names, ",")
 	prefix := "INSERT INTO " + inventory.QuoteIdent(table) + " (" + list + ") VALUES "
@@ -349,7 +368,7 @@ func myCopyTable(ctx context.Context, s, t *sql.Conn, table string, maxStmt int)
 	// that connection rather than read the rest of the table).
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rows, err := s.QueryContext(ctx, "SELECT "+list+" FROM "+inventory.QuoteIdent(table))
+	rows, err := s.QueryContext(ctx, "SELECT "+strings.Join(reads, ",")+" FROM "+inventory.QuoteIdent(table))
 	if err != nil {
 		return 0, fmt.Errorf("source: %w", err)
 	}

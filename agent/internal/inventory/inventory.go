@@ -11,8 +11,11 @@
 // record output (`t::text`) with the session's output settings fixed
 // (TimeZone UTC, ISO dates, bytea hex, extra_float_digits 3, …), and for
 // MySQL/MariaDB the values of the columns joined with ',' — string, binary,
-// JSON, BIT, ENUM/SET and spatial columns as HEX() of their bytes, other
-// columns as their text in time zone +00:00, NULL as '~'. Both sides of a
+// JSON, BIT, ENUM/SET and spatial columns as HEX() of their bytes,
+// floating-point columns (FLOAT, DOUBLE) as the shortest text of their
+// value as a DOUBLE (exact: a FLOAT's own text has 6 significant digits),
+// other columns as their text in time zone +00:00, NULL as '~'. PostgreSQL's
+// float4/float8 text is exact at extra_float_digits 3. Both sides of a
 // comparison must be the same engine (the checksums of a PostgreSQL 13 and a
 // PostgreSQL 16 server agree; those of MySQL and MariaDB may differ for
 // floating-point and JSON columns).

@@ -349,6 +349,55 @@ func TestMySQL(t *testing.T) {
 	}
 }
 
+// Floating-point values that differ only beyond what their text shows by
+// default (a MySQL FLOAT prints 6 significant digits, a FLOAT(M,D) D
+// decimals) are told apart: the checksum hashes them at full precision.
+func TestFloatsComparedAtFullPrecision(t *testing.T) {
+	t.Run("mysql", func(t *testing.T) {
+		needMy(t)
+		const table = "CREATE TABLE f (id INT PRIMARY KEY, r FLOAT, d DOUBLE, g FLOAT(7,2))"
+		const base = "INSERT INTO f VALUES (1, 1.0000001, 0.1e0 + 0.2e0, 12.344)"
+		for _, change := range []string{
+			"UPDATE f SET r = 1.0000002",    // same 6 digits: "1"
+			"UPDATE f SET d = 0.3e0",        // 0.30000000000000004 vs 0.3
+			"UPDATE f SET r = 16777217.0e0", // a FLOAT's neighbours: 16777216 and 16777218 print the same
+		} {
+			for _, db := range []string{"flt_a", "flt_b"} {
+				mySQL(t, "", "DROP DATABASE IF EXISTS "+db+"; CREATE DATABASE "+db)
+				mySQL(t, db, table+"; "+base)
+			}
+			if strings.Contains(change, "16777217") {
+				mySQL(t, "flt_a", "UPDATE f SET r = 16777218.0e0")
+			}
+			mySQL(t, "flt_b", change)
+			a := take(t, "mysql", myConn("flt_a"), Options{Method: MethodChecksum})
+			b := take(t, "mysql", myConn("flt_b"), Options{Method: MethodChecksum})
+			if v := Compare(a, b, MethodChecksum); v.Mismatched != 1 {
+				t.Errorf("after %q: %+v", change, v)
+			}
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		needPG(t)
+		for _, change := range []string{
+			"UPDATE f SET r = 1.0000002",
+			"UPDATE f SET d = 0.3",
+		} {
+			for _, db := range []string{"flt_a", "flt_b"} {
+				pgSQL(t, "postgres", "DROP DATABASE IF EXISTS "+db)
+				pgSQL(t, "postgres", "CREATE DATABASE "+db)
+				pgSQL(t, db, "CREATE TABLE f (id int PRIMARY KEY, r real, d double precision); INSERT INTO f VALUES (1, 1.0000001, 0.1::float8 + 0.2::float8)")
+			}
+			pgSQL(t, "flt_b", change)
+			a := take(t, "postgres", pgConn("flt_a"), Options{Method: MethodChecksum})
+			b := take(t, "postgres", pgConn("flt_b"), Options{Method: MethodChecksum})
+			if v := Compare(a, b, MethodChecksum); v.Mismatched != 1 {
+				t.Errorf("after %q: %+v", change, v)
+			}
+		}
+	})
+}
+
 func TestMySQLSnapshot(t *testing.T) {
 	needMy(t)
 	mySQL(t, "", "DROP DATABASE IF EXISTS inv_snap; CREATE DATABASE inv_snap")

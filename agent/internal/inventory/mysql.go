@@ -202,6 +202,9 @@ var hexTypes = map[string]bool{
 	"inet4": true, "inet6": true, "uuid": true,
 }
 
+// floatTypes are floating-point column types, hashed at full precision.
+var floatTypes = map[string]bool{"float": true, "double": true, "real": true, "double precision": true}
+
 // rowExpr is the SQL expression of a row's text (see the package comment).
 func (m *MySQL) rowExpr(ctx context.Context, table string) (string, error) {
 	rows, err := m.C.QueryContext(ctx, `SELECT column_name, data_type FROM information_schema.columns
@@ -217,8 +220,15 @@ WHERE table_schema = DATABASE() AND table_name = ? ORDER BY ordinal_position`, t
 			return "", err
 		}
 		e := QuoteIdent(col)
-		if hexTypes[strings.ToLower(typ)] {
+		switch t := strings.ToLower(typ); {
+		case hexTypes[t]:
 			e = "HEX(" + e + ")"
+		case floatTypes[t]:
+			// A FLOAT prints with 6 significant digits, a FLOAT(M,D) or
+			// DOUBLE(M,D) with D decimals: values that differ print the
+			// same. As a DOUBLE expression (exact for a FLOAT) it prints
+			// the shortest text that reads back as the same double.
+			e = "(" + e + " + 0e0)"
 		}
 		parts = append(parts, "IFNULL("+e+", '~')")
 	}
