@@ -99,6 +99,12 @@ const (
 	// EnvDropTargetAfterChecks "true": drop the target after the checks ran,
 	// only if the restore created it.
 	EnvDropTargetAfterChecks = "CAIRN_DROP_TARGET_AFTER_CHECKS"
+	// EnvAllowOverwriteSource "true": the restore may replace the very
+	// database the backup was taken of (RestoreJob
+	// spec.allowOverwriteSource). Without it the agent compares the
+	// target's server identity with the one the backup recorded and
+	// refuses a match before it writes anything.
+	EnvAllowOverwriteSource = "CAIRN_ALLOW_OVERWRITE_SOURCE"
 )
 
 // Check is one check to run in a restored database: a SQL query returning

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"cairn.dev/agent/internal/identity"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
 )
@@ -55,6 +56,12 @@ type Entry struct {
 	// (Inventory.Consistent). Absent in manifests of older agents, of
 	// backups taken with CAIRN_INVENTORY=None, and in the legacy catalog.
 	Inventory *inventory.Inventory `json:"inventory,omitempty"`
+	// Source is the identity of the database the artifact was taken of, as
+	// its server reported it (system_identifier and database oid; server
+	// uuid or hostname, port and datadir, and schema): a restore or import
+	// refuses to write into it unless told to (allowOverwriteSource).
+	// Absent in manifests of older agents and when it could not be read.
+	Source *identity.ID `json:"source,omitempty"`
 }
 
 // Catalog is the index of one BackupJob's artifacts, oldest first.

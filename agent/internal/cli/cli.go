@@ -17,6 +17,7 @@ import (
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/identity"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/result"
@@ -142,8 +143,9 @@ func fail(o Options, cfg *config.Config, cmd string, err error, log *slog.Logger
 // exitCode classifies a command's error (see Main).
 func exitCode(err error) int {
 	var ue *config.UsageError
+	var same *identity.SameError
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &same):
 		return result.ExitUsage
 	case errors.Is(err, pipeline.ErrCorrupted):
 		return result.ExitCorrupted

@@ -85,6 +85,7 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 		Compression:     "zstd",
 		AgentVersion:    a.version,
 		Inventory:       inv,
+		Source:          a.recordIdentity(ctx, eng.Name(), cfg.DB),
 	}
 	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum)
 
@@ -155,6 +156,11 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	tgt, ok := eng.(engine.Target)
 	if !ok {
 		return nil, fmt.Errorf("engine %s cannot prepare a target", eng.Name())
+	}
+	// Before anything is written: is the target the database the backup
+	// was taken of, under whatever address? The servers say.
+	if err := a.refuseRecordedSource(ctx, "restore", engineName, entry, cfg.DB, cfg.AllowOverwriteSource); err != nil {
+		return nil, err
 	}
 	marker := ""
 	if cfg.DropTargetAfterChecks {

@@ -141,6 +141,12 @@ func major(v string) int {
 
 func (a *app) precheck(ctx context.Context, res *result.MigrationResult, checkSource, checkTarget bool) error {
 	m := a.cfg.Migrate
+	if checkSource && checkTarget {
+		// The target checks write (a probe table): not into the source.
+		if err := a.refuseSamePair(ctx, "precheck"); err != nil {
+			return err
+		}
+	}
 	var p problems
 	var srcTables []inventory.Table
 	if checkSource {
@@ -317,6 +323,11 @@ func (a *app) verifyStep(ctx context.Context, res *result.MigrationResult) error
 // action; what else cutover does — switching a Secret or Service — is the
 // operator's).
 func (a *app) cutoverStep(ctx context.Context, res *result.MigrationResult) error {
+	if _, err := a.target(); err == nil {
+		if err := a.refuseSamePair(ctx, "cut over"); err != nil {
+			return err
+		}
+	}
 	if !a.cfg.Migrate.SourceReadOnly {
 		res.Actions = append(res.Actions, "none: CAIRN_CUTOVER_SOURCE_READ_ONLY is not true")
 		return nil

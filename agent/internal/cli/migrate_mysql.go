@@ -158,8 +158,8 @@ func (a *app) copyStep(ctx context.Context, res *result.MigrationResult) error {
 	if err != nil {
 		return err
 	}
-	if sc.Host == tc.Host && sc.Port == tc.Port && sc.Database == tc.Database {
-		return &config.UsageError{Msg: "source and target are the same database"}
+	if err := a.refuseSamePair(ctx, "copy"); err != nil {
+		return err
 	}
 	switch a.cfg.Engine {
 	case "postgres":

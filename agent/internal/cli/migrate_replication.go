@@ -67,6 +67,9 @@ func (a *app) replicationStep(ctx context.Context, res *result.MigrationResult) 
 		if err != nil {
 			return err
 		}
+		if err := a.refuseSamePair(ctx, "start replication"); err != nil {
+			return err
+		}
 		return a.replicationStart(ctx, sc, tc, res)
 	case result.StepReplicationStatus:
 		tc, err := a.target()

@@ -112,7 +112,7 @@ func (a *app) exportStep(ctx context.Context, res *result.MigrationResult) error
 	end := a.now().Truncate(time.Millisecond)
 	entry := catalog.Entry{Name: name, Size: w.Size, Checksum: w.Checksum, Start: start, End: end,
 		DurationSeconds: seconds(end.Sub(start)), Engine: eng.Name(), Format: eng.Format(), Compression: "zstd",
-		AgentVersion: a.version, Inventory: inv}
+		AgentVersion: a.version, Inventory: inv, Source: a.recordIdentity(ctx, a.cfg.Engine, sc)}
 	if err := a.writeManifest(ctx, st, entry); err != nil {
 		return fmt.Errorf("artifact %s was written but is not listed: %w", st.Path(key), err)
 	}
@@ -149,6 +149,9 @@ func (a *app) importStep(ctx context.Context, res *result.MigrationResult) error
 			return fmt.Errorf("refusing to import: %w; the target database was not touched", err)
 		}
 		return fmt.Errorf("cannot verify %s, the target database was not touched: %w", st.Path(key), err)
+	}
+	if err := a.refuseRecordedSource(ctx, "import", a.cfg.Engine, entry, tc, false); err != nil {
+		return err
 	}
 	if err := eng.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare target database %q: %w", tc.Database, err)

@@ -50,6 +50,9 @@ type Config struct {
 	// created it (CAIRN_DROP_TARGET_AFTER_CHECKS).
 	Checks                []result.Check
 	DropTargetAfterChecks bool
+	// AllowOverwriteSource lets a restore replace the database the backup
+	// was taken of (CAIRN_ALLOW_OVERWRITE_SOURCE).
+	AllowOverwriteSource bool
 
 	// TerminationLog is where the result line goes; TerminationLogSet
 	// tells whether it was configured (or is the default).
@@ -208,6 +211,7 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.StringVar(&c.Artifact, "artifact", env.get("CAIRN_ARTIFACT"), "restore: artifact name or path; empty = newest in the catalog (env CAIRN_ARTIFACT)")
 	checkList := fs.String("checks", env.get(result.EnvChecks), "restore: checks to run in the restored database, a JSON list (env "+result.EnvChecks+")")
 	fs.BoolVar(&c.DropTargetAfterChecks, "drop-target-after-checks", envBool(result.EnvDropTargetAfterChecks, false), "restore: drop the target after the checks, only if the restore created it (env "+result.EnvDropTargetAfterChecks+")")
+	fs.BoolVar(&c.AllowOverwriteSource, "allow-overwrite-source", envBool(result.EnvAllowOverwriteSource, false), "restore: allow restoring into the database the backup was taken of (env "+result.EnvAllowOverwriteSource+")")
 	termLog := fs.String("termination-log", env.get("CAIRN_TERMINATION_LOG"), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
 	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "fastest"), "backup: zstd level, fastest (the default), default (about zstd -3) or better (env CAIRN_COMPRESSION)")
 	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")

@@ -35,8 +35,11 @@ func (r *MigrationJobReconciler) prepare(ctx context.Context, p *pass) error {
 	}
 	errs := migspec.ValidateName(mj.Name)
 	errs = append(errs, migspec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
+	if ferr := migspec.SameDatabaseError(&p.State.spec, mj.Namespace, field.NewPath("spec")); ferr != nil {
+		errs = append(errs, ferr)
+	}
 	if len(errs) > 0 {
-		if migspec.SameDatabase(&p.State.spec) {
+		if migspec.SameDatabase(&p.State.spec, mj.Namespace) {
 			return reconcile.Stalled(migrationv1.SameDatabaseReason, "the spec is invalid: %s", errs.ToAggregate().Error())
 		}
 		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())

@@ -45,10 +45,34 @@ func TestValidateSpec(t *testing.T) {
 			want: "is the source database"},
 		{name: "same host and port, other database", mutate: func(s *migrationv1.MigrationJobSpec) { s.Target.Host = "a.shop.svc"; s.Target.Database = "orders_new" }},
 		{name: "same address, other port", mutate: func(s *migrationv1.MigrationJobSpec) { s.Target.Host = "a.shop.svc"; s.Target.Port = 5433 }},
-		{name: "same address in another cluster", mutate: func(s *migrationv1.MigrationJobSpec) {
+		{name: "same database, short name", mutate: func(s *migrationv1.MigrationJobSpec) { s.Target.Host = "a" },
+			want: "is the source database"},
+		{name: "same database, namespace", mutate: func(s *migrationv1.MigrationJobSpec) { s.Target.Host = "a.shop" },
+			want: "is the source database"},
+		{name: "same database, cluster domain and trailing dot", mutate: func(s *migrationv1.MigrationJobSpec) {
+			s.Target.Host = "a.shop.svc.cluster.local."
+		}, want: "is the source database"},
+		{name: "same database, default port spelt out", mutate: func(s *migrationv1.MigrationJobSpec) { s.Target.Host = "a"; s.Target.Port = 5432 },
+			want: "is the source database"},
+		{name: "short name of another namespace's service", mutate: func(s *migrationv1.MigrationJobSpec) { s.Source.Host = "a.ops" }},
+		// Direct: every Job runs here, kubeconfigSecretRef or not, so the
+		// address means the same database.
+		{name: "same address, direct, target said to be in another cluster", mutate: func(s *migrationv1.MigrationJobSpec) {
 			s.Target.Host = "a.shop.svc"
 			s.Target.KubeconfigSecretRef = &migrationv1.KubeconfigSecretRef{Name: "other", Key: "kubeconfig"}
+		}, want: "is the source database"},
+		{name: "same service name, store, target in another cluster", mutate: func(s *migrationv1.MigrationJobSpec) {
+			s.Target.Host = "a.shop.svc"
+			s.Target.KubeconfigSecretRef = &migrationv1.KubeconfigSecretRef{Name: "other", Key: "kubeconfig"}
+			s.Transfer.Method = migrationv1.TransferStore
+			s.Transfer.Storage = &cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "x"}}
 		}},
+		{name: "same public name, store, target in another cluster", mutate: func(s *migrationv1.MigrationJobSpec) {
+			s.Source.Host, s.Target.Host = "db.example.com", "DB.example.com."
+			s.Target.KubeconfigSecretRef = &migrationv1.KubeconfigSecretRef{Name: "other", Key: "kubeconfig"}
+			s.Transfer.Method = migrationv1.TransferStore
+			s.Transfer.Storage = &cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "x"}}
+		}, want: "is the source database"},
 		{name: "namespace without a remote cluster", mutate: func(s *migrationv1.MigrationJobSpec) { s.Target.Namespace = "db" },
 			want: "spec.target.namespace: Forbidden: only with kubeconfigSecretRef"},
 		{name: "continuous mysql", mutate: func(s *migrationv1.MigrationJobSpec) {
@@ -118,6 +142,9 @@ func TestValidateSpec(t *testing.T) {
 			s := valid()
 			tc.mutate(&s)
 			errs := ValidateSpec(&s, field.NewPath("spec"))
+			if ferr := SameDatabaseError(&s, "shop", field.NewPath("spec")); ferr != nil {
+				errs = append(errs, ferr)
+			}
 			got := errs.ToAggregate()
 			switch {
 			case tc.want == "" && got != nil:

@@ -45,10 +45,6 @@ func ValidateSpec(spec *migrationv1.MigrationJobSpec, fldPath *field.Path) field
 		errs = append(errs, field.Invalid(tp.Child("engine"), spec.Target.Engine,
 			fmt.Sprintf("must be the source's engine (%s): a migration moves postgres to postgres or mysql to mysql", spec.Source.Engine)))
 	}
-	if SameDatabase(spec) {
-		errs = append(errs, field.Invalid(tp, describe(spec.Target.DatabaseRef),
-			"is the source database (same host, port and database in the same cluster): migrate into another database"))
-	}
 	if r := spec.Target.KubeconfigSecretRef; r != nil {
 		errs = append(errs, validation.ObjectName(r.Name, tp.Child("kubeconfigSecretRef", "name"),
 			"a Secret in the MigrationJob's namespace holding the target cluster's kubeconfig")...)
@@ -160,19 +156,38 @@ func patterns(ps []string, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// SameDatabase reports whether source and target are the same database:
-// the same engine, host (case-insensitive), port and database, the target in
-// this cluster. spec must be defaulted (ports set).
-func SameDatabase(spec *migrationv1.MigrationJobSpec) bool {
-	s, t := spec.Source, spec.Target.DatabaseRef
-	port := func(d cairnv1.DatabaseRef) int32 {
-		if d.Port != 0 {
-			return d.Port
-		}
-		return cairnv1.DefaultPort(d.Engine)
+// TargetScope is where the target's host is resolved, seen from a
+// MigrationJob in namespace ns: every Job of a Direct transfer runs here
+// (kubeconfigSecretRef only says where the target lives), so its target
+// address is resolved here too; with Store and kubeconfigSecretRef the
+// target's Jobs run in the other cluster, in target.namespace.
+func TargetScope(spec *migrationv1.MigrationJobSpec, ns string) validation.Scope {
+	t := spec.Target
+	if t.KubeconfigSecretRef == nil || spec.Transfer.Method != migrationv1.TransferStore {
+		return validation.Scope{Namespace: ns}
 	}
-	return spec.Target.KubeconfigSecretRef == nil &&
-		strings.EqualFold(s.Host, t.Host) && port(s) == port(t) && s.Database == t.Database
+	if t.Namespace != "" {
+		ns = t.Namespace
+	}
+	return validation.Scope{Namespace: ns, Cluster: "target"}
+}
+
+// SameDatabase reports whether source and target are the same database
+// by address (validation.SameDatabase: every spelling of one address;
+// the agent compares the servers themselves before it writes). ns is the
+// MigrationJob's namespace; spec must be defaulted.
+func SameDatabase(spec *migrationv1.MigrationJobSpec, ns string) bool {
+	return validation.SameDatabase(spec.Source, validation.Scope{Namespace: ns}, spec.Target.DatabaseRef, TargetScope(spec, ns))
+}
+
+// SameDatabaseError refuses a target that is the source (SameDatabase),
+// at fldPath (the spec).
+func SameDatabaseError(spec *migrationv1.MigrationJobSpec, ns string, fldPath *field.Path) *field.Error {
+	if !SameDatabase(spec, ns) {
+		return nil
+	}
+	return field.Invalid(fldPath.Child("target"), describe(spec.Target.DatabaseRef),
+		"is the source database (the same host, port and database, however spelt): migrate into another database")
 }
 
 // ValidateUpdate refuses a change of anything but spec.cutover.approved.

@@ -27,6 +27,9 @@ func (*Validator) ValidateCreate(_ context.Context, mj *migrationv1.MigrationJob
 	mj.Spec.SetDefaults()
 	errs := migspec.ValidateName(mj.Name)
 	errs = append(errs, migspec.ValidateSpec(&mj.Spec, field.NewPath("spec"))...)
+	if ferr := migspec.SameDatabaseError(&mj.Spec, mj.Namespace, field.NewPath("spec")); ferr != nil {
+		errs = append(errs, ferr)
+	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(migrationv1.GroupVersion.WithKind("MigrationJob").GroupKind(), mj.Name, errs)
 	}

@@ -58,6 +58,21 @@ func TestValidator(t *testing.T) {
 	if _, err := v.ValidateCreate(context.Background(), same); err == nil || !strings.Contains(err.Error(), "is the source database") {
 		t.Errorf("same database: %v", err)
 	}
+	// Every spelling of the source's address, seen from the namespace.
+	for _, host := range []string{"a.shop", "a.shop.svc", "a.shop.svc.cluster.local"} {
+		same := mj()
+		same.Namespace = "shop"
+		same.Spec.Target.Host = host
+		if _, err := v.ValidateCreate(context.Background(), same); err == nil || !strings.Contains(err.Error(), "is the source database") {
+			t.Errorf("same database as %s: %v", host, err)
+		}
+	}
+	elsewhere := mj()
+	elsewhere.Namespace = "shop"
+	elsewhere.Spec.Target.Host = "a.staging"
+	if _, err := v.ValidateCreate(context.Background(), elsewhere); err != nil {
+		t.Errorf("the same Service name in another namespace refused: %v", err)
+	}
 	old, approved := mj(), mj()
 	approved.Spec.Cutover.Approved = true
 	if _, err := v.ValidateUpdate(context.Background(), old, approved); err != nil {

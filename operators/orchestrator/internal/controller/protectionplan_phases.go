@@ -37,12 +37,13 @@ func (r *ProtectionPlanReconciler) prepare(_ context.Context, p *pass) error {
 	if plan.Status.Phase == "" {
 		plan.Status.Phase = platformv1.PhasePending
 	}
-	if ferr := planspec.ScratchError(&p.State.spec, field.NewPath("spec", "verification", "restoreInto")); ferr != nil {
+	if ferr := planspec.ScratchError(&p.State.spec, plan.Namespace, field.NewPath("spec", "verification", "restoreInto")); ferr != nil {
 		plan.Status.Phase = platformv1.PhasePending
 		return reconcile.Stalled(platformv1.ScratchIsProtectedReason, "%s", ferr.Error())
 	}
 	errs := planspec.ValidateName(plan.Name)
 	errs = append(errs, planspec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
+	errs = append(errs, planspec.ValidateDatabases(&p.State.spec, plan.Namespace, field.NewPath("spec"))...)
 	if len(errs) > 0 {
 		plan.Status.Phase = platformv1.PhasePending
 		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())
@@ -229,7 +230,7 @@ func (r *ProtectionPlanReconciler) checkScratch(p *pass) error {
 		dbs = append(dbs, bj.Spec.Database)
 	}
 	for _, db := range dbs {
-		if planspec.SameDatabase(db, target) {
+		if planspec.SameDatabase(db, target, p.Obj.Namespace) {
 			return reconcile.Stalled(platformv1.ScratchIsProtectedReason,
 				"the scratch database %s is the protected database; nothing is restored: change spec.verification.restoreInto", planspec.Describe(target))
 		}

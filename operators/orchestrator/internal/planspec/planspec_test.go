@@ -32,8 +32,13 @@ func TestSameDatabase(t *testing.T) {
 		{"other port", db(pg, "db.svc", 5432, "orders"), db(pg, "db.svc", 5433, "orders"), false},
 		{"other server", db(pg, "db.svc", 0, "orders"), db(pg, "scratch.svc", 0, "orders"), false},
 		{"mysql default port", db(cairnv1.MySQLEngine, "db", 0, "o"), db(cairnv1.MySQLEngine, "db", 3306, "o"), true},
+		{"service and its namespace", db(pg, "orders-db", 0, "orders"), db(pg, "orders-db.shop", 0, "orders"), true},
+		{"service and its full name", db(pg, "orders-db", 0, "orders"), db(pg, "Orders-DB.shop.svc.cluster.local.", 5432, "orders"), true},
+		{"service of another namespace", db(pg, "orders-db", 0, "orders"), db(pg, "orders-db.staging.svc", 0, "orders"), false},
+		{"loopback spellings", db(pg, "localhost", 0, "orders"), db(pg, "127.0.0.1", 0, "orders"), true},
+		{"ipv6 loopback", db(pg, "::1", 0, "orders"), db(pg, "localhost", 0, "orders"), true},
 	} {
-		if got := SameDatabase(tc.a, tc.b); got != tc.same {
+		if got := SameDatabase(tc.a, tc.b, "shop"); got != tc.same {
 			t.Errorf("%s: SameDatabase = %v, want %v", tc.name, got, tc.same)
 		}
 	}
@@ -62,6 +67,14 @@ func TestValidateSpec(t *testing.T) {
 	}{
 		{"valid", func(*platformv1.ProtectionPlanSpec) {}, ""},
 		{"scratch is protected", func(s *platformv1.ProtectionPlanSpec) { s.Verification.RestoreInto.Database = "orders" }, "spec.verification.restoreInto: Forbidden"},
+		{"scratch is protected, spelt with the namespace", func(s *platformv1.ProtectionPlanSpec) {
+			s.Database.Host = "orders-db"
+			s.Verification.RestoreInto.Host, s.Verification.RestoreInto.Database = "orders-db.shop.svc.cluster.local", "orders"
+		}, "spec.verification.restoreInto: Forbidden"},
+		{"scratch is protected, loopback spellings", func(s *platformv1.ProtectionPlanSpec) {
+			s.Database.Host = "localhost"
+			s.Verification.RestoreInto.Host, s.Verification.RestoreInto.Database = "127.0.0.1", "orders"
+		}, "spec.verification.restoreInto: Forbidden"},
 		{"bad cron", func(s *platformv1.ProtectionPlanSpec) { s.Backup.Schedule = "0 25 * * *" }, "spec.backup.schedule"},
 		{"bad verification cron", func(s *platformv1.ProtectionPlanSpec) {
 			s.Verification.EveryNBackups = nil
@@ -81,7 +94,8 @@ func TestValidateSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := validSpec()
 			tc.mutate(&s)
-			err := ValidateSpec(&s, field.NewPath("spec")).ToAggregate()
+			errs := ValidateSpec(&s, field.NewPath("spec"))
+			err := append(errs, ValidateDatabases(&s, "shop", field.NewPath("spec"))...).ToAggregate()
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -110,7 +124,7 @@ func TestMigrationSourceError(t *testing.T) {
 		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "app"}}
 	p := field.NewPath("spec", "migration", "template", "source")
 	spec := &platformv1.ProtectionPlanSpec{Database: db}
-	if err := MigrationSourceError(spec, p); err != nil {
+	if err := MigrationSourceError(spec, "shop", p); err != nil {
 		t.Fatalf("no migration: %v", err)
 	}
 	for _, tc := range []struct {
@@ -131,7 +145,7 @@ func TestMigrationSourceError(t *testing.T) {
 		src := db
 		tc.edit(&src)
 		spec.Migration = &platformv1.MigrationSpec{Template: migrationv1.MigrationJobSpec{Source: src}}
-		err := MigrationSourceError(spec, p)
+		err := MigrationSourceError(spec, "shop", p)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: err = %v, want ok=%v", tc.name, err, tc.ok)
 		}

@@ -54,9 +54,6 @@ func ValidateSpec(spec *platformv1.ProtectionPlanSpec, fldPath *field.Path) fiel
 	}
 	target := ScratchTarget(spec)
 	errs = append(errs, validation.Database(&target, vp.Child("restoreInto"), Kind)...)
-	if ferr := ScratchError(spec, vp.Child("restoreInto")); ferr != nil {
-		errs = append(errs, ferr)
-	}
 	seen := map[string]bool{}
 	for i, c := range v.Checks {
 		cp := vp.Child("checks").Index(i)
@@ -71,10 +68,6 @@ func ValidateSpec(spec *platformv1.ProtectionPlanSpec, fldPath *field.Path) fiel
 		case hasSQL && c.Equals == nil && c.AtLeast == nil && c.AtMost == nil:
 			errs = append(errs, field.Required(cp.Child("equals"), "a sql check needs an expected result: equals, atLeast or atMost"))
 		}
-	}
-
-	if ferr := MigrationSourceError(spec, fldPath.Child("migration", "template", "source")); ferr != nil {
-		errs = append(errs, ferr)
 	}
 
 	op := fldPath.Child("objectives")
@@ -96,11 +89,25 @@ func positive(d time.Duration, p *field.Path, example string) field.ErrorList {
 	return nil
 }
 
-// ScratchError refuses a scratch database that is the protected database:
-// same host (case-insensitive), port and database name. p is the path of
-// restoreInto.
-func ScratchError(spec *platformv1.ProtectionPlanSpec, p *field.Path) *field.Error {
-	if !SameDatabase(spec.Database, ScratchTarget(spec)) {
+// ValidateDatabases checks what depends on the plan's namespace ns: the
+// scratch database is not the protected one (ScratchError) and a
+// migration's source is (MigrationSourceError). fldPath is the spec's path.
+func ValidateDatabases(spec *platformv1.ProtectionPlanSpec, ns string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if ferr := ScratchError(spec, ns, fldPath.Child("verification", "restoreInto")); ferr != nil {
+		errs = append(errs, ferr)
+	}
+	if ferr := MigrationSourceError(spec, ns, fldPath.Child("migration", "template", "source")); ferr != nil {
+		errs = append(errs, ferr)
+	}
+	return errs
+}
+
+// ScratchError refuses a scratch database that is the protected database
+// by address (SameDatabase). p is the path of restoreInto. The agent
+// refuses it too, by the servers' identities, before it restores.
+func ScratchError(spec *platformv1.ProtectionPlanSpec, ns string, p *field.Path) *field.Error {
+	if !SameDatabase(spec.Database, ScratchTarget(spec), ns) {
 		return nil
 	}
 	return field.Forbidden(p, fmt.Sprintf(
@@ -111,30 +118,24 @@ func ScratchError(spec *platformv1.ProtectionPlanSpec, p *field.Path) *field.Err
 // MigrationSourceError refuses a migration template whose source is not the
 // plan's database (same engine, host, port and database name). p is the
 // path of the template's source.
-func MigrationSourceError(spec *platformv1.ProtectionPlanSpec, p *field.Path) *field.Error {
+func MigrationSourceError(spec *platformv1.ProtectionPlanSpec, ns string, p *field.Path) *field.Error {
 	if spec.Migration == nil {
 		return nil
 	}
 	src := spec.Migration.Template.Source
-	if src.Engine == spec.Database.Engine && SameDatabase(spec.Database, src) {
+	if src.Engine == spec.Database.Engine && SameDatabase(spec.Database, src, ns) {
 		return nil
 	}
 	return field.Invalid(p, Describe(src), fmt.Sprintf(
 		"must be the plan's database %s (spec.database): a plan migrates the database it protects", Describe(spec.Database)))
 }
 
-// SameDatabase reports whether a and b name the same database on the same
-// server (ports defaulted by engine).
-func SameDatabase(a, b cairnv1.DatabaseRef) bool {
-	pa, pb := a.Port, b.Port
-	if pa == 0 {
-		pa = DefaultPort(a.Engine)
-	}
-	if pb == 0 {
-		pb = DefaultPort(b.Engine)
-	}
-	return strings.EqualFold(strings.TrimSuffix(a.Host, "."), strings.TrimSuffix(b.Host, ".")) &&
-		pa == pb && a.Database == b.Database
+// SameDatabase reports whether a and b, both seen from a plan in
+// namespace ns, name the same database: validation.SameDatabase, the one
+// spelling-based check every kind uses.
+func SameDatabase(a, b cairnv1.DatabaseRef, ns string) bool {
+	scope := validation.Scope{Namespace: ns}
+	return validation.SameDatabase(a, scope, b, scope)
 }
 
 // Describe names a database in messages: "orders on orders-db.shop.svc:5432".

@@ -25,6 +25,7 @@ func validate(plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
 	planspec.SetDefaults(&plan.Spec)
 	errs := planspec.ValidateName(plan.Name)
 	errs = append(errs, planspec.ValidateSpec(&plan.Spec, field.NewPath("spec"))...)
+	errs = append(errs, planspec.ValidateDatabases(&plan.Spec, plan.Namespace, field.NewPath("spec"))...)
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(platformv1.GroupVersion.WithKind("ProtectionPlan").GroupKind(), plan.Name, errs)
 	}

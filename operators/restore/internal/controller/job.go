@@ -41,6 +41,10 @@ const (
 	// DropTargetEnv is "true" when the agent should drop the target after
 	// the checks, if the restore created it (spec.dropTargetAfterChecks).
 	DropTargetEnv = result.EnvDropTargetAfterChecks
+	// AllowOverwriteSourceEnv is "true" when spec.allowOverwriteSource is:
+	// without it the agent refuses a target whose server identity is the
+	// one the backup recorded of its source.
+	AllowOverwriteSourceEnv = result.EnvAllowOverwriteSource
 )
 
 // CacheByObject keeps only the operator's own Jobs and Pods in memory, and
@@ -105,8 +109,8 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 	return job
 }
 
-// addCheckEnv passes spec.checks and spec.dropTargetAfterChecks to the
-// agent container; the agent reports the checks' results and what it did to
+// addCheckEnv passes spec.checks, spec.dropTargetAfterChecks and
+// spec.allowOverwriteSource to the agent container; the agent reports the checks' results and what it did to
 // the target in its result (cairn.dev/agent/result).
 func addCheckEnv(job *batchv1.Job, spec *restorev1.RestoreJobSpec) {
 	var env []corev1.EnvVar
@@ -118,6 +122,9 @@ func addCheckEnv(job *batchv1.Job, spec *restorev1.RestoreJobSpec) {
 	}
 	if spec.DropTargetAfterChecks {
 		env = append(env, corev1.EnvVar{Name: DropTargetEnv, Value: "true"})
+	}
+	if spec.AllowOverwriteSource {
+		env = append(env, corev1.EnvVar{Name: AllowOverwriteSourceEnv, Value: "true"})
 	}
 	for i := range job.Spec.Template.Spec.Containers {
 		if c := &job.Spec.Template.Spec.Containers[i]; c.Name == agentjob.ContainerName {

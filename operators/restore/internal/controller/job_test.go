@@ -118,9 +118,14 @@ func TestDesiredJobPassesChecks(t *testing.T) {
 	}
 	rj.Spec.Checks, rj.Spec.DropTargetAfterChecks = nil, false
 	env = envOf(rj)
-	for _, k := range []string{ChecksEnv, DropTargetEnv} {
+	for _, k := range []string{ChecksEnv, DropTargetEnv, AllowOverwriteSourceEnv} {
 		if _, ok := env[k]; ok {
 			t.Errorf("%s set without checks", k)
 		}
+	}
+	// The agent refuses to restore over the backup's source unless told.
+	rj.Spec.AllowOverwriteSource = true
+	if env = envOf(rj); env[AllowOverwriteSourceEnv] != "true" {
+		t.Errorf("%s=%q with allowOverwriteSource, want true", AllowOverwriteSourceEnv, env[AllowOverwriteSourceEnv])
 	}
 }

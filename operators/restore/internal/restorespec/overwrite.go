@@ -3,7 +3,6 @@ package restorespec
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
-	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/validation"
 )
 
 // SourceBackupJob is the BackupJob a RestoreJob's source refers to: the
@@ -33,10 +32,12 @@ func SourceBackupJob(rj *restorev1.RestoreJob) (key types.NamespacedName, ok boo
 }
 
 // OverwriteError returns the field error refusing rj when its target is the
-// database bj backs up and spec.allowOverwriteSource is not true, else nil.
+// database bj backs up (by address: validation.SameDatabase; the agent
+// compares the servers' identities before it writes) and
+// spec.allowOverwriteSource is not true, else nil.
 // rj's spec should be defaulted.
 func OverwriteError(rj *restorev1.RestoreJob, bj *backupv1.BackupJob) *field.Error {
-	if rj.Spec.AllowOverwriteSource || !SameDatabase(rj.Spec.Target, rj.Namespace, bj.Spec.Database, bj.Namespace) {
+	if rj.Spec.AllowOverwriteSource || !validation.SameDatabase(rj.Spec.Target, validation.Scope{Namespace: rj.Namespace}, bj.Spec.Database, validation.Scope{Namespace: bj.Namespace}) {
 		return nil
 	}
 	t := rj.Spec.Target
@@ -62,56 +63,4 @@ func CheckOverwrite(ctx context.Context, r client.Reader, rj *restorev1.RestoreJ
 		return nil, false, fmt.Errorf("reading BackupJob %s: %w", key, err)
 	}
 	return OverwriteError(rj, bj), true, nil
-}
-
-// SameDatabase reports whether a (as seen from namespace aNS) and b (from
-// bNS) name the same database: the same engine, host, port and database
-// name. An empty port is the engine's default. Host names are compared as
-// Kubernetes Service names resolve in a pod of that namespace: "db",
-// "db.shop", "db.shop.svc" and "db.shop.svc.cluster.local" seen from
-// namespace shop are one host. Different names for one server (an IP address
-// and a name, an ExternalName Service) are not recognised.
-func SameDatabase(a cairnv1.DatabaseRef, aNS string, b cairnv1.DatabaseRef, bNS string) bool {
-	port := func(d cairnv1.DatabaseRef) int32 {
-		if d.Port == 0 {
-			return cairnv1.DefaultPort(d.Engine)
-		}
-		return d.Port
-	}
-	sameName := a.Database == b.Database
-	if a.Engine == cairnv1.MySQLEngine {
-		// A MySQL server with lower_case_table_names=1 (the default on
-		// case-insensitive file systems) names SHOP and shop the same
-		// database: when in doubt, it is the same one.
-		sameName = strings.EqualFold(a.Database, b.Database)
-	}
-	return a.Engine == b.Engine &&
-		sameName &&
-		port(a) == port(b) &&
-		CanonicalHost(a.Host, aNS) == CanonicalHost(b.Host, bNS)
-}
-
-// CanonicalHost names host as a pod in namespace ns resolves it: lowercase,
-// without a trailing dot; a one-label name is a Service in ns
-// ("db" → "db.ns.svc"), a two-label name a Service in the named namespace
-// ("db.shop" → "db.shop.svc"), and anything after a ".svc" label is the
-// cluster domain and dropped. IP addresses and other names stay as they are.
-func CanonicalHost(host, ns string) string {
-	h := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
-	if ip := net.ParseIP(h); ip != nil {
-		return ip.String()
-	}
-	labels := strings.Split(h, ".")
-	switch len(labels) {
-	case 1:
-		return h + "." + ns + ".svc"
-	case 2:
-		return h + ".svc"
-	}
-	for i := 2; i < len(labels); i++ {
-		if labels[i] == "svc" {
-			return strings.Join(labels[:i+1], ".")
-		}
-	}
-	return h
 }

@@ -122,65 +122,6 @@ func TestValidateName(t *testing.T) {
 	}
 }
 
-func TestCanonicalHost(t *testing.T) {
-	cases := []struct{ host, ns, want string }{
-		{"db", "shop", "db.shop.svc"},
-		{"db.shop", "other", "db.shop.svc"},
-		{"db.shop.svc", "other", "db.shop.svc"},
-		{"DB.Shop.svc.cluster.local.", "other", "db.shop.svc"},
-		{"pg-0.pg.shop.svc.cluster.local", "x", "pg-0.pg.shop.svc"},
-		{"db.example.com", "shop", "db.example.com"},
-		{"10.0.0.7", "shop", "10.0.0.7"},
-		{"::ffff:10.0.0.7", "shop", "10.0.0.7"},
-	}
-	for _, tc := range cases {
-		if got := CanonicalHost(tc.host, tc.ns); got != tc.want {
-			t.Errorf("CanonicalHost(%q, %q) = %q, want %q", tc.host, tc.ns, got, tc.want)
-		}
-	}
-}
-
-func TestSameDatabase(t *testing.T) {
-	src := cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db", Port: 5432, Database: "orders"}
-	cases := []struct {
-		name   string
-		target cairnv1.DatabaseRef
-		ns     string
-		want   bool
-	}{
-		{"identical", src, "shop", true},
-		{"default port", cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db", Database: "orders"}, "shop", true},
-		{"full service name", cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db.shop.svc.cluster.local", Database: "orders"}, "shop", true},
-		{"short name in another namespace", src, "staging", false},
-		{"other database", cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db", Port: 5432, Database: "orders_copy"}, "shop", false},
-		{"other port", cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db", Port: 5433, Database: "orders"}, "shop", false},
-		{"other engine", cairnv1.DatabaseRef{Engine: cairnv1.MySQLEngine, Host: "orders-db", Port: 5432, Database: "orders"}, "shop", false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := SameDatabase(tc.target, tc.ns, src, "shop"); got != tc.want {
-				t.Errorf("SameDatabase = %v, want %v", got, tc.want)
-			}
-		})
-	}
-	// MySQL names differ only in case: the same database on a server with
-	// lower_case_table_names=1, so the overwrite guard must see them as one.
-	my := cairnv1.DatabaseRef{Engine: cairnv1.MySQLEngine, Host: "shop-db", Port: 3306, Database: "shop"}
-	for _, tc := range []struct {
-		name string
-		db   string
-		want bool
-	}{{"mysql upper case", "SHOP", true}, {"mysql mixed case", "Shop", true}, {"mysql other", "shop2", false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			target := my
-			target.Database = tc.db
-			if got := SameDatabase(target, "shop", my, "shop"); got != tc.want {
-				t.Errorf("SameDatabase = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestOverwriteError(t *testing.T) {
 	bj := &backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-db"},
 		Spec: backupv1.BackupJobSpec{Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db", Database: "orders"}}}
