@@ -339,7 +339,7 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 					return errors.New("the cutover Job did not report its comparison of the source with the target")
 				}
 				v := verificationStatus(res.Verification)
-				v.Summary = "at cutover, writes stopped: " + v.Summary
+				v.Summary += atCutover
 				mj.Status.Verification = v
 			}
 			return nil
@@ -388,7 +388,7 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 		actions = append(actions, "writes to the source declared stopped (spec.cutover.writersStopped)")
 	}
 	if finalCheck(spec) {
-		actions = append(actions, "compared the source again with writes stopped: "+mj.Status.Verification.Summary)
+		actions = append(actions, "compared the source again with writes stopped: "+strings.TrimSuffix(mj.Status.Verification.Summary, atCutover))
 	}
 	if spec.Mode == migrationv1.ModeContinuous {
 		actions = append(actions, "stopped replication after the target applied every change written before the stop (sequences synced)")
@@ -410,6 +410,9 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	conditions.Set(mj, migrationv1.CutOverCondition, metav1.ConditionTrue, migrationv1.CutOverReason, msg)
 	return r.succeed(p, cairnv1.SucceededReason, fmt.Sprintf("migrated %s to %s; %s", migspec.Describe(spec.Source), migspec.Describe(spec.Target.DatabaseRef), msg))
 }
+
+// atCutover ends the summary of the comparison cutover made.
+const atCutover = " at cutover, writes stopped"
 
 func switchName(spec *migrationv1.MigrationJobSpec) string {
 	if s := spec.Cutover.SwitchSecret; s != nil {
