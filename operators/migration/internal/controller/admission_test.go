@@ -66,7 +66,7 @@ func TestAdmission(t *testing.T) {
 		"spec.verify":                func(m *migrationv1.MigrationJob) { m.Spec.Verify = migrationv1.VerifyNone },
 		"cutover":                    func(m *migrationv1.MigrationJob) { m.Spec.Cutover.SourceReadOnly = true },
 		"spec is immutable except":   func(m *migrationv1.MigrationJob) { m.Spec.Objects = nil },
-		"cutover: only approved may": func(m *migrationv1.MigrationJob) { m.Spec.Cutover.Mode = migrationv1.CutoverAuto },
+		"cutover: only approved and writersStopped may": func(m *migrationv1.MigrationJob) { m.Spec.Cutover.Mode = migrationv1.CutoverAuto },
 	} {
 		// Retried while the answer is a conflict with the operator's status write.
 		g.Eventually(func() string {

@@ -525,8 +525,8 @@ func (r *MigrationJobReconciler) fail(p *pass, reason, msg string) error {
 func (r *MigrationJobReconciler) abort(ctx context.Context, p *pass) error {
 	mj, spec := p.Obj, &p.State.spec
 	ab := mj.Status.Abort
-	done, err := r.runSteps(ctx, p, mj.Status.Phase, "failing ("+ab.Reason+"): undoing what the migration changed on the source",
-		stepRun{step: result.StepAbort, onResult: func(res *result.MigrationResult) error {
+	done, err := r.runSteps(ctx, p, mj.Status.Phase, "",
+		stepRun{step: result.StepAbort, quiet: true, onResult: func(res *result.MigrationResult) error {
 			if spec.Mode == migrationv1.ModeContinuous {
 				if err := r.recordReplication(p)(res); err != nil {
 					return err
@@ -536,6 +536,10 @@ func (r *MigrationJobReconciler) abort(ctx context.Context, p *pass) error {
 			return nil
 		}})
 	if err != nil || !done {
+		if st := mj.Status.Step(result.StepAbort); err == nil && st != nil {
+			conditions.MarkReconciling(mj, migrationv1.AbortingReason, fmt.Sprintf(
+				"failing (%s): undoing what the migration changed on the source (Job %s/%s), then Failed: %s", ab.Reason, st.Namespace, st.JobName, ab.Message))
+		}
 		return err
 	}
 	var undone []string
