@@ -141,6 +141,10 @@ func (a *app) revertReadOnly(ctx context.Context, sc engine.Conn) error {
 			return fmt.Errorf("source: %w", err)
 		}
 		defer c.Close(context.WithoutCancel(ctx))
+		// This session starts read-only itself.
+		if _, err := c.Exec(ctx, "SET SESSION default_transaction_read_only = off"); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
 		if _, err := c.Exec(ctx, "ALTER DATABASE "+inventory.Ident(sc.Database)+" RESET default_transaction_read_only"); err != nil {
 			return fmt.Errorf("source: %w", err)
 		}

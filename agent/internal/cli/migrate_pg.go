@@ -247,10 +247,17 @@ func (a *app) pgReadOnly(ctx context.Context, sc engine.Conn, res *result.Migrat
 	if num >= 140000 {
 		term = "pg_terminate_backend(pid, 10000)"
 	}
-	var ended int
-	if err := c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE `+term+`)
-FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&ended); err != nil {
+	// A session of another role shows backend_type NULL to a user without
+	// pg_read_all_stats: it is a session to end too (never skipped
+	// silently); ending it fails loudly without the privilege.
+	var total, ended int
+	if err := c.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE `+term+`)
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND (backend_type = 'client backend' OR backend_type IS NULL)`).Scan(&total, &ended); err != nil {
 		return true, fmt.Errorf("end the other sessions on source database %q (needs pg_signal_backend or a superuser): %w", sc.Database, err)
+	}
+	if ended < total {
+		return true, fmt.Errorf("end the other sessions on source database %q: %d of %d did not end", sc.Database, total-ended, total)
 	}
 	res.Actions = append(res.Actions,
 		fmt.Sprintf("source database %q is read-only for new sessions (default_transaction_read_only=on)", sc.Database),
