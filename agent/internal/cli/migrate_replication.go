@@ -104,12 +104,13 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *res
 	if len(tables) == 0 {
 		return &config.UsageError{Msg: "no source table to replicate"}
 	}
+	subscribed := subExists
 	if !subExists {
 		// Until the subscription exists, the slot and publication are this
 		// step's: a failure below drops them again, so no slot is left
 		// retaining WAL on the source for a subscription that never came.
 		defer func() {
-			if err == nil {
+			if err == nil || subscribed {
 				return
 			}
 			cleanup := &result.MigrationResult{Replication: &result.Replication{Publication: n.Publication, Subscription: n.Subscription, Slot: n.Slot}}
@@ -155,6 +156,7 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *res
 		if err != nil {
 			return fmt.Errorf("target: create subscription: %s", engine.Redact(err.Error(), sc.Password))
 		}
+		subscribed = true
 		res.Actions = append(res.Actions, "created subscription "+n.Subscription+" on the target (initial copy by table synchronisation)")
 	}
 	return a.fillStatus(ctx, src, tgt, res)
