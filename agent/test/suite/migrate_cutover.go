@@ -38,9 +38,19 @@ func MigrateCutoverSourceChanged(t *testing.T, e *Env) {
 		extra = []string{"CAIRN_CUTOVER_SOURCE_READ_ONLY=true"}
 	}
 	res := m.ok(t, "cutover", extra...)
+	// orders differs by the row (MariaDB's seed also has a trigger that
+	// writes audit).
 	v := res.Verification
-	if v == nil || v.Mismatched != 1 || len(v.Items) == 0 || v.Items[0].Match || !strings.HasSuffix(v.Items[0].Table, "orders") ||
-		v.Items[0].SourceRows != v.Items[0].TargetRows+1 {
+	if v == nil {
+		t.Fatalf("cutover after a late row reported no comparison: %q", res.Actions)
+	}
+	late := false
+	for _, it := range v.Items {
+		if !it.Match && strings.HasSuffix(it.Table, "orders") && it.SourceRows == it.TargetRows+1 {
+			late = true
+		}
+	}
+	if v.Mismatched < 1 || !late {
 		t.Fatalf("cutover after a late row: verification %+v, actions %q", v, res.Actions)
 	}
 	if e.DB.Engine() == "postgres" {
