@@ -33,8 +33,20 @@ import (
 //	           transfer: target against the inventory export recorded.
 //	cutover    source cluster: the declared source-side cutover actions
 //	           (CAIRN_CUTOVER_SOURCE_READ_ONLY).
+//	cutover    also, in Full mode with verification, compares the source
+//	           (writes stopped) with the target again before the operator
+//	           switches anything; the source read-only is undone when that
+//	           finds a difference or fails.
 //	replication-start / replication-status / replication-stop: Continuous
-//	           mode (PostgreSQL logical replication).
+//	           mode (PostgreSQL logical replication); replication-stop is
+//	           cutover's: it waits until the target applied everything
+//	           the source wrote before the stop.
+//	abort      undoes what the migration did to the source on the way to
+//	           Failed or deletion: drops the replication objects
+//	           (subscription on the target when reachable; slot and
+//	           publication on the source always) and, with
+//	           CAIRN_CUTOVER_SOURCE_READ_ONLY=true, makes the source
+//	           writable again.
 const (
 	StepPrecheck          = "precheck"
 	StepPrecheckSource    = "precheck-source"
@@ -47,6 +59,7 @@ const (
 	StepReplicationStart  = "replication-start"
 	StepReplicationStatus = "replication-status"
 	StepReplicationStop   = "replication-stop"
+	StepAbort             = "abort"
 )
 
 // Environment variables of `agent migrate` (besides the backup's).
@@ -77,7 +90,8 @@ const (
 	// reported.
 	EnvArtifact = "CAIRN_ARTIFACT"
 	// EnvCutoverSourceReadOnly "true": cutover makes the source database
-	// read-only.
+	// read-only; precheck checks the privileges that needs; abort makes
+	// the source writable again.
 	EnvCutoverSourceReadOnly = "CAIRN_CUTOVER_SOURCE_READ_ONLY"
 	// EnvMaxRetainedWALBytes: replication-status fails with ExitUsage-free
 	// Failure "retained WAL … above limit" when the slot retains more.

@@ -42,6 +42,8 @@ func (a *app) migrate(ctx context.Context) ([]byte, error) {
 		err = a.cutoverStep(ctx, &res)
 	case result.StepReplicationStart, result.StepReplicationStatus, result.StepReplicationStop:
 		err = a.replicationStep(ctx, &res)
+	case result.StepAbort:
+		err = a.abortStep(ctx, &res)
 	default:
 		err = &config.UsageError{Msg: fmt.Sprintf("unknown migrate step %q", m.Step)}
 	}
@@ -213,7 +215,15 @@ func (a *app) sourceChecks(ctx context.Context, db inventory.DB, tables []invent
 				return err
 			}
 		}
+		if a.cfg.Migrate.SourceReadOnly {
+			if err := pgReadOnlyChecks(ctx, d, p); err != nil {
+				return err
+			}
+		}
 	case *inventory.MySQL:
+		if a.cfg.Migrate.SourceReadOnly {
+			myReadOnlyChecks(version, p)
+		}
 		for _, t := range tables {
 			rows, err := d.C.QueryContext(ctx, "SELECT * FROM "+inventory.QuoteIdent(t.Name)+" LIMIT 0")
 			if err != nil {
@@ -319,33 +329,10 @@ func (a *app) verifyStep(ctx context.Context, res *result.MigrationResult) error
 	return nil
 }
 
-// cutoverStep makes the source read-only when asked (the only source-side
-// action; what else cutover does — switching a Secret or Service — is the
-// operator's).
-func (a *app) cutoverStep(ctx context.Context, res *result.MigrationResult) error {
-	if _, err := a.target(); err == nil {
-		if err := a.refuseSamePair(ctx, "cut over"); err != nil {
-			return err
-		}
-	}
-	if !a.cfg.Migrate.SourceReadOnly {
-		res.Actions = append(res.Actions, "none: CAIRN_CUTOVER_SOURCE_READ_ONLY is not true")
-		return nil
-	}
-	sc, err := a.source()
-	if err != nil {
-		return err
-	}
-	switch a.cfg.Engine {
-	case "postgres":
-		return a.pgReadOnly(ctx, sc, res)
-	case "mysql":
-		return a.myReadOnly(ctx, sc, res)
-	}
-	return fmt.Errorf("unknown engine %q", a.cfg.Engine)
-}
-
 var errNoInventory = errors.New("no inventory")
+
+// cutoverControlTimeout bounds the statements that undo a cutover.
+const cutoverControlTimeout = time.Minute
 
 // withTimeout bounds a short control statement.
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

@@ -108,25 +108,26 @@ func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *result.Migrat
 // have a per-schema READ ONLY option; MariaDB has none (only the
 // server-wide read_only, which would stop every other database too), so
 // the step refuses there rather than do something broader than asked.
-func (a *app) myReadOnly(ctx context.Context, sc engine.Conn, res *result.MigrationResult) error {
+// set reports whether the schema was made read-only.
+func (a *app) myReadOnly(ctx context.Context, sc engine.Conn, res *result.MigrationResult) (set bool, err error) {
 	m, err := inventory.OpenMySQL(ctx, sc)
 	if err != nil {
-		return fmt.Errorf("source: %w", err)
+		return false, fmt.Errorf("source: %w", err)
 	}
 	defer m.Close()
 	v, err := m.Version(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if strings.Contains(strings.ToLower(v), "mariadb") {
-		return &config.UsageError{Msg: fmt.Sprintf("source is MariaDB %s, which cannot make one database read-only (only the whole server: read_only); stop the writers yourself and cut over without sourceReadOnly", v)}
+		return false, &config.UsageError{Msg: fmt.Sprintf("source is MariaDB %s, which cannot make one database read-only (only the whole server: read_only); stop the writers yourself and cut over without sourceReadOnly, declaring spec.cutover.writersStopped", v)}
 	}
 	if _, err := m.C.ExecContext(ctx, "ALTER SCHEMA "+inventory.QuoteIdent(sc.Database)+" READ ONLY = 1"); err != nil {
-		return fmt.Errorf("make source database %q read-only (needs MySQL 8.0.22 or newer): %w", sc.Database, err)
+		return false, fmt.Errorf("make source database %q read-only (needs MySQL 8.0.22 or newer): %w", sc.Database, err)
 	}
 	rows, err := m.C.QueryContext(ctx, "SELECT id FROM information_schema.processlist WHERE db = DATABASE() AND id <> CONNECTION_ID()")
 	if err != nil {
-		return err
+		return true, err
 	}
 	var ids []int64
 	for rows.Next() {
@@ -145,7 +146,22 @@ func (a *app) myReadOnly(ctx context.Context, sc engine.Conn, res *result.Migrat
 	res.Actions = append(res.Actions,
 		fmt.Sprintf("source database %q is read-only (ALTER SCHEMA … READ ONLY = 1)", sc.Database),
 		fmt.Sprintf("ended %d other sessions on it", ended))
-	return nil
+	return true, nil
+}
+
+// myReadOnlyChecks reports, at precheck, a source that cutover's
+// sourceReadOnly cannot make read-only: MariaDB (no per-database
+// read-only) and MySQL older than 8.0.22.
+func myReadOnlyChecks(version string, p *problems) {
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		p.add("cutover.sourceReadOnly: the source is MariaDB %s, which has no per-database read-only: leave sourceReadOnly false, stop the writers yourself and set spec.cutover.writersStopped", version)
+		return
+	}
+	var maj, mnr, patch int
+	fmt.Sscanf(version, "%d.%d.%d", &maj, &mnr, &patch)
+	if maj < 8 || maj == 8 && mnr == 0 && patch < 22 {
+		p.add("cutover.sourceReadOnly: the source is MySQL %s; a read-only schema needs MySQL 8.0.22 or newer", version)
+	}
 }
 
 // copyStep is the direct transfer.

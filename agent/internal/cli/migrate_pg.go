@@ -219,30 +219,71 @@ func pgCreateSchemas(ctx context.Context, tc engine.Conn, tables []inventory.Tab
 }
 
 // pgReadOnly makes the source database read-only for new transactions and
-// ends the other sessions on it, so no write of an old session lands after
-// cutover. Idempotent.
-func (a *app) pgReadOnly(ctx context.Context, sc engine.Conn, res *result.MigrationResult) error {
+// ends the other sessions on it, waiting for each to exit, so no write of
+// an old session lands after cutover. set reports whether the database was
+// made read-only (the caller undoes it when a later part fails).
+// Idempotent.
+func (a *app) pgReadOnly(ctx context.Context, sc engine.Conn, res *result.MigrationResult) (set bool, err error) {
 	c, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
-		return fmt.Errorf("source: %w", err)
+		return false, fmt.Errorf("source: %w", err)
 	}
 	defer c.Close(context.WithoutCancel(ctx))
 	// A repeated cutover's session starts read-only itself.
 	if _, err := c.Exec(ctx, "SET SESSION default_transaction_read_only = off"); err != nil {
-		return fmt.Errorf("source: %w", err)
+		return false, fmt.Errorf("source: %w", err)
 	}
 	if _, err := c.Exec(ctx, "ALTER DATABASE "+inventory.Ident(sc.Database)+" SET default_transaction_read_only = on"); err != nil {
-		return fmt.Errorf("make source database %q read-only: %w", sc.Database, err)
+		return false, fmt.Errorf("make source database %q read-only: %w", sc.Database, err)
 	}
-	var ended int
-	if err := c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
-FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&ended); err != nil {
-		return fmt.Errorf("end sessions on source database %q: %w", sc.Database, err)
+	// pg_terminate_backend(pid, timeout) (PostgreSQL 14+) returns once the
+	// session has exited: a transaction it was committing is then either
+	// in or out, never landing after the comparison that follows.
+	var num int
+	if err := c.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+		return true, fmt.Errorf("source: %w", err)
+	}
+	term := "pg_terminate_backend(pid)"
+	if num >= 140000 {
+		term = "pg_terminate_backend(pid, 10000)"
+	}
+	// A session of another role shows backend_type NULL to a user without
+	// pg_read_all_stats: it is a session to end too (never skipped
+	// silently); ending it fails loudly without the privilege.
+	var total, ended int
+	if err := c.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE `+term+`)
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND (backend_type = 'client backend' OR backend_type IS NULL)`).Scan(&total, &ended); err != nil {
+		return true, fmt.Errorf("end the other sessions on source database %q (needs pg_signal_backend or a superuser): %w", sc.Database, err)
+	}
+	if ended < total {
+		return true, fmt.Errorf("end the other sessions on source database %q: %d of %d did not end", sc.Database, total-ended, total)
 	}
 	res.Actions = append(res.Actions,
 		fmt.Sprintf("source database %q is read-only for new sessions (default_transaction_read_only=on)", sc.Database),
 		fmt.Sprintf("ended %d other sessions on it", ended))
 	a.log.Info("source read-only", "database", sc.Database, "endedSessions", ended)
+	return true, nil
+}
+
+// pgReadOnlyChecks reports, at precheck, what would make cutover's
+// sourceReadOnly fail: ALTER DATABASE needs the database's owner (or a
+// member of its role) or a superuser; ending the other sessions needs
+// pg_signal_backend or a superuser.
+func pgReadOnlyChecks(ctx context.Context, d *inventory.Postgres, p *problems) error {
+	var owner, signal bool
+	err := d.C.QueryRow(ctx, `SELECT r.rolsuper OR pg_has_role(current_user, db.datdba, 'MEMBER'),
+  r.rolsuper OR pg_has_role(current_user, 'pg_signal_backend', 'MEMBER')
+FROM pg_database db, pg_roles r WHERE db.datname = current_database() AND r.rolname = current_user`).Scan(&owner, &signal)
+	if err != nil {
+		return fmt.Errorf("source privileges for sourceReadOnly: %w", err)
+	}
+	if !owner {
+		p.add("cutover.sourceReadOnly: source user %q neither owns database %q nor is a superuser, so it cannot make it read-only (ALTER DATABASE)", d.Conn.User, d.Conn.Database)
+	}
+	if !signal {
+		p.add("cutover.sourceReadOnly: source user %q is neither a member of pg_signal_backend nor a superuser, so it cannot end the other sessions on %q at cutover (GRANT pg_signal_backend TO %s)", d.Conn.User, d.Conn.Database, d.Conn.User)
+	}
 	return nil
 }
 

@@ -82,8 +82,19 @@ func (a *app) replicationStep(ctx context.Context, res *result.MigrationResult) 
 	}
 }
 
-func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
+func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) (err error) {
 	n := res.Replication
+	// The target first: nothing is created on the source for a target
+	// that cannot take the subscription.
+	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	defer tgt.Close(context.WithoutCancel(ctx))
+	var subExists bool
+	if err := tgt.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_subscription WHERE subname = $1)", n.Subscription).Scan(&subExists); err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
 	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
@@ -95,6 +106,23 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *res
 	}
 	if len(tables) == 0 {
 		return &config.UsageError{Msg: "no source table to replicate"}
+	}
+	subscribed := subExists
+	if !subExists {
+		// Until the subscription exists, the slot and publication are this
+		// step's: a failure below drops them again, so no slot is left
+		// retaining WAL on the source for a subscription that never came.
+		defer func() {
+			if err == nil || subscribed {
+				return
+			}
+			cleanup := &result.MigrationResult{Replication: &result.Replication{Publication: n.Publication, Subscription: n.Subscription, Slot: n.Slot}}
+			if derr := a.dropSourceReplication(context.WithoutCancel(ctx), src, cleanup); derr != nil {
+				err = fmt.Errorf("%w; dropping the slot and publication again also failed: %v (drop them by hand: SELECT pg_drop_replication_slot('%s'); DROP PUBLICATION %s)", err, derr, n.Slot, n.Publication)
+				return
+			}
+			err = fmt.Errorf("%w; the slot and publication were dropped again on the source", err)
+		}()
 	}
 	var exists bool
 	if err := src.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", n.Publication).Scan(&exists); err != nil {
@@ -122,15 +150,7 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *res
 		}
 		res.Actions = append(res.Actions, "created replication slot "+n.Slot+" on the source")
 	}
-	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
-	if err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	defer tgt.Close(context.WithoutCancel(ctx))
-	if err := tgt.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_subscription WHERE subname = $1)", n.Subscription).Scan(&exists); err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	if !exists {
+	if !subExists {
 		port := sc.Port
 		conninfo := "host=" + engine.QuoteConninfo(sc.Host) + " port=" + strconv.Itoa(port) + " user=" + engine.QuoteConninfo(sc.User) +
 			" password=" + engine.QuoteConninfo(sc.Password) + " dbname=" + engine.QuoteConninfo(sc.Database) + " application_name=" + n.Subscription
@@ -139,6 +159,7 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *res
 		if err != nil {
 			return fmt.Errorf("target: create subscription: %s", engine.Redact(err.Error(), sc.Password))
 		}
+		subscribed = true
 		res.Actions = append(res.Actions, "created subscription "+n.Subscription+" on the target (initial copy by table synchronisation)")
 	}
 	return a.fillStatus(ctx, src, tgt, res)
@@ -224,12 +245,29 @@ func (a *app) notReplicated(ctx context.Context, src *pgx.Conn, res *result.Migr
 	return nil
 }
 
-// replicationStop copies the sequences' values (the source should be
-// read-only by now: cutover), then removes the subscription, the slot and
-// the publication. Whatever is absent is skipped, so it can be repeated;
-// an unreachable target does not keep the source's slot alive.
+// replicationStop is cutover's end of replication, run once the writes to
+// the source have stopped (read-only, or the user's declaration): it reads
+// the source's current WAL position, waits until the subscription has
+// confirmed everything up to it (so no write committed before the stop is
+// left behind; bounded by the Job's deadline and by the retained-WAL
+// limit), disables the subscription, copies the sequences' values (not
+// replicated; read after the last change was applied, so no key the source
+// handed out is handed out again on the target), then drops the
+// subscription, the slot and the publication. Whatever is absent is
+// skipped, so it can be repeated. A target it cannot reach fails the step
+// (exit 1): the migration then aborts, and the abort step drops the
+// source's slot and publication.
 func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *result.MigrationResult) error {
-	n := res.Replication
+	return a.dropReplication(ctx, sc, res, true)
+}
+
+// dropReplication removes the migration's replication objects. cutover:
+// first wait for the target to catch up with the source's current WAL
+// position and copy the sequences (replication-stop); otherwise (abort)
+// the target's subscription is dropped when the target is reachable, and
+// the source's slot and publication always — an unreachable target never
+// keeps the source's WAL.
+func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *result.MigrationResult, cutover bool) error {
 	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
@@ -242,16 +280,31 @@ func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *result.M
 	tc, terr := a.target()
 	var tgtErr error
 	if terr == nil {
-		tgtErr = a.dropSubscription(ctx, src, sc, tc, res)
+		tgtErr = a.dropSubscription(ctx, src, sc, tc, res, cutover)
 	} else {
 		tgtErr = terr
 	}
+	if tgtErr != nil && cutover {
+		// Nothing dropped: the abort that follows cleans up.
+		return fmt.Errorf("target: %w", tgtErr)
+	}
 	if tgtErr != nil {
-		a.log.Warn("target side of replication-stop failed; dropping the source's slot and publication anyway", "error", tgtErr)
+		a.log.Warn("target side of the replication cleanup failed; dropping the source's slot and publication anyway", "error", tgtErr)
 		res.Actions = append(res.Actions, "target not cleaned up: "+tgtErr.Error())
 	}
-	// The slot: end the walsender still using it (a subscription that
-	// could not be dropped), then drop it.
+	if err := a.dropSourceReplication(ctx, src, res); err != nil {
+		return err
+	}
+	if tgtErr != nil {
+		return fmt.Errorf("source cleaned up, but the target: %w", tgtErr)
+	}
+	return nil
+}
+
+// dropSourceReplication drops the slot (ending a walsender still using
+// it) and the publication on the source.
+func (a *app) dropSourceReplication(ctx context.Context, src *pgx.Conn, res *result.MigrationResult) error {
+	n := res.Replication
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var pid *int32
@@ -279,19 +332,14 @@ func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *result.M
 		res.Actions = append(res.Actions, "dropped replication slot "+n.Slot+" on the source")
 		break
 	}
-	tag, err := src.Exec(ctx, "DROP PUBLICATION IF EXISTS "+inventory.Ident(n.Publication))
-	if err != nil {
+	if _, err := src.Exec(ctx, "DROP PUBLICATION IF EXISTS "+inventory.Ident(n.Publication)); err != nil {
 		return fmt.Errorf("source: drop publication: %w", err)
 	}
-	_ = tag
 	res.Actions = append(res.Actions, "publication "+n.Publication+" absent on the source")
-	if tgtErr != nil {
-		return fmt.Errorf("source cleaned up, but the target: %w", tgtErr)
-	}
 	return nil
 }
 
-func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine.Conn, res *result.MigrationResult) error {
+func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine.Conn, res *result.MigrationResult, cutover bool) error {
 	n := res.Replication
 	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
 	if err != nil {
@@ -302,9 +350,19 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 	if err := tgt.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_subscription WHERE subname = $1)", n.Subscription).Scan(&exists); err != nil {
 		return err
 	}
-	if exists {
-		// Sequences are not replicated: their values now, in one
-		// snapshot of the source.
+	if !exists {
+		return nil
+	}
+	sub := inventory.Ident(n.Subscription)
+	if cutover {
+		if err := a.waitCaughtUp(ctx, src, res); err != nil {
+			return err
+		}
+		if _, err := tgt.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" DISABLE"); err != nil {
+			return fmt.Errorf("ALTER SUBSCRIPTION %s DISABLE: %w", n.Subscription, err)
+		}
+		// Sequences are not replicated: their values now, after the last
+		// change was applied, in one snapshot of the source.
 		tx, err := src.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 		if err != nil {
 			return fmt.Errorf("source: %w", err)
@@ -318,16 +376,59 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 			return fmt.Errorf("sequences: %w", err)
 		}
 		res.Actions = append(res.Actions, "copied sequence values to the target")
-		sub := inventory.Ident(n.Subscription)
-		for _, s := range []string{"ALTER SUBSCRIPTION " + sub + " DISABLE", "ALTER SUBSCRIPTION " + sub + " SET (slot_name = NONE)", "DROP SUBSCRIPTION " + sub} {
-			if _, err := tgt.Exec(ctx, s); err != nil {
-				return fmt.Errorf("%s: %w", s, err)
-			}
-		}
-		res.Actions = append(res.Actions, "dropped subscription "+n.Subscription+" on the target")
 	}
+	for _, s := range []string{"ALTER SUBSCRIPTION " + sub + " DISABLE", "ALTER SUBSCRIPTION " + sub + " SET (slot_name = NONE)", "DROP SUBSCRIPTION " + sub} {
+		if _, err := tgt.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	res.Actions = append(res.Actions, "dropped subscription "+n.Subscription+" on the target")
 	return nil
 }
+
+// waitCaughtUp reads the source's current WAL position and waits until
+// the slot's confirmed position has passed it: every change committed
+// before the call is applied on the target. It fails above the
+// retained-WAL limit (the slot is then dropped by the abort), and when
+// ctx ends (the Job's deadline).
+func (a *app) waitCaughtUp(ctx context.Context, src *pgx.Conn, res *result.MigrationResult) error {
+	n := res.Replication
+	var stopLSN string
+	if err := src.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&stopLSN); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	start := time.Now()
+	for {
+		var done bool
+		var lag, retained int64
+		err := src.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false),
+  coalesce($2::pg_lsn - confirmed_flush_lsn, 0)::bigint, coalesce(pg_current_wal_lsn() - restart_lsn, 0)::bigint
+FROM pg_replication_slots WHERE slot_name = $1`, n.Slot, stopLSN).Scan(&done, &lag, &retained)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("replication slot %s does not exist on the source", n.Slot)
+		}
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		if done {
+			res.Actions = append(res.Actions, fmt.Sprintf("the target applied every change up to the source's WAL position %s, read after writes stopped (waited %s)",
+				stopLSN, time.Since(start).Round(time.Millisecond)))
+			return nil
+		}
+		if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && retained > max {
+			return fmt.Errorf("retained WAL %d bytes above limit %d while waiting for the target to catch up (slot %s, %d bytes behind %s)", retained, max, n.Slot, lag, stopLSN)
+		}
+		a.log.Info("waiting for the target to catch up before stopping replication", "stopLSN", stopLSN, "lagBytes", lag)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the target did not catch up with the source's WAL position %s before the step's deadline (%d bytes behind): %w", stopLSN, lag, ctx.Err())
+		case <-time.After(catchUpPoll):
+		}
+	}
+}
+
+// catchUpPoll is how often waitCaughtUp looks at the slot.
+const catchUpPoll = 200 * time.Millisecond
 
 // syncPoll is how often waitReplicated looks at the subscription, and
 // lagGrace how long it waits for lag 0 once every table is synchronised.
@@ -370,6 +471,10 @@ func (a *app) waitReplicated(ctx context.Context, res *result.MigrationResult) e
 			return err
 		}
 		r := st.Replication
+		if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && r.RetainedWALBytes > max {
+			return fmt.Errorf("retained WAL %d bytes above limit %d while waiting to verify: slot %s on the source keeps WAL the target has not confirmed (lag %d bytes, %d of %d tables synced)",
+				r.RetainedWALBytes, max, r.Slot, r.LagBytes, r.SyncedTables, r.Tables)
+		}
 		synced := r.Tables > 0 && r.SyncedTables == r.Tables
 		if synced && r.LagBytes == 0 {
 			res.Actions = append(res.Actions, fmt.Sprintf("waited %s for the subscription to synchronise %d tables and catch up before comparing",

@@ -89,7 +89,9 @@ type Migrate struct {
 	// target.
 	AllowNonEmptyTarget bool
 	Verify              string // None, RowCount or Checksum
-	SourceReadOnly      bool   // cutover: make the source read-only
+	// SourceReadOnly: cutover makes the source read-only; abort undoes it
+	// (the cutover may have run); precheck checks the privileges it needs.
+	SourceReadOnly bool
 	// MaxRetainedWALBytes: replication-status fails above it (0: no limit).
 	MaxRetainedWALBytes int64
 	// Target is the target database (CAIRN_TARGET_DB_*).
@@ -98,7 +100,7 @@ type Migrate struct {
 
 // MigrateSteps are the steps of `agent migrate`.
 var MigrateSteps = []string{"precheck", "precheck-source", "precheck-target", "copy", "export", "import", "verify", "cutover",
-	"replication-start", "replication-status", "replication-stop"}
+	"replication-start", "replication-status", "replication-stop", "abort"}
 
 // Env reads the environment and mounted files.
 type Env struct {

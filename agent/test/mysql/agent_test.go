@@ -141,3 +141,5 @@ func TestBackupLockBrief(t *testing.T) { suite.BackupLockBrief(t, e(t)) }
 func TestMigrateParallelConsistent(t *testing.T) { suite.MigrateParallelConsistent(t, e(t)) }
 
 func TestMigrateNoReloadFallsBack(t *testing.T) { suite.MigrateNoReloadFallsBack(t, e(t)) }
+
+func TestMigrateCutoverSourceChanged(t *testing.T) { suite.MigrateCutoverSourceChanged(t, e(t)) }

@@ -141,3 +141,9 @@ func TestMigrateUsage(t *testing.T) { suite.MigrateUsage(t, e(t)) }
 func TestMigrateContinuous(t *testing.T) { suite.MigrateContinuous(t, e(t)) }
 
 func TestMigrateLargeObjects(t *testing.T) { suite.MigrateLargeObjects(t, e(t)) }
+
+func TestMigrateCutoverSourceChanged(t *testing.T) { suite.MigrateCutoverSourceChanged(t, e(t)) }
+
+func TestMigrateCutoverReadOnlyHalfway(t *testing.T) { suite.MigrateCutoverReadOnlyHalfway(t, e(t)) }
+
+func TestMigrateReplicationNeverLeaks(t *testing.T) { suite.MigrateReplicationNeverLeaks(t, e(t)) }

@@ -358,20 +358,22 @@ func exportOutOfBackupJobsReach(t *testing.T, e *Env, st *Store, db string, bj n
 	}
 }
 
-// MigrateCutoverPostgres: cutover makes the source read-only and ends its
-// sessions; repeated, it is the same.
+// MigrateCutoverPostgres: cutover makes the source read-only, ends its
+// sessions and compares the source again with the target; repeated, it is
+// the same.
 func MigrateCutoverPostgres(t *testing.T, e *Env) {
 	m := newMigration(t, e, "mig_cut")
-	res := m.ok(t, "cutover")
+	res := m.ok(t, "cutover", "CAIRN_MIGRATE_VERIFY=None")
 	if len(res.Actions) != 1 || !strings.Contains(res.Actions[0], "none") {
-		t.Errorf("cutover without sourceReadOnly: %+v", res.Actions)
+		t.Errorf("cutover without sourceReadOnly nor verification: %+v", res.Actions)
 	}
 	if _, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total) VALUES (1, 1)"); err != nil {
 		t.Fatalf("a write before cutover: %v", err)
 	}
+	m.ok(t, "copy")
 	for range 2 {
 		res = m.ok(t, "cutover", "CAIRN_CUTOVER_SOURCE_READ_ONLY=true")
-		if len(res.Actions) != 2 || !strings.Contains(res.Actions[0], "read-only") {
+		if len(res.Actions) != 3 || !strings.Contains(res.Actions[0], "read-only") || !strings.Contains(res.Actions[2], "equal to the target") {
 			t.Errorf("cutover actions: %q", res.Actions)
 		}
 	}

@@ -176,6 +176,16 @@ const (
 	// RetainedWALLimitReason: the replication slot retained more WAL than
 	// spec.replication.maxRetainedWAL; the migration was aborted.
 	RetainedWALLimitReason = "RetainedWALLimitExceeded"
+	// SourceChangedReason: at cutover, with writes stopped, the source
+	// differs from the verified target; nothing was switched.
+	SourceChangedReason = "SourceChanged"
+	// AwaitingWritersStoppedReason: cutover would switch the Secret or
+	// stop replication but writes to the source are not stopped (neither
+	// sourceReadOnly nor writersStopped).
+	AwaitingWritersStoppedReason = "AwaitingWritersStopped"
+	// AbortingReason: the migration failed; what it changed on the source
+	// is being undone before it is marked Failed.
+	AbortingReason = "Aborting"
 	// ReplicatingReason: Continuous mode; replication keeps the target in step.
 	ReplicatingReason = "Replicating"
 )
@@ -187,7 +197,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Continuous' || self.source.engine == 'postgres'",message="mode: Continuous needs postgres (PostgreSQL logical replication)"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'Continuous' || self.transfer.method == 'Direct'",message="mode: Continuous needs transfer.method Direct (the target database subscribes to the source)"
 // +kubebuilder:validation:XValidation:rule="!has(self.replication) || self.mode == 'Continuous'",message="replication: only with mode Continuous"
-// +kubebuilder:validation:XValidation:rule="has(self.objects) == has(oldSelf.objects) && has(self.replication) == has(oldSelf.replication) && has(self.image) == has(oldSelf.image) && has(self.resources) == has(oldSelf.resources)",message="spec is immutable except spec.cutover.approved: create a new MigrationJob"
+// +kubebuilder:validation:XValidation:rule="has(self.objects) == has(oldSelf.objects) && has(self.replication) == has(oldSelf.replication) && has(self.image) == has(oldSelf.image) && has(self.resources) == has(oldSelf.resources)",message="spec is immutable except spec.cutover.approved and spec.cutover.writersStopped: create a new MigrationJob"
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
 type MigrationJobSpec struct {
 	// Source is the database to migrate from, reached from this cluster.
@@ -375,15 +385,15 @@ type TransferSpec struct {
 }
 
 // CutoverSpec declares what cutover does. Nothing else happens.
-// +kubebuilder:validation:XValidation:rule="self.mode == oldSelf.mode && self.sourceReadOnly == oldSelf.sourceReadOnly && has(self.switchSecret) == has(oldSelf.switchSecret) && (!has(self.switchSecret) || self.switchSecret == oldSelf.switchSecret)",message="cutover: only approved may change: create a new MigrationJob"
+// +kubebuilder:validation:XValidation:rule="self.mode == oldSelf.mode && self.sourceReadOnly == oldSelf.sourceReadOnly && has(self.switchSecret) == has(oldSelf.switchSecret) && (!has(self.switchSecret) || self.switchSecret == oldSelf.switchSecret)",message="cutover: only approved and writersStopped may change: create a new MigrationJob"
 type CutoverSpec struct {
 	// Mode is Manual (wait in ReadyForCutover until approved is true) or
 	// Auto. Defaults to Manual.
 	// +optional
 	// +kubebuilder:default=Manual
 	Mode CutoverMode `json:"mode,omitempty"`
-	// Approved lets a Manual cutover go ahead. It is the one field of the
-	// spec that may change after creation.
+	// Approved lets a Manual cutover go ahead. It and writersStopped are
+	// the fields of the spec that may change after creation.
 	// +optional
 	Approved bool `json:"approved,omitempty"`
 	// SourceReadOnly makes the source database read-only at cutover and
@@ -400,6 +410,14 @@ type CutoverSpec struct {
 	// keys are left alone.
 	// +optional
 	SwitchSecret *cairnv1.LocalObjectReference `json:"switchSecret,omitempty"`
+	// WritersStopped is the user's declaration that no application writes
+	// to the source any more (for a source that cutover cannot make
+	// read-only, e.g. MariaDB). A cutover that would switch the Secret or
+	// stop replication waits until writes are stopped — sourceReadOnly, or
+	// this — so that no row written after verification is left behind.
+	// Like approved, it may change after creation.
+	// +optional
+	WritersStopped bool `json:"writersStopped,omitempty"`
 }
 
 // ReplicationSpec tunes Continuous mode.
@@ -454,6 +472,13 @@ type MigrationJobStatus struct {
 	// Cutover is what cutover did.
 	// +optional
 	Cutover *CutoverStatus `json:"cutover,omitempty"`
+
+	// Abort is the failure being cleaned up: set when a migration that
+	// changed the source (replication objects, read-only) fails or is
+	// aborted; the abort step undoes those changes, then the phase becomes
+	// Failed with this reason and message.
+	// +optional
+	Abort *AbortStatus `json:"abort,omitempty"`
 
 	// Steps are the agent Jobs run so far, in order. A step's Job name is
 	// recorded before the Job is created: an operator restarted mid-step
@@ -579,6 +604,16 @@ type ReplicationStatus struct {
 	NotReplicated []string `json:"notReplicated,omitempty"`
 }
 
+// AbortStatus is the failure a migration is cleaning up after.
+type AbortStatus struct {
+	// Reason is the Stalled reason the migration fails with.
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason"`
+	// Message is the Stalled message.
+	// +kubebuilder:validation:MaxLength=32768
+	Message string `json:"message"`
+}
+
 // CutoverStatus is what cutover did.
 type CutoverStatus struct {
 	// Actions done, one line each, e.g. "made the source read-only",
@@ -681,7 +716,8 @@ type MigrationJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	// Spec is the desired state. Only spec.cutover.approved may change.
+	// Spec is the desired state. Only spec.cutover.approved and
+	// spec.cutover.writersStopped may change.
 	Spec MigrationJobSpec `json:"spec"`
 	// Status is the observed state.
 	// +optional

@@ -34,7 +34,7 @@ func TestChangedTargetRowFailsVerification(t *testing.T) {
 	ctx := context.Background()
 	d := engine(cairnv1.PostgresEngine)
 	mj, want, dst := setup(t, g, d, 1000, migrationv1.TransferSpec{},
-		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
+		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, WritersStopped: true, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
 	release := holdPods(t, g, env.Client, mj.Namespace, result.StepVerify)
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
 	waitJob(g, env.Client, mj, mj.Namespace, result.StepVerify)

@@ -19,7 +19,8 @@ import (
 // and PostgreSQL's logical replication (publication and slot on the source,
 // subscription on the target, named in status.replication with the lag);
 // rows written to the source while it waits for approval reach the target;
-// once approved, cutover waits for lag 0 and stops replication. The
+// once approved (writers declared stopped), replication-stop waits until
+// the target applied everything written before it and stops replication. The
 // migration succeeds, the target equals the source including the new rows
 // (the test's own check), and the source has neither the slot nor the
 // publication any more (nor the target the subscription).
@@ -77,6 +78,7 @@ DELETE FROM order_items WHERE order_id = 5 AND line = 2;`)
 
 	patch := client.MergeFrom(cur.DeepCopy())
 	cur.Spec.Cutover.Approved = true
+	cur.Spec.Cutover.WritersStopped = true // the test wrote its last rows above
 	g.Expect(env.Client.Patch(ctx, cur, patch)).To(Succeed())
 	cur = waitDone(g, mj)
 	g.Expect(cur.Status.Phase).To(Equal(migrationv1.PhaseSucceeded), "conditions: %+v", cur.Status.Conditions)

@@ -105,7 +105,7 @@ func migrateEngine(t *testing.T, e cairnv1.DatabaseEngine, transfer migrationv1.
 	ctx := context.Background()
 	d := engine(e)
 	mj, want, dst := setup(t, g, d, 1000, transfer,
-		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
+		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, WritersStopped: true, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mj.Namespace}}
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
 

@@ -31,7 +31,7 @@ func killDuring(t *testing.T, phase migrationv1.Phase) {
 	ctx := context.Background()
 	d := engine(cairnv1.PostgresEngine)
 	mj, want, dst := setup(t, g, d, 20000, migrationv1.TransferSpec{},
-		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
+		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, WritersStopped: true, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
 	waitPhase(g, mj, phase)
 	restart := killOperator(t, g)

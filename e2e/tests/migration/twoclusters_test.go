@@ -114,7 +114,7 @@ func TestTargetInSecondCluster(t *testing.T) {
 	b := startRemote(t, g, d)
 
 	mj, want, dst := setup(t, g, d, 1000, storeTransfer(),
-		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
+		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, WritersStopped: true, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
 	toRemote(g, b, mj)
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
 	cur := waitDone(g, mj)

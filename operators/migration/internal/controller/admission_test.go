@@ -62,11 +62,11 @@ func TestAdmission(t *testing.T) {
 	mj := migrationJob(ns, "immutable")
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
 	for what, mutate := range map[string]func(*migrationv1.MigrationJob){
-		"spec.target":                func(m *migrationv1.MigrationJob) { m.Spec.Target.Host = "elsewhere.shop.svc" },
-		"spec.verify":                func(m *migrationv1.MigrationJob) { m.Spec.Verify = migrationv1.VerifyNone },
-		"cutover":                    func(m *migrationv1.MigrationJob) { m.Spec.Cutover.SourceReadOnly = true },
-		"spec is immutable except":   func(m *migrationv1.MigrationJob) { m.Spec.Objects = nil },
-		"cutover: only approved may": func(m *migrationv1.MigrationJob) { m.Spec.Cutover.Mode = migrationv1.CutoverAuto },
+		"spec.target":              func(m *migrationv1.MigrationJob) { m.Spec.Target.Host = "elsewhere.shop.svc" },
+		"spec.verify":              func(m *migrationv1.MigrationJob) { m.Spec.Verify = migrationv1.VerifyNone },
+		"cutover":                  func(m *migrationv1.MigrationJob) { m.Spec.Cutover.SourceReadOnly = true },
+		"spec is immutable except": func(m *migrationv1.MigrationJob) { m.Spec.Objects = nil },
+		"cutover: only approved and writersStopped may": func(m *migrationv1.MigrationJob) { m.Spec.Cutover.Mode = migrationv1.CutoverAuto },
 	} {
 		// Retried while the answer is a conflict with the operator's status write.
 		g.Eventually(func() string {

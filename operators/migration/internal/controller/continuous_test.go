@@ -27,27 +27,6 @@ func replication(lag, retained int64) *result.Replication {
 		LagBytes: lag, RetainedWALBytes: retained, SyncedTables: 2, Tables: 2}
 }
 
-// answerChecks completes the replication-status Jobs of name as they come
-// with the given lag: n of them, or (n = 0) until replication-stop is
-// created. It returns how many it answered.
-func answerChecks(t *testing.T, ns, name string, lag int64, n int) int {
-	t.Helper()
-	answered := map[string]bool{}
-	NewWithT(t).Eventually(func(g Gomega) bool {
-		for _, j := range jobs(g, env.Client, ns) {
-			if j.Labels[migrationv1.StepLabel] == result.StepReplicationStatus && !answered[j.Name] && len(j.Status.Conditions) == 0 {
-				answered[j.Name] = true
-				completeStep(t, env.Client, &j, result.MigrationResult{Replication: replication(lag, 1<<20)})
-			}
-			if n == 0 && j.Name == name+"-repl-stop" {
-				return true
-			}
-		}
-		return n > 0 && len(answered) >= n
-	}).WithTimeout(timeout).WithPolling(200 * time.Millisecond).Should(BeTrue())
-	return len(answered)
-}
-
 // copyAndVerify takes a MigrationJob through precheck, copy,
 // replication-start and verify.
 func copyAndVerify(t *testing.T, ns, name string) {
@@ -90,15 +69,20 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseReadyForCutover))
 
 	approve(t, mj)
+	// Approved, but nothing stops the writes: cutover waits for the
+	// user's declaration (replication stopped while the source is written
+	// would lose the rows written after it).
+	g.Eventually(func(g Gomega) string { return condition(g, mj, cairnv1.ReadyCondition).Reason }).WithTimeout(timeout).
+		Should(Equal(migrationv1.AwaitingWritersStoppedReason))
+	g.Expect(jobNames(env.Client, ns)(g)).NotTo(ContainElement("cont-repl-stop"))
+	setWritersStopped(t, mj)
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCuttingOver))
-	// Replication is stopped only once a check started after the cutover
-	// began finds lag 0: a lagging target keeps it waiting.
-	lagging := answerChecks(t, ns, "cont", 8192, 2)
-	g.Expect(jobNames(env.Client, ns)(g)).NotTo(ContainElement("cont-repl-stop"), "stopped while lagging")
-	g.Expect(message(mj, cairnv1.ReadyCondition)(g)).To(ContainSubstring("waiting until the target caught up (lag 8192 bytes"))
-	answerChecks(t, ns, "cont", 0, 0)
+	// replication-stop itself waits until the target applied everything
+	// written before the stop, disables the subscription, then copies the
+	// sequences.
 	stop := waitForJob(t, env.Client, ns, "cont-repl-stop")
-	g.Expect(lagging).To(BeNumerically(">=", 2))
+	wal, _ := envOf(stop, result.EnvMaxRetainedWALBytes)
+	g.Expect(wal).To(Equal("1073741824"), "its wait enforces the limit")
 	completeStep(t, env.Client, stop, result.MigrationResult{Replication: replication(0, 0)})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	cur := current(g, mj)
@@ -107,7 +91,7 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 }
 
 // Above spec.replication.maxRetainedWAL the migration is aborted: the slot
-// is dropped first (replication-stop), then it fails with a condition that
+// is dropped first (the abort step), then it fails with a condition that
 // says why.
 func TestContinuousAbortsAboveRetainedWALLimit(t *testing.T) {
 	g := NewWithT(t)
@@ -118,7 +102,7 @@ func TestContinuousAbortsAboveRetainedWALLimit(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	copyAndVerify(t, ns, "leak")
 	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "leak-rstatus-0"), result.MigrationResult{Replication: replication(1<<30, 2<<30)})
-	stop := waitForJob(t, env.Client, ns, "leak-repl-stop")
+	stop := waitForJob(t, env.Client, ns, "leak-abort")
 	g.Expect(current(g, mj).Status.Phase).NotTo(Equal(migrationv1.PhaseFailed), "not failed before the slot is dropped")
 	completeStep(t, env.Client, stop, result.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
@@ -138,13 +122,13 @@ func TestContinuousAbortsWhenTheAgentReportsTheLimit(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	copyAndVerify(t, ns, "agentleak")
 	failStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-rstatus-0"), 1, "retained WAL 2147483648 bytes above limit 1073741824")
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-repl-stop"), result.MigrationResult{})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-abort"), result.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	g.Expect(condition(g, mj, cairnv1.StalledCondition).Reason).To(Equal(migrationv1.RetainedWALLimitReason))
 }
 
 // A Continuous MigrationJob deleted while replicating stops replication
-// (a replication-stop Job) before its finalizer lets it go.
+// (an abort Job) before its finalizer lets it go.
 func TestContinuousDeletionStopsReplication(t *testing.T) {
 	g := NewWithT(t)
 	startOperator(t)
@@ -154,7 +138,7 @@ func TestContinuousDeletionStopsReplication(t *testing.T) {
 	copyAndVerify(t, ns, "bye")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseReadyForCutover))
 	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
-	stop := waitForJob(t, env.Client, ns, "bye-repl-stop")
+	stop := waitForJob(t, env.Client, ns, "bye-abort")
 	g.Consistently(gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until replication is stopped")
 	completeStep(t, env.Client, stop, result.MigrationResult{})
 	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())

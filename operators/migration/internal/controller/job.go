@@ -89,18 +89,31 @@ func jobLabels(mj *migrationv1.MigrationJob, step string) map[string]string {
 	}
 }
 
-// sides says which databases a step talks to.
-func sides(step string, transfer migrationv1.TransferMethod) (source, target bool) {
+// sides says which databases a step talks to. spec must be defaulted.
+func sides(step string, spec *migrationv1.MigrationJobSpec) (source, target bool) {
 	switch step {
-	case result.StepPrecheckSource, result.StepExport, result.StepCutover:
+	case result.StepPrecheckSource, result.StepExport:
 		return true, false
+	case result.StepCutover:
+		// Full: the source is compared again with the live target (Direct)
+		// or with the export's inventory (Store).
+		return true, finalCheck(spec) && spec.Transfer.Method == migrationv1.TransferDirect
+	case result.StepAbort:
+		// Continuous: the subscription is dropped on the target.
+		return true, spec.Mode == migrationv1.ModeContinuous
 	case result.StepPrecheckTarget, result.StepImport:
 		return false, true
 	case result.StepVerify:
 		// Store transfer: the target against the inventory export recorded.
-		return transfer == migrationv1.TransferDirect, true
+		return spec.Transfer.Method == migrationv1.TransferDirect, true
 	}
 	return true, true // precheck, copy, replication-*
+}
+
+// finalCheck reports whether cutover compares the source again, writes
+// stopped, before switching anything: Full mode with verification.
+func finalCheck(spec *migrationv1.MigrationJobSpec) bool {
+	return spec.Mode == migrationv1.ModeFull && spec.Verify != migrationv1.VerifyNone
 }
 
 // usesStore says whether a step's Job gets the store.
@@ -109,7 +122,7 @@ func usesStore(step string, transfer migrationv1.TransferMethod) bool {
 		return false
 	}
 	switch step {
-	case result.StepPrecheckSource, result.StepPrecheckTarget, result.StepExport, result.StepImport, result.StepVerify:
+	case result.StepPrecheckSource, result.StepPrecheckTarget, result.StepExport, result.StepImport, result.StepVerify, result.StepCutover:
 		return true
 	}
 	return false
@@ -118,7 +131,7 @@ func usesStore(step string, transfer migrationv1.TransferMethod) bool {
 // desiredJob renders a step's Job. spec is mj's spec with defaults applied.
 func (r *MigrationJobReconciler) desiredJob(mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec, st *migrationv1.StepStatus, artifact *cairnv1.Artifact) (*batchv1.Job, error) {
 	lbls := jobLabels(mj, st.Step)
-	src, tgt := sides(st.Step, spec.Transfer.Method)
+	src, tgt := sides(st.Step, spec)
 	as := agentjob.Spec{
 		Command:               "migrate",
 		Image:                 r.AgentImage,
@@ -137,7 +150,7 @@ func (r *MigrationJobReconciler) desiredJob(mj *migrationv1.MigrationJob, spec *
 	if usesStore(st.Step, spec.Transfer.Method) && spec.Transfer.Storage != nil {
 		as.Storage = *spec.Transfer.Storage
 	}
-	if (st.Step == result.StepImport || st.Step == result.StepVerify) && artifact != nil {
+	if (st.Step == result.StepImport || st.Step == result.StepVerify || st.Step == result.StepCutover) && artifact != nil {
 		as.Artifact = artifact.Path
 	}
 	job := &batchv1.Job{
@@ -166,10 +179,15 @@ func (r *MigrationJobReconciler) desiredJob(mj *migrationv1.MigrationJob, spec *
 	if !src {
 		env = append(env, corev1.EnvVar{Name: "CAIRN_ENGINE", Value: string(spec.Target.Engine)})
 	}
-	if st.Step == result.StepCutover {
+	switch st.Step {
+	case result.StepCutover, result.StepPrecheck, result.StepPrecheckSource:
+		// Precheck checks the privileges cutover's read-only needs.
 		env = append(env, corev1.EnvVar{Name: result.EnvCutoverSourceReadOnly, Value: strconv.FormatBool(spec.Cutover.SourceReadOnly)})
+	case result.StepAbort:
+		// Undo the read-only only if a cutover may have set it.
+		env = append(env, corev1.EnvVar{Name: result.EnvCutoverSourceReadOnly, Value: strconv.FormatBool(readOnlyMayBeSet(mj, spec))})
 	}
-	if strings.HasPrefix(st.Step, "replication-") {
+	if strings.HasPrefix(st.Step, "replication-") || st.Step == result.StepAbort || st.Step == result.StepVerify && spec.Mode == migrationv1.ModeContinuous {
 		env = append(env, corev1.EnvVar{Name: result.EnvMaxRetainedWALBytes, Value: strconv.FormatInt(spec.MaxRetainedWALBytes(), 10)})
 	}
 	if tgt {
@@ -279,25 +297,43 @@ func (r *MigrationJobReconciler) switchSecret(ctx context.Context, mj *migration
 	return nil
 }
 
-// needsReplicationStop reports whether a Continuous migration may have
-// replication running.
-func needsReplicationStop(mj *migrationv1.MigrationJob) bool {
-	if mj.Spec.Mode != migrationv1.ModeContinuous {
-		return false
-	}
-	st := mj.Status.Step(result.StepReplicationStart)
-	if st == nil || !st.Created {
+// replicationMayRun reports whether a Continuous migration may have
+// replication objects (publication, slot, subscription): replication-start
+// was recorded (its Job may have created some, even if it failed) and
+// nothing dropped them since.
+func replicationMayRun(mj *migrationv1.MigrationJob) bool {
+	if mj.Spec.Mode != migrationv1.ModeContinuous || mj.Status.Step(result.StepReplicationStart) == nil {
 		return false
 	}
 	return mj.Status.Replication == nil || !mj.Status.Replication.Stopped
 }
 
-// deleteAll is the finalizer's cleanup: stop replication if it may run
-// (a replication-stop Job), then delete every Job of mj here and in the
-// target cluster. Done when none is left.
+// readOnlyMayBeSet reports whether a cutover may have made the source
+// read-only (its step was recorded).
+func readOnlyMayBeSet(mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec) bool {
+	return spec.Cutover.SourceReadOnly && mj.Status.Step(result.StepCutover) != nil
+}
+
+// needsAbort reports whether a MigrationJob that did not succeed may have
+// changed the source (replication objects, read-only) and the abort step
+// has not undone it yet.
+func needsAbort(mj *migrationv1.MigrationJob) bool {
+	if mj.Status.Phase == migrationv1.PhaseSucceeded {
+		return false
+	}
+	if st := mj.Status.Step(result.StepAbort); st != nil && st.Phase == migrationv1.StepSucceeded {
+		return false
+	}
+	return replicationMayRun(mj) || readOnlyMayBeSet(mj, &mj.Spec)
+}
+
+// deleteAll is the finalizer's cleanup: undo what the migration changed on
+// the source if it did not succeed (an abort Job: replication objects,
+// read-only), then delete every Job of mj here and in the target cluster.
+// Done when none is left.
 func (r *MigrationJobReconciler) deleteAll(ctx context.Context, mj *migrationv1.MigrationJob) (bool, error) {
-	if needsReplicationStop(mj) {
-		done, err := r.stopReplicationForDeletion(ctx, mj)
+	if needsAbort(mj) {
+		done, err := r.abortForDeletion(ctx, mj)
 		if err != nil || !done {
 			return false, err
 		}
@@ -339,15 +375,26 @@ func ranRemote(mj *migrationv1.MigrationJob) bool {
 	return false
 }
 
-// stopReplicationForDeletion runs a replication-stop Job for a deleted
-// Continuous MigrationJob whose replication may still run. Once it
-// succeeded it sets status.replication.stopped (written by the skeleton's
-// Deleting write); it never reports done itself. A failed stop is left as
-// it is: the finalizer's deadline Event says replication may still run.
-func (r *MigrationJobReconciler) stopReplicationForDeletion(ctx context.Context, mj *migrationv1.MigrationJob) (bool, error) {
+// abortForDeletion runs the abort step for a deleted MigrationJob that may
+// have changed the source. A replication-start still running is waited for
+// first (it may create a slot after an abort that ran beside it). Once the
+// abort succeeded it is recorded in status (written by the skeleton's
+// Deleting write); it never reports done itself. A failed abort is left as
+// it is: the finalizer's deadline Event says what may be left.
+func (r *MigrationJobReconciler) abortForDeletion(ctx context.Context, mj *migrationv1.MigrationJob) (bool, error) {
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
-	st := &migrationv1.StepStatus{Step: result.StepReplicationStop, JobName: stepJobName(mj, result.StepReplicationStop, 0),
+	if st := mj.Status.Step(result.StepReplicationStart); st != nil && st.Phase != migrationv1.StepSucceeded && st.Phase != migrationv1.StepFailed {
+		start := &batchv1.Job{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.JobName}, start)
+		if err == nil && !agentjob.JobOutcome(start).Finished {
+			return false, nil // its Job (or the Job's status) brings the MigrationJob back
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return false, err
+		}
+	}
+	st := &migrationv1.StepStatus{Step: result.StepAbort, JobName: stepJobName(mj, result.StepAbort, 0),
 		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
 	job := &batchv1.Job{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.JobName}, job)
@@ -357,7 +404,7 @@ func (r *MigrationJobReconciler) stopReplicationForDeletion(ctx context.Context,
 			return false, err
 		}
 		if err := r.Client.Create(ctx, desired); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("creating Job %s to stop replication: %w", st.JobName, err)
+			return false, fmt.Errorf("creating Job %s to undo the migration's changes to the source: %w", st.JobName, err)
 		}
 		return false, nil
 	}
@@ -366,16 +413,24 @@ func (r *MigrationJobReconciler) stopReplicationForDeletion(ctx context.Context,
 	}
 	out := agentjob.JobOutcome(job)
 	if !out.Succeeded {
-		// Running, or failed: a failed stop is not retried behind the
+		// Running, or failed: a failed abort is not retried behind the
 		// user's back; the finalizer's deadline reports what is left.
 		return false, nil
 	}
 	// Recorded in status (the Deleting write of this pass), so the next
 	// pass deletes every Job, this one too, without starting another.
-	if mj.Status.Replication == nil {
-		mj.Status.Replication = &migrationv1.ReplicationStatus{}
+	if spec.Mode == migrationv1.ModeContinuous {
+		if mj.Status.Replication == nil {
+			mj.Status.Replication = &migrationv1.ReplicationStatus{}
+		}
+		mj.Status.Replication.Stopped = true
 	}
-	mj.Status.Replication.Stopped = true
+	if cur := mj.Status.Step(result.StepAbort); cur != nil {
+		cur.Phase = migrationv1.StepSucceeded
+	} else {
+		st.Created, st.Phase = true, migrationv1.StepSucceeded
+		mj.Status.Steps = append(mj.Status.Steps, *st)
+	}
 	return false, nil
 }
 

@@ -168,8 +168,8 @@ func (r *MigrationJobReconciler) Reconcile(ctx context.Context, req ctrl.Request
 // deleting is the status of a MigrationJob whose cleanup is not finished.
 func deleting(p *pass, err error) {
 	msg := "deleting: removing the migration's Jobs"
-	if needsReplicationStop(p.Obj) {
-		msg = "deleting: stopping replication (replication-stop Job), then removing the migration's Jobs"
+	if needsAbort(p.Obj) {
+		msg = "deleting: undoing what the migration changed on the source (abort Job: replication objects, read-only), then removing the migration's Jobs"
 	}
 	if err != nil {
 		msg += ": " + err.Error()
@@ -194,8 +194,8 @@ func (r *MigrationJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 			if ranRemote(mj) {
 				msg += fmt.Sprintf(", and Jobs labelled %s=%s in namespace %s of the target cluster", migrationv1.MigrationJobUIDLabel, mj.UID, targetNamespace(mj))
 			}
-			if needsReplicationStop(mj) {
-				msg += "; replication may still run: drop the subscription on the target and the slot and publication on the source by hand"
+			if needsAbort(mj) {
+				msg += "; " + leftOnSource(mj)
 			}
 			return msg
 		},

@@ -95,6 +95,9 @@ func (r *MigrationJobReconciler) advance(ctx context.Context, p *pass) error {
 	mj, spec := p.Obj, &p.State.spec
 	for range 16 {
 		before := mj.Status.Phase
+		if mj.Status.Abort != nil {
+			return r.abort(ctx, p)
+		}
 		var err error
 		switch mj.Status.Phase {
 		case migrationv1.PhasePending:
@@ -113,6 +116,9 @@ func (r *MigrationJobReconciler) advance(ctx context.Context, p *pass) error {
 			err = r.cutover(ctx, p)
 		default:
 			return reconcile.Done()
+		}
+		if errors.Is(err, errAborting) {
+			continue // the abort step runs, then the migration fails
 		}
 		if err != nil {
 			return err
@@ -243,6 +249,13 @@ func (r *MigrationJobReconciler) verify(ctx context.Context, p *pass) error {
 		mj.Status.Verification = verificationStatus(res.Verification)
 		return nil
 	}
+	if spec.Mode == migrationv1.ModeContinuous {
+		// The slot exists: its retained WAL is watched while verify waits
+		// for the subscription's table synchronisation.
+		if err := r.checkReplication(ctx, p); err != nil || mj.Finished() {
+			return err
+		}
+	}
 	st := stepRun{step: result.StepVerify, target: spec.Transfer.Method == migrationv1.TransferStore, onResult: onResult}
 	done, err := r.runSteps(ctx, p, migrationv1.PhaseVerifying, "verifying with "+string(spec.Verify), st)
 	if err != nil || !done {
@@ -280,15 +293,31 @@ func (r *MigrationJobReconciler) readyForCutover(ctx context.Context, p *pass) e
 		conditions.MarkNotReady(mj, migrationv1.AwaitingApprovalReason, msg)
 		return reconcile.Done()
 	}
+	if migspec.NeedsWritesStopped(spec) && !migspec.WritesStopped(spec) {
+		why := "a Full cutover that switches Secret " + switchName(spec) + " would leave rows written to the source after it behind"
+		if spec.Mode == migrationv1.ModeContinuous {
+			why = "stopping replication while the source is written would lose the rows written after it"
+		}
+		msg := "copied and verified; waiting until writes to the source are stopped: " + why +
+			"; stop the applications writing to it and set spec.cutover.writersStopped to true (cutover then compares again before switching)"
+		conditions.Set(mj, migrationv1.CutOverCondition, metav1.ConditionFalse, migrationv1.AwaitingWritersStoppedReason, msg)
+		conditions.MarkNotReady(mj, migrationv1.AwaitingWritersStoppedReason, msg)
+		return reconcile.Done()
+	}
 	now := metav1.Now()
 	mj.Status.Cutover = &migrationv1.CutoverStatus{StartTime: &now}
 	mj.Status.Phase = migrationv1.PhaseCuttingOver
 	return nil
 }
 
-// cutover does what spec.cutover declares, in order: stop replication
-// (Continuous, after the target caught up), make the source read-only,
-// switch the named Secret to the target.
+// cutover does what spec.cutover declares, all or nothing, in order: stop
+// the writes (make the source read-only, or the user declared it); Full:
+// compare the source again with the target (the cutover step; a
+// difference fails the migration, nothing switched, the read-only undone);
+// Continuous: replication-stop (waits until the target applied everything
+// written before the stop, then sequences, then drops replication); then
+// switch the named Secret to the target. A failure on the way runs the
+// abort step, which undoes the read-only.
 func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	mj, spec := p.Obj, &p.State.spec
 	if mj.Status.Cutover == nil {
@@ -296,35 +325,42 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 		mj.Status.Cutover = &migrationv1.CutoverStatus{StartTime: &now}
 	}
 	var steps []stepRun
-	if spec.Cutover.SourceReadOnly {
+	if spec.Cutover.SourceReadOnly || finalCheck(spec) {
 		steps = append(steps, stepRun{step: result.StepCutover, onResult: func(res *result.MigrationResult) error {
 			// What the agent did on the source, kept for the final list.
-			if res != nil {
-				for _, a := range res.Actions {
-					mj.Status.Cutover.Actions = append(mj.Status.Cutover.Actions, "source: "+a)
+			if res == nil {
+				if finalCheck(spec) {
+					return errors.New("the cutover Job completed without reporting its comparison of the source with the target")
 				}
+				return nil
+			}
+			for _, a := range res.Actions {
+				mj.Status.Cutover.Actions = append(mj.Status.Cutover.Actions, "source: "+a)
+			}
+			if finalCheck(spec) {
+				if res.Verification == nil {
+					return errors.New("the cutover Job did not report its comparison of the source with the target")
+				}
+				v := verificationStatus(res.Verification)
+				v.Summary += atCutover
+				mj.Status.Verification = v
 			}
 			return nil
 		}})
 	}
 	if spec.Mode == migrationv1.ModeContinuous {
-		// Writes to the source have stopped (sourceReadOnly): wait until a
-		// replication check started after that finds the target caught up.
-		if done, err := r.runSteps(ctx, p, migrationv1.PhaseCuttingOver, "cutting over: "+describeCutover(spec), steps...); err != nil || !done {
-			return err
-		}
-		if !r.caughtUp(mj) {
+		if mj.Status.Step(result.StepReplicationStop) == nil {
+			// The slot's retained WAL is watched until replication-stop,
+			// which enforces the limit itself while it waits.
 			if err := r.checkReplication(ctx, p); err != nil || mj.Finished() {
 				return err
 			}
-			lag := "not measured yet"
-			if rep := mj.Status.Replication; rep != nil && rep.LastCheckTime != nil {
-				lag = fmt.Sprintf("%d bytes at the last check", rep.LagBytes)
-			}
-			conditions.MarkReconciling(mj, migrationv1.ReplicatingReason, "cutting over: waiting until the target caught up (lag "+lag+"), then replication stops")
-			return nil
 		}
-		steps = append(steps, stepRun{step: result.StepReplicationStop, onResult: func(res *result.MigrationResult) error {
+		after := ""
+		if spec.Cutover.SourceReadOnly {
+			after = result.StepCutover
+		}
+		steps = append(steps, stepRun{step: result.StepReplicationStop, after: after, onResult: func(res *result.MigrationResult) error {
 			if err := r.recordReplication(p)(res); err != nil {
 				return err
 			}
@@ -336,12 +372,29 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	if err != nil || !done {
 		return err
 	}
+	if v := mj.Status.Verification; finalCheck(spec) && v != nil && v.Mismatched > 0 {
+		var bad []string
+		for _, it := range v.Items {
+			if !it.Match {
+				bad = append(bad, fmt.Sprintf("%s (%s: source %d rows, target %d)", it.Table, it.Reason, it.SourceRows, it.TargetRows))
+			}
+		}
+		msg := fmt.Sprintf("the source changed since verification: with writes stopped, %d of %d table(s) differ from the target: %s",
+			v.Mismatched, v.Tables, strings.Join(bad, ", "))
+		conditions.Set(mj, migrationv1.CutOverCondition, metav1.ConditionFalse, migrationv1.SourceChangedReason, msg)
+		return r.fail(p, migrationv1.SourceChangedReason, msg+"; nothing was switched, the source stays in use (writable again); create a new MigrationJob to copy it again")
+	}
 	actions := []string{}
 	if spec.Cutover.SourceReadOnly {
 		actions = append(actions, "made the source "+migspec.Describe(spec.Source)+" read-only")
+	} else if spec.Cutover.WritersStopped {
+		actions = append(actions, "writes to the source declared stopped (spec.cutover.writersStopped)")
+	}
+	if finalCheck(spec) {
+		actions = append(actions, "compared the source again with writes stopped: "+strings.TrimSuffix(mj.Status.Verification.Summary, atCutover))
 	}
 	if spec.Mode == migrationv1.ModeContinuous {
-		actions = append(actions, "stopped replication after the target caught up (sequences synced)")
+		actions = append(actions, "stopped replication after the target applied every change written before the stop (sequences synced)")
 	}
 	if s := spec.Cutover.SwitchSecret; s != nil {
 		if err := r.switchSecret(ctx, mj, spec); err != nil {
@@ -361,18 +414,14 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	return r.succeed(p, cairnv1.SucceededReason, fmt.Sprintf("migrated %s to %s; %s", migspec.Describe(spec.Source), migspec.Describe(spec.Target.DatabaseRef), msg))
 }
 
-// caughtUp reports whether a replication check that started after cutover
-// began (and after the source was made read-only) found lag 0.
-func (r *MigrationJobReconciler) caughtUp(mj *migrationv1.MigrationJob) bool {
-	st, rep := mj.Status.Step(result.StepReplicationStatus), mj.Status.Replication
-	if st == nil || st.Phase != migrationv1.StepSucceeded || st.StartTime == nil || rep == nil || rep.LagBytes != 0 {
-		return false
+// atCutover ends the summary of the comparison cutover made.
+const atCutover = " at cutover, writes stopped"
+
+func switchName(spec *migrationv1.MigrationJobSpec) string {
+	if s := spec.Cutover.SwitchSecret; s != nil {
+		return s.Name
 	}
-	since := mj.Status.Cutover.StartTime
-	if ro := mj.Status.Step(result.StepCutover); ro != nil && ro.CompletionTime != nil {
-		since = ro.CompletionTime
-	}
-	return since == nil || st.StartTime.After(since.Time)
+	return ""
 }
 
 // checkReplication runs a replication-status Job every ReplicationInterval
@@ -381,14 +430,10 @@ func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) 
 	mj, spec := p.Obj, &p.State.spec
 	limit := spec.MaxRetainedWALBytes()
 	if rep := mj.Status.Replication; rep != nil && rep.RetainedWALBytes > limit {
-		// Abort: drop the slot before failing, so the source's disk is safe.
-		done, err := r.runSteps(ctx, p, migrationv1.PhaseReadyForCutover, "aborting: the slot retains too much WAL", stepRun{step: result.StepReplicationStop,
-			onResult: func(*result.MigrationResult) error { mj.Status.Replication.Stopped = true; return nil }})
-		if err != nil || !done {
-			return err
-		}
+		// Abort: the abort step drops the slot before the migration fails,
+		// so the source's disk is safe.
 		return r.fail(p, migrationv1.RetainedWALLimitReason, fmt.Sprintf(
-			"the replication slot retained %d bytes of WAL, above spec.replication.maxRetainedWAL (%d bytes): replication stopped and the slot dropped; the target is not cut over",
+			"the replication slot retained %d bytes of WAL, above spec.replication.maxRetainedWAL (%d bytes); the target is not cut over",
 			mj.Status.Replication.RetainedWALBytes, limit))
 	}
 	st := mj.Status.Step(result.StepReplicationStatus)
@@ -408,9 +453,9 @@ func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) 
 			return fmt.Errorf("recording replication check %d: %w", mj.Status.Replication.Checks, err)
 		}
 	}
-	_, err := r.runSteps(ctx, p, migrationv1.PhaseReadyForCutover, "", stepRun{step: result.StepReplicationStatus, quiet: true,
+	_, err := r.runSteps(ctx, p, mj.Status.Phase, "", stepRun{step: result.StepReplicationStatus, quiet: true,
 		onResult: r.recordReplication(p), onFailure: func(reason string) error {
-			if strings.Contains(reason, "retained WAL") {
+			if strings.Contains(reason, "retained WAL") && strings.Contains(reason, "above limit") {
 				if mj.Status.Replication == nil {
 					mj.Status.Replication = &migrationv1.ReplicationStatus{}
 				}
@@ -457,8 +502,81 @@ func (r *MigrationJobReconciler) recordReplication(p *pass) func(*result.Migrati
 	}
 }
 
+// errAborting: the migration is failing, and the abort step runs first.
+var errAborting = errors.New("aborting")
+
 // fail ends the migration: phase Failed, Stalled with reason and message.
+// A migration that may have changed the source (replication objects, a
+// read-only cutover) first records the failure in status.abort and returns
+// errAborting: the abort step undoes those changes, then abort fails it.
 func (r *MigrationJobReconciler) fail(p *pass, reason, msg string) error {
+	mj := p.Obj
+	if ab := mj.Status.Abort; ab != nil {
+		// The abort itself failed.
+		return r.failed(p, ab.Reason, ab.Message+"; undoing the migration's changes to the source failed ("+msg+"): "+leftOnSource(mj))
+	}
+	if needsAbort(mj) {
+		mj.Status.Abort = &migrationv1.AbortStatus{Reason: reason, Message: msg}
+		conditions.MarkReconciling(mj, migrationv1.AbortingReason, "failing ("+reason+"): first undoing what the migration changed on the source; "+msg)
+		return errAborting
+	}
+	return r.failed(p, reason, msg)
+}
+
+// abort runs the abort step of a failing migration, then fails it with the
+// recorded reason.
+func (r *MigrationJobReconciler) abort(ctx context.Context, p *pass) error {
+	mj, spec := p.Obj, &p.State.spec
+	ab := mj.Status.Abort
+	done, err := r.runSteps(ctx, p, mj.Status.Phase, "",
+		stepRun{step: result.StepAbort, quiet: true, onResult: func(res *result.MigrationResult) error {
+			if spec.Mode == migrationv1.ModeContinuous {
+				if err := r.recordReplication(p)(res); err != nil {
+					return err
+				}
+				mj.Status.Replication.Stopped = true
+			}
+			return nil
+		}})
+	if err != nil || !done {
+		if st := mj.Status.Step(result.StepAbort); err == nil && st != nil {
+			conditions.MarkReconciling(mj, migrationv1.AbortingReason, fmt.Sprintf(
+				"failing (%s): undoing what the migration changed on the source (Job %s/%s), then Failed: %s", ab.Reason, st.Namespace, st.JobName, ab.Message))
+		}
+		return err
+	}
+	var undone []string
+	if replicationMayRun(mj) || spec.Mode == migrationv1.ModeContinuous {
+		undone = append(undone, "replication stopped: slot dropped, publication and subscription dropped")
+	}
+	if readOnlyMayBeSet(mj, spec) {
+		undone = append(undone, "the source is writable again")
+	}
+	return r.failed(p, ab.Reason, ab.Message+"; undone on the source: "+strings.Join(undone, ", "))
+}
+
+// leftOnSource says what a migration whose abort did not run may have left
+// on the source, and how to remove it by hand.
+func leftOnSource(mj *migrationv1.MigrationJob) string {
+	var out []string
+	if replicationMayRun(mj) {
+		what := "publication, replication slot and subscription named cairn_<hash>_pub/_slot/_sub"
+		if rep := mj.Status.Replication; rep != nil && rep.Slot != "" {
+			what = fmt.Sprintf("publication %s and replication slot %s on the source, subscription %s on the target", rep.Publication, rep.Slot, rep.Subscription)
+		}
+		out = append(out, "replication may still run and retain WAL: drop the "+what+" by hand")
+	}
+	if readOnlyMayBeSet(mj, &mj.Spec) {
+		out = append(out, "the source may still be read-only: ALTER DATABASE … RESET default_transaction_read_only (MySQL: ALTER SCHEMA … READ ONLY = 0)")
+	}
+	if len(out) == 0 {
+		return "nothing left on the source"
+	}
+	return strings.Join(out, "; ")
+}
+
+// failed marks the migration Failed.
+func (r *MigrationJobReconciler) failed(p *pass, reason, msg string) error {
 	mj := p.Obj
 	now := metav1.Now()
 	mj.Status.Phase = migrationv1.PhaseFailed
@@ -504,11 +622,14 @@ func verificationStatus(v *result.Verification) *migrationv1.Verification {
 
 func describeCutover(spec *migrationv1.MigrationJobSpec) string {
 	var parts []string
-	if spec.Mode == migrationv1.ModeContinuous {
-		parts = append(parts, "wait until the target caught up, then stop replication")
-	}
 	if spec.Cutover.SourceReadOnly {
 		parts = append(parts, "make the source read-only")
+	}
+	if finalCheck(spec) {
+		parts = append(parts, "compare the source again with the target (a difference stops the cutover)")
+	}
+	if spec.Mode == migrationv1.ModeContinuous {
+		parts = append(parts, "wait until the target applied every change written before the stop, then stop replication")
 	}
 	if s := spec.Cutover.SwitchSecret; s != nil {
 		parts = append(parts, "switch Secret "+s.Name+" (host, port, database) to the target")

@@ -64,6 +64,8 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 		result.EnvParallel:            "4",
 		result.EnvVerify:              "Checksum",
 		result.EnvAllowNonEmptyTarget: "false",
+		// precheck checks the privileges cutover's read-only needs
+		result.EnvCutoverSourceReadOnly: "true",
 	} {
 		got, ok := envOf(job, name)
 		g.Expect(ok).To(BeTrue(), name)
@@ -127,16 +129,19 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	got, _ := envOf(job, result.EnvCutoverSourceReadOnly)
 	g.Expect(got).To(Equal("true"))
 	_, hasTarget := envOf(job, result.EnvTargetHost)
-	g.Expect(hasTarget).To(BeFalse(), "cutover acts on the source only")
-	completeStep(t, env.Client, job, result.MigrationResult{Actions: []string{"ended 2 other sessions on orders"}})
+	g.Expect(hasTarget).To(BeTrue(), "cutover compares the source with the target again")
+	completeStep(t, env.Client, job, result.MigrationResult{Actions: []string{"ended 2 other sessions on orders"},
+		Verification: verification("Checksum", []string{"public.customers", "public.items", "public.orders"}, nil)})
 
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	cur = current(g, mj)
 	g.Expect(cur.Status.CompletionTime).NotTo(BeNil())
 	g.Expect(cur.Status.Cutover.Actions).To(ConsistOf(
 		"made the source postgres orders-db.shop.svc:5432/orders read-only",
+		"compared the source again with writes stopped: 3/3 tables match (Checksum)",
 		"switched Secret app-db to postgres orders-db-v16.shop.svc:5432/orders",
 		"source: ended 2 other sessions on orders"))
+	g.Expect(cur.Status.Verification.Summary).To(Equal("3/3 tables match (Checksum) at cutover, writes stopped"))
 	g.Expect(condition(g, mj, migrationv1.CutOverCondition).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(kstatusOf(mj)(g)).To(Equal(status.CurrentStatus))
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-db"}, sec)).To(Succeed())
@@ -150,7 +155,7 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	g.Eventually(eventReasons(ns, "orders")).WithTimeout(timeout).Should(ContainElements(
 		"Normal/"+migrationv1.StepRunningReason, "Normal/"+migrationv1.AwaitingApprovalReason, "Normal/"+cairnv1.SucceededReason, "Normal/"+controller.CutoverEventReason))
 	g.Eventually(eventNotes(ns, "orders", controller.CutoverEventReason)).WithTimeout(timeout).Should(ConsistOf(
-		"made the source postgres orders-db.shop.svc:5432/orders read-only; switched Secret app-db to postgres orders-db-v16.shop.svc:5432/orders; source: ended 2 other sessions on orders"))
+		"made the source postgres orders-db.shop.svc:5432/orders read-only; compared the source again with writes stopped: 3/3 tables match (Checksum); switched Secret app-db to postgres orders-db-v16.shop.svc:5432/orders; source: ended 2 other sessions on orders"))
 
 	// Deletion removes the Jobs (the finalizer).
 	g.Expect(env.Client.Delete(ctx, mj)).To(Succeed())

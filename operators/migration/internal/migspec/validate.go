@@ -190,17 +190,18 @@ func SameDatabaseError(spec *migrationv1.MigrationJobSpec, ns string, fldPath *f
 		"is the source database (the same host, port and database, however spelt): migrate into another database")
 }
 
-// ValidateUpdate refuses a change of anything but spec.cutover.approved.
-// Both specs must be defaulted.
+// ValidateUpdate refuses a change of anything but spec.cutover.approved
+// and spec.cutover.writersStopped. Both specs must be defaulted.
 func ValidateUpdate(old, cur *migrationv1.MigrationJobSpec, fldPath *field.Path) field.ErrorList {
 	a, b := old.DeepCopy(), cur.DeepCopy()
 	a.Cutover.Approved, b.Cutover.Approved = false, false
+	a.Cutover.WritersStopped, b.Cutover.WritersStopped = false, false
 	if reflect.DeepEqual(a, b) {
 		return nil
 	}
 	var errs field.ErrorList
 	for _, f := range changedFields(a, b) {
-		errs = append(errs, field.Forbidden(fldPath.Child(f), "is immutable (only spec.cutover.approved may change): create a new MigrationJob"))
+		errs = append(errs, field.Forbidden(fldPath.Child(f), "is immutable (only spec.cutover.approved and spec.cutover.writersStopped may change): create a new MigrationJob"))
 	}
 	return errs
 }
@@ -241,4 +242,19 @@ func memoryLimit(spec *migrationv1.MigrationJobSpec, fldPath *field.Path) (int64
 		return 0, p
 	}
 	return q.Value() >> 20, p
+}
+
+// WritesStopped reports whether cutover may rely on no application writing
+// to the source: cutover makes it read-only, or the user declared the
+// writers stopped.
+func WritesStopped(spec *migrationv1.MigrationJobSpec) bool {
+	return spec.Cutover.SourceReadOnly || spec.Cutover.WritersStopped
+}
+
+// NeedsWritesStopped reports whether cutover must wait for writes to the
+// source to stop: a Continuous cutover ends replication (a write after
+// that would be lost), and a Full cutover that switches the Secret would
+// leave a later write behind on the old database.
+func NeedsWritesStopped(spec *migrationv1.MigrationJobSpec) bool {
+	return spec.Mode == migrationv1.ModeContinuous || spec.Mode == migrationv1.ModeFull && spec.Cutover.SwitchSecret != nil
 }

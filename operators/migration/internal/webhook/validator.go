@@ -41,7 +41,10 @@ func (*Validator) ValidateCreate(_ context.Context, mj *migrationv1.MigrationJob
 		w = append(w, "spec.cutover.mode is Auto: the declared cutover actions run without approval as soon as the target is verified")
 	}
 	if mj.Spec.Verify == migrationv1.VerifyNone {
-		w = append(w, "spec.verify is None: the target is not compared with the source")
+		w = append(w, "spec.verify is None: the target is not compared with the source, neither after the copy nor at cutover (rows written to the source after the copy are not detected)")
+	}
+	if migspec.NeedsWritesStopped(&mj.Spec) && !migspec.WritesStopped(&mj.Spec) {
+		w = append(w, "spec.cutover: writes to the source are not stopped at cutover (sourceReadOnly false): cutover will wait until you stop the applications writing to the source and set spec.cutover.writersStopped to true — a row written after that would not reach the target")
 	}
 	if st := mj.Spec.Transfer.Storage; st != nil && st.S3 != nil && (st.S3.Insecure || strings.HasPrefix(st.S3.Endpoint, "http://")) {
 		w = append(w, "spec.transfer.storage.s3: plain HTTP: credentials and data travel unencrypted; use an https endpoint")

@@ -78,6 +78,22 @@ func TestValidator(t *testing.T) {
 	if _, err := v.ValidateUpdate(context.Background(), old, approved); err != nil {
 		t.Errorf("approval refused: %v", err)
 	}
+	stopped := mj()
+	stopped.Spec.Cutover.WritersStopped = true
+	if _, err := v.ValidateUpdate(context.Background(), old, stopped); err != nil {
+		t.Errorf("writersStopped refused: %v", err)
+	}
+	// A Full cutover that switches a Secret with nothing stopping the
+	// writes: warned (cutover will wait for writersStopped).
+	switching := mj()
+	switching.Spec.Cutover.SwitchSecret = &cairnv1.LocalObjectReference{Name: "app-db"}
+	if w, err := v.ValidateCreate(context.Background(), switching); err != nil || !strings.Contains(strings.Join(w, "\n"), "writersStopped") {
+		t.Errorf("switching cutover without stopping writes: warnings %q, %v", w, err)
+	}
+	switching.Spec.Cutover.SourceReadOnly = true
+	if w, _ := v.ValidateCreate(context.Background(), switching); strings.Contains(strings.Join(w, "\n"), "writersStopped") {
+		t.Errorf("read-only cutover warned: %q", w)
+	}
 	moved := mj()
 	moved.Spec.Target.Host = "c"
 	if _, err := v.ValidateUpdate(context.Background(), old, moved); err == nil || !strings.Contains(err.Error(), "spec.target") {

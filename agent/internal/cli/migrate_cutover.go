@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"cairn.dev/agent/internal/config"
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/result"
+)
+
+// cutoverStep is the source side of a cutover, all or nothing:
+//
+//  1. with CAIRN_CUTOVER_SOURCE_READ_ONLY, the writes stop: the source is
+//     made read-only and its other sessions are ended;
+//  2. in Full mode with verification, the source (writes stopped, by step 1
+//     or by the user's declaration) is compared again with the target — the
+//     live target (direct) or the inventory the target was verified against
+//     (store: CAIRN_ARTIFACT) — so a row written after verification is never
+//     left behind: a difference is reported in `verification` (exit 0, the
+//     operator decides, and switches nothing);
+//  3. when step 1 or 2 fails, or 2 finds a difference, the read-only of
+//     step 1 is undone before the step ends, and `actions` says so.
+//
+// What else cutover does — switching a Secret, stopping replication — is
+// the operator's and later steps'.
+func (a *app) cutoverStep(ctx context.Context, res *result.MigrationResult) error {
+	if _, err := a.target(); err == nil {
+		if err := a.refuseSamePair(ctx, "cut over"); err != nil {
+			return err
+		}
+	}
+	m := a.cfg.Migrate
+	check := m.Mode == "Full" && m.Verify != "None"
+	if !m.SourceReadOnly && !check {
+		res.Actions = append(res.Actions, "none: CAIRN_CUTOVER_SOURCE_READ_ONLY is not true and there is nothing to compare (mode "+m.Mode+", verify "+m.Verify+")")
+		return nil
+	}
+	sc, err := a.source()
+	if err != nil {
+		return err
+	}
+	readOnly := false
+	undo := func(why string) {
+		if !readOnly {
+			return
+		}
+		if err := a.revertReadOnly(context.WithoutCancel(ctx), sc); err != nil {
+			res.Actions = append(res.Actions, fmt.Sprintf("%s, but making the source writable again failed: %v", why, err))
+			a.log.Error("could not undo the source's read-only", "error", err)
+			return
+		}
+		res.Actions = append(res.Actions, why+": the source database "+sc.Database+" was made writable again")
+	}
+	if m.SourceReadOnly {
+		switch a.cfg.Engine {
+		case "postgres":
+			readOnly, err = a.pgReadOnly(ctx, sc, res)
+		case "mysql":
+			readOnly, err = a.myReadOnly(ctx, sc, res)
+		default:
+			err = fmt.Errorf("unknown engine %q", a.cfg.Engine)
+		}
+		if err != nil {
+			undo("making the source read-only failed halfway")
+			return a.withUndone(err, res)
+		}
+	}
+	if !check {
+		return nil
+	}
+	v, err := a.compareSourceAgain(ctx, sc)
+	if err != nil {
+		undo("the source could not be compared with the target")
+		return a.withUndone(fmt.Errorf("comparing the source with the target after writes stopped: %w", err), res)
+	}
+	res.Verification, res.Tables = v, v.Tables
+	if v.Mismatched > 0 {
+		bad := inventory.Mismatched(v)
+		a.log.Warn("the source changed since verification", "tables", strings.Join(bad, ", "))
+		undo("the source changed since verification (" + strings.Join(bad, ", ") + "); nothing may be switched")
+		return nil
+	}
+	res.Actions = append(res.Actions, fmt.Sprintf("compared the source again after writes stopped: %d table(s) equal to the target (%s)", v.Tables, v.Method))
+	return nil
+}
+
+// withUndone adds what the step undid to a failure's message (the
+// termination message carries only the error).
+func (a *app) withUndone(err error, res *result.MigrationResult) error {
+	for _, act := range res.Actions {
+		if strings.Contains(act, "writable again") {
+			return fmt.Errorf("%w; %s", err, act)
+		}
+	}
+	return err
+}
+
+// compareSourceAgain compares the source as it is now with what the target
+// holds: the live target (direct), or the inventory the target was
+// verified against (store transfer: the export's, CAIRN_ARTIFACT).
+func (a *app) compareSourceAgain(ctx context.Context, sc engine.Conn) (*result.Verification, error) {
+	method := a.cfg.Migrate.Verify
+	var copied *inventory.Inventory
+	if a.cfg.Artifact != "" {
+		entry, _, err := a.migrationArtifact(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if entry.Inventory == nil || entry.Inventory.Method == inventory.MethodList {
+			return nil, fmt.Errorf("artifact %s has no inventory to compare with", entry.Name)
+		}
+		copied = entry.Inventory
+		if copied.Method == inventory.MethodRowCount {
+			method = inventory.MethodRowCount
+		}
+	}
+	src, err := inventory.Take(ctx, a.cfg.Engine, sc, a.invOptions(method))
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if copied == nil {
+		tc, err := a.target()
+		if err != nil {
+			return nil, err
+		}
+		if copied, err = inventory.Take(ctx, a.cfg.Engine, tc, a.invOptions(method)); err != nil {
+			return nil, fmt.Errorf("target: %w", err)
+		}
+	}
+	return inventory.Compare(src, copied, method), nil
+}
+
+// revertReadOnly makes the source database writable again (what cutover's
+// read-only did).
+func (a *app) revertReadOnly(ctx context.Context, sc engine.Conn) error {
+	ctx, cancel := withTimeout(ctx, cutoverControlTimeout)
+	defer cancel()
+	switch a.cfg.Engine {
+	case "postgres":
+		c, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		defer c.Close(context.WithoutCancel(ctx))
+		// This session starts read-only itself.
+		if _, err := c.Exec(ctx, "SET SESSION default_transaction_read_only = off"); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		if _, err := c.Exec(ctx, "ALTER DATABASE "+inventory.Ident(sc.Database)+" RESET default_transaction_read_only"); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		return nil
+	case "mysql":
+		m, err := inventory.OpenMySQL(ctx, sc)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		defer m.Close()
+		v, err := m.Version(ctx)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(strings.ToLower(v), "mariadb") {
+			return nil // never made read-only (refused)
+		}
+		if _, err := m.C.ExecContext(ctx, "ALTER SCHEMA "+inventory.QuoteIdent(sc.Database)+" READ ONLY = 0"); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown engine %q", a.cfg.Engine)
+}
+
+// abortStep undoes what the migration did to the source, on the way to
+// Failed (or on deletion): the replication objects (Continuous: the
+// subscription on the target when it is reachable; the slot and the
+// publication on the source always — an inactive slot retains WAL without
+// bound) and, with CAIRN_CUTOVER_SOURCE_READ_ONLY, the read-only a cutover
+// may have set. It never touches data; every part is skipped when absent,
+// so it can be repeated.
+func (a *app) abortStep(ctx context.Context, res *result.MigrationResult) error {
+	m := a.cfg.Migrate
+	sc, err := a.source()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if m.Mode == "Continuous" {
+		if a.cfg.Engine != "postgres" {
+			return &config.UsageError{Msg: "Continuous mode is PostgreSQL only"}
+		}
+		names, err := a.replicationNames()
+		if err != nil {
+			return err
+		}
+		res.Replication = &names
+		if err := a.dropReplication(ctx, sc, res, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m.SourceReadOnly {
+		if err := a.revertReadOnly(ctx, sc); err != nil {
+			errs = append(errs, fmt.Errorf("making the source writable again: %w", err))
+		} else {
+			res.Actions = append(res.Actions, "source database "+sc.Database+" is writable (cutover's read-only undone, if it was set)")
+		}
+	}
+	if len(res.Actions) == 0 && len(errs) == 0 {
+		res.Actions = append(res.Actions, "nothing to undo on the source")
+	}
+	return errors.Join(errs...)
+}
