@@ -57,7 +57,7 @@ func TestCheckSQL(t *testing.T) {
 		{pg, `SELECT E'\'; DELETE FROM t; --'`, ""}, // one string
 		{pg, `SELECT '\'; DELETE FROM t; --'`, "several statements"},
 		{my, `SELECT '\'; DELETE FROM t; --'`, ""}, // one string in MySQL
-		{pg, "SELECT 1 -- x\n DELETE", ""},       // one (invalid) statement: the server says
+		{pg, "SELECT 1 -- x\n DELETE", ""},         // one (invalid) statement: the server says
 		{pg, "SELECT 'open", "not closed"},
 		{pg, "SELECT 1 /* open", "not closed"},
 		{pg, "SELECT 1 /* a /* b */", "not closed"},
