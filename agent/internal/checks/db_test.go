@@ -2,6 +2,7 @@ package checks_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"cairn.dev/agent/internal/checks"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/testenv"
+	"cairn.dev/agent/test/suite"
 )
 
 // server is one real server the queriers run against.
@@ -94,6 +96,49 @@ func TestQueryValue(t *testing.T) {
 			}
 			if out, _ := s.sql("chk", "SELECT count(*) FROM t"); strings.TrimSpace(out) != "3" {
 				t.Errorf("a check wrote: %s rows left", out)
+			}
+		})
+	}
+}
+
+// TestHostileQueries runs the data-path suite's hostile checks directly
+// against the queriers on real servers (superuser / ALL PRIVILEGES, the
+// worst case): each fails with its message, and nothing is written — no
+// row, no file on the server or here, no replication slot.
+func TestHostileQueries(t *testing.T) {
+	for name, start := range map[string]func(*testing.T, string) server{"postgres": startPostgres, "mysql": startMariaDB} {
+		t.Run(name, func(t *testing.T) {
+			s := start(t, "chk")
+			if _, err := s.sql("chk", "CREATE TABLE orders (id int); INSERT INTO orders VALUES (1), (2);\n"+suite.HostileCheckSetup(name)); err != nil {
+				t.Fatal(err)
+			}
+			dir, err := os.MkdirTemp("", "cairn-hostile-queries-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range suite.HostileCheckList(name, dir) {
+				got, err := s.q.QueryValue(context.Background(), h.SQL)
+				if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(h.Want)) {
+					t.Errorf("%s (%q) = %q, %v; want an error containing %q", h.Name, h.SQL, got, err, h.Want)
+				}
+				t.Logf("%s: %v", h.Name, err)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+				t.Errorf("the checks wrote %d file(s) in %s", len(entries), dir)
+			}
+			for q, want := range map[string]string{"SELECT COUNT(*) FROM orders": "2", "SELECT COUNT(*) FROM check_log": "0"} {
+				if got, err := s.sql("chk", q); err != nil || strings.TrimSpace(got) != want {
+					t.Errorf("%s = %q, %v; want %s (a check wrote)", q, got, err, want)
+				}
+			}
+			if name == "postgres" {
+				if got, err := s.sql("postgres", "SELECT count(*) FROM pg_replication_slots"); err != nil || strings.TrimSpace(got) != "0" {
+					t.Errorf("replication slots: %q, %v; want none", got, err)
+				}
 			}
 		})
 	}

@@ -10,17 +10,31 @@ import (
 	"cairn.dev/agent/result"
 )
 
-// hostileCheck is a check a user (or a mistake) could write that must not
-// run anything but one read-only query: want is in its failure message.
-type hostileCheck struct {
-	name, sql, want string
+// HostileCheck is a check a user (or a mistake) could write that must not
+// run anything but one read-only query: Want is in its failure message.
+type HostileCheck struct {
+	Name, SQL, Want string
 }
 
-// hostileChecks are the engine's hostile checks. dir is a folder both the
-// agent and the database server can write to: nothing may appear in it.
-func hostileChecks(engine, dir string) []hostileCheck {
+// HostileCheckSetup creates, in a database, what the hostile checks reach
+// for: a table check_log that the function cairn_writes() writes to, and
+// (PostgreSQL) the large object 424242.
+func HostileCheckSetup(engine string) string {
+	if engine == "postgres" {
+		return `CREATE TABLE check_log (v int);
+CREATE FUNCTION cairn_writes() RETURNS int LANGUAGE plpgsql AS $$BEGIN INSERT INTO check_log VALUES (1); RETURN 1; END$$;
+SELECT lo_from_bytea(424242, 'large object');`
+	}
+	return "CREATE TABLE check_log (v INT);\nDELIMITER //\n" +
+		"CREATE FUNCTION cairn_writes() RETURNS INT MODIFIES SQL DATA BEGIN INSERT INTO check_log VALUES (1); RETURN 1; END//\nDELIMITER ;\n"
+}
+
+// HostileCheckList is the engine's hostile checks, in a database with an
+// orders table and HostileCheckSetup. dir is a folder both the agent and
+// the database server can write to: nothing may appear in it.
+func HostileCheckList(engine, dir string) []HostileCheck {
 	f := func(name string) string { return filepath.Join(dir, name) }
-	common := []hostileCheck{
+	common := []HostileCheck{
 		{"shell", `\! id > ` + f("shell") + `; env > ` + f("env"), ""},
 		{"shell-select", `\! sh -c 'id > ` + f("shell2") + `'`, ""},
 		{"delete", "DELETE FROM orders", ""},
@@ -29,31 +43,31 @@ func hostileChecks(engine, dir string) []hostileCheck {
 		{"sleep", "", "time"},
 	}
 	if engine == "postgres" {
-		common[5].sql = "SELECT pg_sleep(1e6)"
+		common[5].SQL = "SELECT pg_sleep(1e6)"
 		return append(common,
-			hostileCheck{"set-then-delete", "SET transaction_read_only = off; DELETE FROM orders", ""},
-			hostileCheck{"set-read-write", "SET transaction_read_only = off", "no rows"},
-			hostileCheck{"set-characteristics", "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", "no rows"},
-			hostileCheck{"commit", "COMMIT", "no rows"},
-			hostileCheck{"commit-then-delete", "COMMIT; DELETE FROM orders", ""},
-			hostileCheck{"copy-to-program", "COPY (SELECT 1) TO PROGRAM 'id > " + f("copy") + "'", "no rows"},
-			hostileCheck{"lo-export", "SELECT lo_export(424242, '" + f("lo") + "')", "lo_export"},
-			hostileCheck{"lo-export-quoted", `SELECT "lo_export"(424242, '` + f("lo2") + `')`, "lo_export"},
-			hostileCheck{"query-to-xml", "SELECT query_to_xml('select lo_export(424242, ''" + f("lo3") + "'')', true, false, '')", "refused"},
-			hostileCheck{"slot", "SELECT pg_create_physical_replication_slot('cairn_check_slot')", "refused"},
-			hostileCheck{"do", "DO $$BEGIN DELETE FROM orders; END$$", ""},
+			HostileCheck{"set-then-delete", "SET transaction_read_only = off; DELETE FROM orders", ""},
+			HostileCheck{"set-read-write", "SET transaction_read_only = off", "no rows"},
+			HostileCheck{"set-characteristics", "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", "no rows"},
+			HostileCheck{"commit", "COMMIT", "no rows"},
+			HostileCheck{"commit-then-delete", "COMMIT; DELETE FROM orders", ""},
+			HostileCheck{"copy-to-program", "COPY (SELECT 1) TO PROGRAM 'id > " + f("copy") + "'", "no rows"},
+			HostileCheck{"lo-export", "SELECT lo_export(424242, '" + f("lo") + "')", "lo_export"},
+			HostileCheck{"lo-export-quoted", `SELECT "lo_export"(424242, '` + f("lo2") + `')`, "lo_export"},
+			HostileCheck{"query-to-xml", "SELECT query_to_xml('select lo_export(424242, ''" + f("lo3") + "'')', true, false, '')", "refused"},
+			HostileCheck{"slot", "SELECT pg_create_physical_replication_slot('cairn_check_slot')", "refused"},
+			HostileCheck{"do", "DO $$BEGIN DELETE FROM orders; END$$", ""},
 		)
 	}
-	common[5].sql = "SELECT SLEEP(1000000)"
+	common[5].SQL = "SELECT SLEEP(1000000)"
 	return append(common,
-		hostileCheck{"set-then-delete", "SET SESSION TRANSACTION READ WRITE; DELETE FROM orders", ""},
-		hostileCheck{"set-read-write", "SET SESSION TRANSACTION READ WRITE", "refused"},
-		hostileCheck{"commit", "COMMIT", "refused"},
-		hostileCheck{"outfile", "SELECT COUNT(*) FROM orders INTO OUTFILE '" + f("outfile") + "'", "OUTFILE"},
-		hostileCheck{"dumpfile", "SELECT 'x' INTO DUMPFILE '" + f("dumpfile") + "'", "DUMPFILE"},
-		hostileCheck{"do", "DO cairn_writes()", "refused"},
-		hostileCheck{"drop", "DROP TABLE check_log", "refused"},
-		hostileCheck{"executable-comment", "SELECT 1 /*!, (SELECT cairn_writes()) */", "executable"},
+		HostileCheck{"set-then-delete", "SET SESSION TRANSACTION READ WRITE; DELETE FROM orders", ""},
+		HostileCheck{"set-read-write", "SET SESSION TRANSACTION READ WRITE", "refused"},
+		HostileCheck{"commit", "COMMIT", "refused"},
+		HostileCheck{"outfile", "SELECT COUNT(*) FROM orders INTO OUTFILE '" + f("outfile") + "'", "OUTFILE"},
+		HostileCheck{"dumpfile", "SELECT 'x' INTO DUMPFILE '" + f("dumpfile") + "'", "DUMPFILE"},
+		HostileCheck{"do", "DO cairn_writes()", "refused"},
+		HostileCheck{"drop", "DROP TABLE check_log", "refused"},
+		HostileCheck{"executable-comment", "SELECT 1 /*!, (SELECT cairn_writes()) */", "executable"},
 	)
 }
 
@@ -73,16 +87,8 @@ func HostileChecks(t *testing.T, e *Env, kind string) {
 	})
 	// A table a function writes to, and (PostgreSQL) a large object: both
 	// are in the backup, so in the restored database.
-	if e.DB.Engine() == "postgres" {
-		_, err := e.DB.SQL(src, `CREATE TABLE check_log (v int);
-CREATE FUNCTION cairn_writes() RETURNS int LANGUAGE plpgsql AS $$BEGIN INSERT INTO check_log VALUES (1); RETURN 1; END$$;
-SELECT lo_from_bytea(424242, 'large object');`)
-		check(t, err)
-	} else {
-		_, err := e.DB.SQL(src, "CREATE TABLE check_log (v INT);\nDELIMITER //\n"+
-			"CREATE FUNCTION cairn_writes() RETURNS INT MODIFIES SQL DATA BEGIN INSERT INTO check_log VALUES (1); RETURN 1; END//\nDELIMITER ;\n")
-		check(t, err)
-	}
+	_, err := e.DB.SQL(src, HostileCheckSetup(e.DB.Engine()))
+	check(t, err)
 	orders, err := e.DB.SQL(src, "SELECT COUNT(*) FROM orders")
 	check(t, err)
 	mustSucceed(t, e.agent(t, st, src, job, nil, "backup"))
@@ -93,10 +99,10 @@ SELECT lo_from_bytea(424242, 'large object');`)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	check(t, os.Chmod(dir, 0o777))
 
-	hs := hostileChecks(e.DB.Engine(), dir)
+	hs := HostileCheckList(e.DB.Engine(), dir)
 	var cs []result.Check
 	for _, h := range hs {
-		cs = append(cs, result.Check{Name: h.name, SQL: h.sql, AtLeast: ptr(int64(0))})
+		cs = append(cs, result.Check{Name: h.Name, SQL: h.SQL, AtLeast: ptr(int64(0))})
 	}
 	cs = append(cs, result.Check{Name: "orders-after", SQL: "SELECT COUNT(*) FROM orders", Equals: ptr(orders)})
 	env := append(checksEnv(t, cs, false), "CAIRN_CHECK_TIMEOUT=2s")
@@ -109,12 +115,12 @@ SELECT lo_from_bytea(424242, 'large object');`)
 	}
 	for i, h := range hs {
 		c := r.Checks[i]
-		if c.Name != h.name || c.Passed || c.Message == "" || !strings.Contains(strings.ToLower(c.Message), strings.ToLower(h.want)) {
-			t.Errorf("check %s (%q) = %+v; want failed, with a message containing %q", h.name, h.sql, c, h.want)
+		if c.Name != h.Name || c.Passed || c.Message == "" || !strings.Contains(strings.ToLower(c.Message), strings.ToLower(h.Want)) {
+			t.Errorf("check %s (%q) = %+v; want failed, with a message containing %q", h.Name, h.SQL, c, h.Want)
 		}
 		for _, leak := range []string{"uid=", S3SecretKey, S3AccessKey, "AWS_"} {
 			if strings.Contains(c.Value+c.Message, leak) {
-				t.Errorf("check %s reports %q: %+v", h.name, leak, c)
+				t.Errorf("check %s reports %q: %+v", h.Name, leak, c)
 			}
 		}
 	}
