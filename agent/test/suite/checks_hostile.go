@@ -48,6 +48,7 @@ func HostileCheckList(engine, dir string) []HostileCheck {
 			HostileCheck{"set-then-delete", "SET transaction_read_only = off; DELETE FROM orders", ""},
 			HostileCheck{"set-read-write", "SET transaction_read_only = off", "no rows"},
 			HostileCheck{"set-characteristics", "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE", "no rows"},
+			HostileCheck{"reset", "RESET ALL", "no rows"},
 			HostileCheck{"commit", "COMMIT", "no rows"},
 			HostileCheck{"commit-then-delete", "COMMIT; DELETE FROM orders", ""},
 			HostileCheck{"copy-to-program", "COPY (SELECT 1) TO PROGRAM 'id > " + f("copy") + "'", "no rows"},
