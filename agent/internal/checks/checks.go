@@ -10,7 +10,9 @@ import (
 	"math/big"
 	"regexp"
 	"strings"
+	"time"
 
+	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/result"
 )
 
@@ -56,7 +58,7 @@ func Parse(s string) ([]result.Check, error) {
 	return cs, nil
 }
 
-// Querier runs a read-only query returning one value (engine.Target).
+// Querier runs a read-only query returning one value (Postgres, MySQL).
 type Querier interface {
 	QueryValue(ctx context.Context, sql string) (string, error)
 }
@@ -140,4 +142,16 @@ func cut(s string, n int) string {
 		i--
 	}
 	return s[:i] + "…"
+}
+
+// For returns the Querier that runs SQL checks in eng's database, each
+// bounded by timeout.
+func For(eng engine.Engine, timeout time.Duration) (Querier, error) {
+	switch e := eng.(type) {
+	case *engine.Postgres:
+		return &Postgres{Conn: e.Conn, Timeout: timeout}, nil
+	case *engine.MySQL:
+		return &MySQL{Conn: e.Conn, Timeout: timeout}, nil
+	}
+	return nil, fmt.Errorf("engine %s cannot run checks", eng.Name())
 }

@@ -182,7 +182,11 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	a.log.Info("restore finished", "artifact", r.Artifact, "durationSeconds", r.DurationSeconds, "targetCreated", own)
 
 	if len(cfg.Checks) > 0 {
-		r.Checks = checks.Run(ctx, tgt, cfg.Checks, a.rowCounts(eng, entry))
+		q, err := checks.For(eng, cfg.CheckTimeout)
+		if err != nil {
+			return nil, err
+		}
+		r.Checks = checks.Run(ctx, q, cfg.Checks, a.rowCounts(eng, entry))
 		for _, c := range r.Checks {
 			a.log.Info("check", "name", c.Name, "passed", c.Passed, "value", c.Value, "message", c.Message)
 		}

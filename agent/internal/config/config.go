@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -53,6 +54,8 @@ type Config struct {
 	// AllowOverwriteSource lets a restore replace the database the backup
 	// was taken of (CAIRN_ALLOW_OVERWRITE_SOURCE).
 	AllowOverwriteSource bool
+	// CheckTimeout bounds each SQL check (CAIRN_CHECK_TIMEOUT).
+	CheckTimeout time.Duration
 
 	// TerminationLog is where the result line goes; TerminationLogSet
 	// tells whether it was configured (or is the default).
@@ -185,6 +188,18 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 		}
 		return b
 	}
+	envDuration := func(k string, def time.Duration) time.Duration {
+		v := env.get(k)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s=%q is not a duration (e.g. 10m)", k, v))
+			return def
+		}
+		return d
+	}
 	envStr := func(k, def string) string {
 		if v := env.get(k); v != "" {
 			return v
@@ -214,6 +229,7 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	checkList := fs.String("checks", env.get(result.EnvChecks), "restore: checks to run in the restored database, a JSON list (env "+result.EnvChecks+")")
 	fs.BoolVar(&c.DropTargetAfterChecks, "drop-target-after-checks", envBool(result.EnvDropTargetAfterChecks, false), "restore: drop the target after the checks, only if the restore created it (env "+result.EnvDropTargetAfterChecks+")")
 	fs.BoolVar(&c.AllowOverwriteSource, "allow-overwrite-source", envBool(result.EnvAllowOverwriteSource, false), "restore: allow restoring into the database the backup was taken of (env "+result.EnvAllowOverwriteSource+")")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", envDuration("CAIRN_CHECK_TIMEOUT", checks.DefaultTimeout), "restore: how long one SQL check may run, 1s..24h (env CAIRN_CHECK_TIMEOUT)")
 	termLog := fs.String("termination-log", env.get("CAIRN_TERMINATION_LOG"), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
 	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "fastest"), "backup: zstd level, fastest (the default), default (about zstd -3) or better (env CAIRN_COMPRESSION)")
 	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
@@ -312,6 +328,9 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	case "fastest", "default", "better":
 	default:
 		return nil, &UsageError{fmt.Sprintf("compression %q: want fastest, default or better", c.Compression)}
+	}
+	if c.CheckTimeout < time.Second || c.CheckTimeout > 24*time.Hour {
+		return nil, &UsageError{fmt.Sprintf("check timeout %s: want 1s to 24h", c.CheckTimeout)}
 	}
 	if c.Checks, err = checks.Parse(*checkList); err != nil {
 		return nil, &UsageError{err.Error()}

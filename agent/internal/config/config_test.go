@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"time"
 )
 
 func envOf(kv map[string]string, files map[string]string) Env {
@@ -163,6 +164,23 @@ func TestUnsafeValuesRefused(t *testing.T) {
 	for _, name := range []string{"-h evil", "dbname=x host=y", "postgresql://h/db", "--all-databases"} {
 		if _, err := Load("backup", nil, envOf(with(base, "CAIRN_DB_NAME", name), nil), io.Discard); err != nil {
 			t.Errorf("CAIRN_DB_NAME=%q refused: %v", name, err)
+		}
+	}
+}
+
+func TestCheckTimeout(t *testing.T) {
+	c, err := Load("restore", nil, envOf(base, nil), io.Discard)
+	if err != nil || c.CheckTimeout != 10*time.Minute {
+		t.Fatalf("default check timeout: %v, %v; want 10m", c, err)
+	}
+	if c, err = Load("restore", nil, envOf(with(base, "CAIRN_CHECK_TIMEOUT", "3s"), nil), io.Discard); err != nil || c.CheckTimeout != 3*time.Second {
+		t.Fatalf("CAIRN_CHECK_TIMEOUT=3s: %v, %v", c, err)
+	}
+	for _, v := range []string{"0s", "10ms", "25h", "soon"} {
+		_, err := Load("restore", nil, envOf(with(base, "CAIRN_CHECK_TIMEOUT", v), nil), io.Discard)
+		var ue *UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("CAIRN_CHECK_TIMEOUT=%s: err = %v, want a usage error", v, err)
 		}
 	}
 }

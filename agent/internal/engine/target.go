@@ -10,9 +10,10 @@ import (
 )
 
 // Target is what a restore does to its target database besides loading the
-// dump: create it when missing (and know whether it did), run the
-// verification's read-only queries in it, and drop it when it created it.
-// Postgres and MySQL implement it.
+// dump: create it when missing (and know whether it did) and drop it when
+// it created it. (The verification's queries run through the protocol, in
+// package checks, never through psql or mysql.) Postgres and MySQL
+// implement it.
 type Target interface {
 	// CreateTarget creates the target database when it does not exist and
 	// reports whether it is the restore's own: created now, or (PostgreSQL)
@@ -20,10 +21,6 @@ type Target interface {
 	// marker is recorded on a database it creates (PostgreSQL: the
 	// database's comment), so a retried restore recognises it.
 	CreateTarget(ctx context.Context, marker string) (own bool, err error)
-	// QueryValue runs sql, a query returning one row with one column, in
-	// the target database in a read-only session, and returns the value as
-	// text ("NULL" for SQL NULL).
-	QueryValue(ctx context.Context, sql string) (string, error)
 	// DropTarget drops the target database if it is the restore's own:
 	// (PostgreSQL) it carries marker, re-read just before the drop; without
 	// a marker (and on MySQL), created must say this run created it. It
@@ -82,20 +79,6 @@ func (p *Postgres) CreateTarget(ctx context.Context, marker string) (bool, error
 		return false, fmt.Errorf("create database %q: %w", p.Database, err)
 	}
 	return true, nil
-}
-
-func (p *Postgres) QueryValue(ctx context.Context, sql string) (string, error) {
-	var out strings.Builder
-	env := append(p.env(), "PGOPTIONS=-c default_transaction_read_only=on")
-	args := append(p.psqlArgs(p.Database), "--command="+sql)
-	if err := run(ctx, p.Password, nil, &out, env, "psql", args...); err != nil {
-		return "", err
-	}
-	rows, err := csv.NewReader(strings.NewReader(out.String())).ReadAll()
-	if err != nil {
-		return "", fmt.Errorf("reading the query's output: %w", err)
-	}
-	return oneValue(rows)
 }
 
 func (p *Postgres) DropTarget(ctx context.Context, marker string, created bool) error {
@@ -219,15 +202,6 @@ func (m *MySQL) CreateTarget(ctx context.Context, _ string) (bool, error) {
 		return false, fmt.Errorf("create database %q: %w", m.Database, err)
 	}
 	return true, nil
-}
-
-func (m *MySQL) QueryValue(ctx context.Context, sql string) (string, error) {
-	sql = strings.TrimRight(strings.TrimSpace(sql), ";")
-	rows, err := m.batch(ctx, m.Database, "SET SESSION TRANSACTION READ ONLY;\n"+sql+";\n")
-	if err != nil {
-		return "", err
-	}
-	return oneValue(rows)
 }
 
 func (m *MySQL) DropTarget(ctx context.Context, _ string, created bool) error {

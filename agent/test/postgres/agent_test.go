@@ -100,6 +100,11 @@ func TestChecksAndScratchDrop(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.Checks(t, e(t), kind) })
 	}
 }
+
+// TestHostileChecks: checks that write, run a shell or a program, write a
+// server file, outlive the transaction or run forever all fail, with no
+// effect, and every check is reported.
+func TestHostileChecks(t *testing.T)   { suite.HostileChecks(t, e(t), "s3") }
 func TestBackupInventory(t *testing.T) { suite.BackupInventory(t, e(t)) }
 
 func TestMigrateDirect(t *testing.T) { suite.MigrateDirect(t, e(t)) }

@@ -97,7 +97,7 @@ func Checks(t *testing.T, e *Env, kind string) {
 		{"customers-some", true, "3000", ""},
 		{"orders-few", false, orders, "is more than 10"},
 		{"no-table", false, "", "no_such_table"},
-		{"many-rows", false, "", "rows"},
+		{"many-rows", false, "", "more than one row"},
 		{"not-number", false, "abc", "not a number"},
 		{"null", true, "NULL", ""},
 		{"row-counts", true, "table(s)", ""},

@@ -53,6 +53,9 @@ func TestAdmissionRefusesBadPlans(t *testing.T) {
 		{"a sql check without an expected result", func(p *platformv1.ProtectionPlan) {
 			p.Spec.Verification.Checks = []restorev1.Check{{Name: "orders", SQL: "select count(*) from orders"}}
 		}, "a sql check needs an expected result"},
+		{"a check running a shell", func(p *platformv1.ProtectionPlan) {
+			p.Spec.Verification.Checks = []restorev1.Check{{Name: "env", SQL: `\! cat /proc/1/environ`, Equals: new("x")}}
+		}, "spec.verification.checks[0].sql"},
 		{"a name too long for the RestoreJobs", func(p *platformv1.ProtectionPlan) {
 			p.Name = "orders-database-of-the-shop-in-production"
 		}, "metadata.name: at most 40 characters"},

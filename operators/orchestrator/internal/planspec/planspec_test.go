@@ -87,6 +87,15 @@ func TestValidateSpec(t *testing.T) {
 			one := int64(1)
 			s.Verification.Checks = []restorev1.Check{{Name: "a", SQL: "select 1", AtLeast: &one}, {Name: "a", RowCountsMatchBackup: true}}
 		}, "Duplicate value"},
+		{"check running a shell", func(s *platformv1.ProtectionPlanSpec) {
+			s.Verification.Checks = []restorev1.Check{{Name: "a", SQL: "select 1", AtLeast: new(int64(1))}, {Name: "b", SQL: "\\! id", AtLeast: new(int64(1))}}
+		}, "spec.verification.checks[1].sql: Invalid value: \"\\\\! id\": a backslash outside a string"},
+		{"check with two statements", func(s *platformv1.ProtectionPlanSpec) {
+			s.Verification.Checks = []restorev1.Check{{Name: "a", SQL: "select 1; delete from orders", AtLeast: new(int64(1))}}
+		}, "spec.verification.checks[0].sql"},
+		{"check that is not a query", func(s *platformv1.ProtectionPlanSpec) {
+			s.Verification.Checks = []restorev1.Check{{Name: "a", SQL: "COPY (SELECT 1) TO PROGRAM 'id'", AtLeast: new(int64(1))}}
+		}, "spec.verification.checks[0].sql: Invalid value: \"COPY (SELECT 1) TO PROGRAM 'id'\": starts with COPY"},
 		{"both storages", func(s *platformv1.ProtectionPlanSpec) {
 			s.Backup.Storage.S3 = &cairnv1.S3Storage{Endpoint: "s3.example.com", Bucket: "b", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}
 		}, "spec.backup.storage"},

@@ -68,6 +68,9 @@ func ValidateSpec(spec *platformv1.ProtectionPlanSpec, fldPath *field.Path) fiel
 		case hasSQL && c.Equals == nil && c.AtLeast == nil && c.AtMost == nil:
 			errs = append(errs, field.Required(cp.Child("equals"), "a sql check needs an expected result: equals, atLeast or atMost"))
 		}
+		if c.SQL != "" {
+			errs = append(errs, validation.CheckSQL(target.Engine, c.SQL, cp.Child("sql"))...)
+		}
 	}
 
 	op := fldPath.Child("objectives")

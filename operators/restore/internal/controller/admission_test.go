@@ -103,6 +103,13 @@ func TestBadInputIsRejected(t *testing.T) {
 			"activeDeadlineSeconds: must be at least 60"},
 		{"too many retries", func(rj *restorev1.RestoreJob) { rj.Spec.MaxRetries = new(int32(50)) },
 			"spec.maxRetries"},
+		{"check running a shell", func(rj *restorev1.RestoreJob) {
+			rj.Spec.Checks = []restorev1.Check{{Name: "env", SQL: `\! cat /proc/1/environ`, Equals: new("x")}}
+		}, "spec.checks[0].sql"},
+		{"check with a second statement", func(rj *restorev1.RestoreJob) {
+			rj.Spec.Checks = []restorev1.Check{{Name: "ok", RowCountsMatchBackup: true},
+				{Name: "rw", SQL: "SET transaction_read_only = off; DELETE FROM orders", AtLeast: new(int64(0))}}
+		}, "spec.checks[1].sql"},
 		{"name too long for its Job", func(rj *restorev1.RestoreJob) { rj.Name = strings.Repeat("a", 56) },
 			"metadata.name: at most 55 characters"},
 		{"target is the source's database", func(rj *restorev1.RestoreJob) { rj.Spec.Target = sourceDB() },

@@ -41,6 +41,19 @@ func TestValidateSpec(t *testing.T) {
 		{"valid named artifact", func(s *restorev1.RestoreJobSpec) { s.Source.BackupJob.Artifact = "shop/orders-db/x.pgdump.zst" }, ""},
 		{"valid store source", func(s *restorev1.RestoreJobSpec) { s.Source = restorev1.RestoreSource{Store: storeSource()} }, ""},
 		{"valid IP host", func(s *restorev1.RestoreJobSpec) { s.Target.Host = "10.0.0.7" }, ""},
+		{"valid check", func(s *restorev1.RestoreJobSpec) {
+			s.Checks = []restorev1.Check{{Name: "n", SQL: "SELECT count(*) FROM orders; -- all", AtLeast: new(int64(1))}}
+		}, ""},
+		{"check running a shell", func(s *restorev1.RestoreJobSpec) {
+			s.Checks = []restorev1.Check{{Name: "ok", RowCountsMatchBackup: true}, {Name: "n", SQL: `\! cat /proc/1/environ`, Equals: new("x")}}
+		}, "spec.checks[1].sql: Invalid value"},
+		{"check with two statements", func(s *restorev1.RestoreJobSpec) {
+			s.Checks = []restorev1.Check{{Name: "n", SQL: "SET transaction_read_only = off; DELETE FROM orders", AtLeast: new(int64(0))}}
+		}, "spec.checks[0].sql: Invalid value: \"SET transaction_read_only = off; DELETE FROM orders\": several statements"},
+		{"mysql check with an executable comment", func(s *restorev1.RestoreJobSpec) {
+			s.Target.Engine, s.Target.Port = cairnv1.MySQLEngine, 3306
+			s.Checks = []restorev1.Check{{Name: "n", SQL: "SELECT 1 /*!, 2 */", AtLeast: new(int64(0))}}
+		}, "spec.checks[0].sql"},
 		{"both sources", func(s *restorev1.RestoreJobSpec) { s.Source.Store = storeSource() }, "spec.source: set exactly one of backupJob or store, not both"},
 		{"no source", func(s *restorev1.RestoreJobSpec) { s.Source = restorev1.RestoreSource{} }, "spec.source: set exactly one of backupJob"},
 		{"BackupJob name", func(s *restorev1.RestoreJobSpec) { s.Source.BackupJob.Name = "Orders" }, "spec.source.backupJob.name: must be the name of a BackupJob"},

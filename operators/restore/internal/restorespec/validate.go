@@ -35,6 +35,11 @@ func ValidateSpec(spec *restorev1.RestoreJobSpec, fldPath *field.Path) field.Err
 	var errs field.ErrorList
 	errs = append(errs, validateSource(&spec.Source, fldPath.Child("source"))...)
 	errs = append(errs, validation.Database(&spec.Target, fldPath.Child("target"), "RestoreJob")...)
+	for i, c := range spec.Checks {
+		if c.SQL != "" {
+			errs = append(errs, validation.CheckSQL(spec.Target.Engine, c.SQL, fldPath.Child("checks").Index(i).Child("sql"))...)
+		}
+	}
 	if r := spec.MaxRetries; r != nil && (*r < 0 || *r > 20) {
 		errs = append(errs, field.Invalid(fldPath.Child("maxRetries"), *r,
 			fmt.Sprintf("must be between 0 and 20; omit it for the default, %d", restorev1.DefaultMaxRetries)))
