@@ -27,6 +27,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
+	"cairn.dev/libs/access"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -54,8 +55,12 @@ func Setup(mgr ctrl.Manager) error {
 			return fmt.Errorf("webhook: the manager's scheme has no %s; add cairn.dev/apis/backup/%s.AddToScheme to it", gvk, gvk.Version)
 		}
 	}
+	guard := access.For(mgr)
+	if guard == nil {
+		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &backupv1.BackupJob{}).
-		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{}).
+		WithDefaulter(&Defaulter{Guard: guard}).
+		WithValidator(&Validator{Guard: guard}).
 		Complete()
 }

@@ -16,6 +16,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -40,8 +41,12 @@ func Setup(mgr ctrl.Manager) error {
 			return fmt.Errorf("webhook: the manager's scheme has no %s; add it with its package's AddToScheme", gvk)
 		}
 	}
+	guard := access.For(mgr)
+	if guard == nil {
+		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &restorev1.RestoreJob{}).
-		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{Reader: mgr.GetAPIReader()}).
+		WithDefaulter(&Defaulter{Guard: guard}).
+		WithValidator(&Validator{Reader: mgr.GetAPIReader(), Guard: guard}).
 		Complete()
 }
