@@ -41,6 +41,10 @@ const (
 // +kubebuilder:webhook:path=/mutate-backup-cairn-dev-v1-backupjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=backup.cairn.dev,resources=backupjobs,verbs=create;update,versions=v1,name=mbackupjob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-backup-cairn-dev-v1-backupjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=backup.cairn.dev,resources=backupjobs,verbs=create;update,versions=v1,name=vbackupjob.cairn.dev,admissionReviewVersions=v1
 
+// The validating webhook asks the API server whether the requester may use
+// what the object refers to (libs/access).
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup registers the BackupJob defaulting, validating and conversion webhooks
 // with mgr's webhook server. The manager's scheme must hold both
 // backup.cairn.dev/v1 and v1alpha1: conversion is only served for kinds with

@@ -29,6 +29,10 @@ const (
 // +kubebuilder:webhook:path=/mutate-restore-cairn-dev-v1-restorejob,mutating=true,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create,versions=v1,name=mrestorejob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-restore-cairn-dev-v1-restorejob,mutating=false,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create,versions=v1,name=vrestorejob.cairn.dev,admissionReviewVersions=v1
 
+// The validating webhook asks the API server whether the requester may use
+// what the object refers to (libs/access).
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup registers the RestoreJob defaulting and validating webhooks with
 // mgr's webhook server. The validator reads BackupJobs past the cache
 // (mgr.GetAPIReader), so the manager's scheme must hold backup.cairn.dev/v1.
