@@ -56,6 +56,8 @@ func TestProtectionPlanTenancy(t *testing.T) {
 			Target: migrationv1.TargetDatabase{DatabaseRef: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "new-db.shop.svc", Database: "orders",
 				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "orders-db-credentials"}},
 				KubeconfigSecretRef: &migrationv1.KubeconfigSecretRef{Name: "prod-cluster-kubeconfig"}},
+			Transfer: migrationv1.TransferSpec{Method: migrationv1.TransferStore, Storage: &cairnv1.StorageSpec{S3: &cairnv1.S3Storage{
+				Endpoint: "https://s3.example.test", Bucket: "exports", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch-credentials"}}}},
 		}}
 		if err := trudy.Update(ctx, cur); err != nil {
 			return err.Error()
