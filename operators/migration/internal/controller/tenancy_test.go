@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/agent/result"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/remote"
@@ -97,4 +98,36 @@ func TestMigrationJobTenancy(t *testing.T) {
 		g.Expect(err).To(HaveOccurred(), name)
 		g.Expect(err.Error()).To(Or(ContainSubstring("server must be an https:// URL"), ContainSubstring("proxy-url is not allowed")), name)
 	}
+}
+
+// TestSwitchSecretLabelRemovedAfterAdmissionIsNotWritten: the controller
+// checks the opt-in label again right before the switch: a Secret whose
+// label went away after admission is not written, and the MigrationJob
+// says why.
+func TestSwitchSecretLabelRemovedAfterAdmissionIsNotWritten(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startOperator(t)
+	ns := namespace(t)
+	mj := migrationJob(ns, "unlabel")
+	mj.Spec.Cutover = migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}}
+	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
+
+	sec := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-db"}, sec)).To(Succeed())
+	delete(sec.Labels, migrationv1.SwitchableLabel)
+	g.Expect(env.Client.Update(ctx, sec)).To(Succeed())
+
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-precheck"), result.MigrationResult{Tables: 1})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-copy"), result.MigrationResult{TablesDone: 1, Bytes: 10})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-verify"), result.MigrationResult{Verification: verification("Checksum",
+		[]string{"public.a"}, nil)})
+	g.Eventually(func(g Gomega) {
+		c := condition(g, mj, cairnv1.StalledCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(migrationv1.SwitchSecretNotSwitchableReason))
+		g.Expect(c.Message).To(ContainSubstring(`has no label migration.cairn.dev/switchable="true"`))
+	}).WithTimeout(timeout).Should(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-db"}, sec)).To(Succeed())
+	g.Expect(string(sec.Data["host"])).To(Equal("orders-db.shop.svc"), "never switched")
 }
