@@ -50,6 +50,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/testenv"
 )
@@ -343,6 +344,10 @@ type Row struct {
 	HeapBytes                      int64
 	CPUFloor, CPUConv              CPU
 	ConversionsCounted             bool
+	// Reviews is how many SubjectAccessReviews the webhooks sent for the
+	// floor's n creates (before the operator): the requester checks of
+	// libs/access, each a round trip to the API server inside the create.
+	Reviews int64
 }
 
 // Ratio is converge / floor.
@@ -432,8 +437,9 @@ func Run(ctx context.Context, env *testenv.Env, k Kind, o Options) ([]Row, error
 		}
 		rows = append(rows, r)
 		fmt.Fprint(o.Out, r.String())
-		notes = append(notes, fmt.Sprintf("N=%d floor s before / after the operator: %.2f / %.2f; CPU s (API server + etcd / bench process): floor %s (mean), converge %s",
-			n, r.FloorBefore.Seconds(), r.FloorAfter.Seconds(), r.CPUFloor, r.CPUConv))
+		notes = append(notes, fmt.Sprintf("N=%d floor s before / after the operator: %.2f / %.2f; CPU s (API server + etcd / bench process): floor %s (mean), converge %s; "+
+			"SubjectAccessReviews per create (webhooks, libs/access): %.2f",
+			n, r.FloorBefore.Seconds(), r.FloorAfter.Seconds(), r.CPUFloor, r.CPUConv, r.PerObject(float64(r.Reviews))))
 		if f, c := r.FloorCounts, r.Create; f.Writes != c.Writes || f.Events != c.Events {
 			// Not like-for-like: say so where the table does not go.
 			fmt.Fprintf(os.Stderr, "bench: N=%d: the floor wrote %.2f objects and %.2f Events per %s, the operator %.2f and %.2f\n",
@@ -497,7 +503,7 @@ func runOne(ctx context.Context, env *testenv.Env, k Kind, o Options, n int) (ro
 	if err != nil {
 		return row, fmt.Errorf("floor: %w", err)
 	}
-	row.FloorBefore, row.FloorCounts = before.time, before.counts
+	row.FloorBefore, row.FloorCounts, row.Reviews = before.time, before.counts, before.reviews
 
 	if err := measureOperator(ctx, env, k, o, benchNS, n, &row); err != nil {
 		return row, err
@@ -515,9 +521,10 @@ func runOne(ctx context.Context, env *testenv.Env, k Kind, o Options, n int) (ro
 
 // floorRun is one measurement of the floor.
 type floorRun struct {
-	time   time.Duration
-	cpu    CPU
-	counts Counts
+	time    time.Duration
+	cpu     CPU
+	counts  Counts
+	reviews int64
 }
 
 // measureFloor makes the floor's writes for n objects of ns with a bare
@@ -540,6 +547,11 @@ func measureFloor(ctx context.Context, env *testenv.Env, k Kind, o Options, ns s
 		return r, err
 	}
 	profileAPIServer(ctx, env, apiProfile)
+	var reviews0 int64
+	guard := access.For(wh.Manager)
+	if guard != nil {
+		reviews0 = guard.Reviewer.Reviews()
+	}
 	cpu0, c0 := ReadCPU(), count.Load()
 	t0 := time.Now()
 	err = Parallel(n, o.Workers, func(i int) error {
@@ -551,6 +563,9 @@ func measureFloor(ctx context.Context, env *testenv.Env, k Kind, o Options, ns s
 	})
 	r.time = time.Since(t0)
 	r.cpu = ReadCPU().Sub(cpu0)
+	if guard != nil {
+		r.reviews = guard.Reviewer.Reviews() - reviews0
+	}
 	// The floor's creates are writes too; the operator's counts do not
 	// include the user's create.
 	r.counts = count.Load().Sub(c0)

@@ -49,6 +49,10 @@ type Operator struct {
 	// CacheByObject restricts what the cache holds per kind (e.g. only
 	// objects with the operator's label, without their spec); nil for none.
 	CacheByObject func() map[client.Object]cache.ByObject
+	// Prepare, when set, runs before Setup and Webhooks (and is kept when a
+	// test replaces Setup): state both need, e.g. the approval key the
+	// webhooks sign with and the controllers verify (libs/access).
+	Prepare func(ctx context.Context, mgr ctrl.Manager, o *Options) error
 	// Setup registers the operator's controllers with mgr. Use
 	// o.ControllerOptions() for each controller and o.EventSource() for its
 	// Event recorder.
@@ -104,6 +108,11 @@ func (op Operator) NewManager(ctx context.Context, cfg *rest.Config, o *Options)
 	mgr, err := o.NewManager(cfg, s, byObject)
 	if err != nil {
 		return nil, err
+	}
+	if op.Prepare != nil {
+		if err := op.Prepare(ctx, mgr, o); err != nil {
+			return nil, fmt.Errorf("preparing the %s operator: %w", op.Name, err)
+		}
 	}
 	if err := op.Setup(ctx, mgr, o); err != nil {
 		return nil, fmt.Errorf("setting up the %s controllers: %w", op.Name, err)

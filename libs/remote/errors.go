@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -86,8 +87,30 @@ func classify(ref SecretRef, host string, err error) *Error {
 	}
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
 		return &Error{Reason: UnauthorizedReason, Ref: ref, Err: errors.Join(ErrUnauthorized, err),
-			Message: fmt.Sprintf("%s (from %s) refused the credentials: %v", cluster, ref, err)}
+			Message: fmt.Sprintf("%s (from %s) refused the credentials: %s", cluster, ref, Sanitize(err.Error()))}
 	}
 	return &Error{Reason: UnreachableReason, Ref: ref, Err: errors.Join(ErrUnreachable, err),
-		Message: fmt.Sprintf("%s (from %s) unreachable: %v", cluster, ref, err)}
+		Message: fmt.Sprintf("%s (from %s) unreachable: %s", cluster, ref, Sanitize(err.Error()))}
+}
+
+// MaxDetail is the most of a remote error's text (which may quote the
+// remote server's reply) a message keeps.
+const MaxDetail = 200
+
+// Sanitize keeps at most MaxDetail characters of s, printable ASCII only
+// (anything else becomes '?'): a remote server's reply never reaches a
+// condition beyond a short, harmless excerpt.
+func Sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= MaxDetail {
+			b.WriteString("...")
+			break
+		}
+		if r < 0x20 || r > 0x7e {
+			r = '?'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

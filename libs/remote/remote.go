@@ -15,7 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -39,6 +41,13 @@ const (
 	DefaultTimeout = 30 * time.Second
 	DefaultQPS     = 20
 	DefaultBurst   = 30
+	// DefaultMaxResponseBytes bounds one reply body from a remote cluster:
+	// a hostile or broken server cannot make the operator read (and hold)
+	// more.
+	DefaultMaxResponseBytes = 16 << 20
+	// DefaultIdleTimeout: a cached client unused this long is dropped (its
+	// Secret is no longer used by any running MigrationJob).
+	DefaultIdleTimeout = 15 * time.Minute
 )
 
 // SecretRef names the Secret (in the local cluster) holding a kubeconfig.
@@ -77,6 +86,14 @@ type Clients struct {
 	// QPS and Burst limit requests to each remote cluster; 0 means the defaults.
 	QPS   float32
 	Burst int
+	// MaxResponseBytes bounds every reply body; 0 means
+	// DefaultMaxResponseBytes. A longer reply fails the request.
+	MaxResponseBytes int64
+	// IdleTimeout drops a cached client not returned by Get for this long
+	// (checked on every Get); 0 means DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 
 	mu      sync.Mutex
 	entries map[SecretRef]*entry
@@ -87,6 +104,28 @@ type entry struct {
 	resourceVersion string
 	client          client.Client
 	http            *http.Client
+	lastUsed        time.Time
+}
+
+func (c *Clients) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// evictIdle drops the entries unused for IdleTimeout; c.mu is held.
+func (c *Clients) evictIdle(now time.Time) {
+	idle := c.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	for k, e := range c.entries {
+		if now.Sub(e.lastUsed) > idle {
+			e.http.CloseIdleConnections()
+			delete(c.entries, k)
+		}
+	}
 }
 
 // Get returns a client for the cluster the kubeconfig in ref describes,
@@ -100,12 +139,16 @@ func (c *Clients) Get(ctx context.Context, ref SecretRef) (client.Client, error)
 	if err := c.Metadata.Get(ctx, nn, meta); err != nil {
 		return nil, c.secretError(key, err)
 	}
+	now := c.now()
 	c.mu.Lock()
+	c.evictIdle(now)
 	e := c.entries[key]
-	c.mu.Unlock()
 	if e != nil && e.uid == meta.UID && e.resourceVersion == meta.ResourceVersion {
+		e.lastUsed = now
+		c.mu.Unlock()
 		return e.client, nil
 	}
+	c.mu.Unlock()
 
 	secret := &corev1.Secret{}
 	if err := c.Secrets.Get(ctx, nn, secret); err != nil {
@@ -145,7 +188,7 @@ func (c *Clients) Get(ctx context.Context, ref SecretRef) (client.Client, error)
 	if old := c.entries[key]; old != nil {
 		old.http.CloseIdleConnections()
 	}
-	c.entries[key] = &entry{uid: secret.UID, resourceVersion: secret.ResourceVersion, client: cl, http: hc}
+	c.entries[key] = &entry{uid: secret.UID, resourceVersion: secret.ResourceVersion, client: cl, http: hc, lastUsed: c.now()}
 	return cl, nil
 }
 
@@ -175,11 +218,15 @@ func (c *Clients) secretError(ref SecretRef, err error) error {
 	return fmt.Errorf("remote: reading %s: %w", ref, err) // the local API server: transient
 }
 
-// restConfig parses a kubeconfig, refusing what would make the operator run
-// a program or read its own files (exec plugins, auth providers, file
-// paths): whoever can write the Secret must not gain the operator's
-// identity or its process.
-func (c *Clients) restConfig(data []byte) (*rest.Config, error) {
+// Validate parses a kubeconfig and refuses what the operator would refuse
+// to use (see restConfig): the migration webhook calls it so such a
+// kubeconfig is refused at admission.
+func Validate(data []byte) error {
+	_, err := load(data)
+	return err
+}
+
+func load(data []byte) (*rest.Config, error) {
 	kc, err := clientcmd.Load(data)
 	if err != nil {
 		return nil, err
@@ -191,6 +238,31 @@ func (c *Clients) restConfig(data []byte) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Proxy != nil {
+		return nil, errors.New("proxy-url is not allowed: the operator connects to the server directly")
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, errors.New("server must be an https:// URL (the credentials and the cluster's replies must travel encrypted)")
+	}
+	return cfg, nil
+}
+
+// restConfig parses a kubeconfig, refusing what would make the operator run
+// a program or read its own files (exec plugins, auth providers, file
+// paths) — whoever can write the Secret must not gain the operator's
+// identity or its process — and a server that is not https or is reached
+// through a proxy. Every reply body is bounded (MaxResponseBytes).
+func (c *Clients) restConfig(data []byte) (*rest.Config, error) {
+	cfg, err := load(data)
+	if err != nil {
+		return nil, err
+	}
+	limit := c.MaxResponseBytes
+	if limit <= 0 {
+		limit = DefaultMaxResponseBytes
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &boundedTransport{next: rt, limit: limit} })
 	cfg.Timeout = c.Timeout
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -212,8 +284,13 @@ func safe(kc *clientcmdapi.Config) error {
 	if !ok {
 		return fmt.Errorf("current context %q not found", ctxName)
 	}
-	if cl, ok := kc.Clusters[kctx.Cluster]; ok && cl.CertificateAuthority != "" {
-		return errors.New("certificate-authority is a file path; embed it as certificate-authority-data")
+	if cl, ok := kc.Clusters[kctx.Cluster]; ok {
+		switch {
+		case cl.CertificateAuthority != "":
+			return errors.New("certificate-authority is a file path; embed it as certificate-authority-data")
+		case cl.ProxyURL != "":
+			return errors.New("proxy-url is not allowed: the operator connects to the server directly")
+		}
 	}
 	au, ok := kc.AuthInfos[kctx.AuthInfo]
 	if !ok {
@@ -249,3 +326,51 @@ func withDefaults(cfg *rest.Config) *rest.Config {
 	}
 	return c
 }
+
+// boundedTransport fails a reply whose body is longer than limit bytes.
+type boundedTransport struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (t *boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	if resp.ContentLength > t.limit {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: the reply has %d bytes, more than %d", ErrResponseTooLarge, resp.ContentLength, t.limit)
+	}
+	resp.Body = &boundedBody{rc: resp.Body, left: t.limit}
+	return resp, nil
+}
+
+// ErrResponseTooLarge: a remote cluster's reply was longer than
+// Clients.MaxResponseBytes.
+var ErrResponseTooLarge = errors.New("remote cluster reply too large")
+
+type boundedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more than allowed tells a body of exactly the limit
+		// from a longer one.
+		var one [1]byte
+		if n, _ := b.rc.Read(one[:]); n > 0 {
+			return 0, ErrResponseTooLarge
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }

@@ -147,3 +147,24 @@ func noWildcards(file string, rules []rbacv1.PolicyRule) error {
 	}
 	return nil
 }
+
+// Tenant makes user (authenticated by a client certificate, in no group)
+// and binds it, in namespace ns, to a new Role with rules; it returns a
+// config that connects as that user. Call it again for the same user to
+// grant more (another Role). For tests of what a namespace user may make
+// an operator do.
+func (e *Env) Tenant(ctx context.Context, ns, user string, rules ...rbacv1.PolicyRule) (*rest.Config, error) {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "tenant-" + user + "-"}, Rules: rules}
+	if err := e.Client.Create(ctx, role); err != nil {
+		return nil, err
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if err := e.Client.Create(ctx, binding); err != nil {
+		return nil, err
+	}
+	return e.AddUser(user)
+}

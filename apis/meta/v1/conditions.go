@@ -40,4 +40,13 @@ const (
 	// ReferenceKeyMissingReason: a referenced Secret lacks a key the spec
 	// needs; the message names the Secret and the key.
 	ReferenceKeyMissingReason = "ReferenceKeyMissing"
+	// ReferencesNotApprovedReason: the objects the spec refers to (Secrets,
+	// a BackupJob in another namespace) were not approved by the operator's
+	// admission webhook — the object was created or changed while the
+	// webhook was not installed, or its approval annotation was forged.
+	// Nothing runs; an update that passes the webhook approves them.
+	ReferencesNotApprovedReason = "ReferencesNotApproved"
+	// ImageNotAllowedReason: spec.image is not in the operator's allow-list
+	// (--allowed-agent-images). Nothing runs.
+	ImageNotAllowedReason = "ImageNotAllowed"
 )

@@ -407,7 +407,9 @@ type CutoverSpec struct {
 	// SwitchSecret names a Secret in the MigrationJob's namespace whose keys
 	// host, port and database the operator rewrites to the target's at
 	// cutover (the Secret applications read their connection from). Other
-	// keys are left alone.
+	// keys are left alone. The Secret must carry the label
+	// migration.cairn.dev/switchable: "true" (its owner's opt-in), and the
+	// requester must be allowed to patch it.
 	// +optional
 	SwitchSecret *cairnv1.LocalObjectReference `json:"switchSecret,omitempty"`
 	// WritersStopped is the user's declaration that no application writes

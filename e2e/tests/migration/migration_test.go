@@ -86,7 +86,8 @@ func setup(t *testing.T, g Gomega, d db, orders int, transfer migrationv1.Transf
 		StringData: map[string]string{"username": d.user, "password": d.pass}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "s3"},
 		StringData: map[string]string{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}})).To(Succeed())
-	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "app-db"},
+	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "app-db",
+		Labels: map[string]string{migrationv1.SwitchableLabel: migrationv1.SwitchableValue}},
 		StringData: map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(d.port), "database": src}})).To(Succeed())
 	ref := func(name string) cairnv1.DatabaseRef {
 		return cairnv1.DatabaseRef{Engine: d.engine, Host: "127.0.0.1", Port: int32(d.port), Database: name,

@@ -24,6 +24,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
@@ -58,6 +59,10 @@ type BackupJobReconciler struct {
 	ResultGrace time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Guard verifies that the admission webhook approved the BackupJob's
+	// references (libs/access); nil means the one registered for the
+	// manager, and none is an error.
+	Guard *access.Guard
 
 	skeleton *reconcile.Reconciler[*backupv1.BackupJob, state]
 	refs     *references.Checker
@@ -93,6 +98,12 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Guard == nil {
+		r.Guard = access.For(mgr)
+	}
+	if r.Guard == nil {
+		return fmt.Errorf("backupjob controller: no access.Guard (the operator's Prepare registers it)")
 	}
 	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
 	r.cronJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme,
@@ -191,8 +202,20 @@ func (r *BackupJobReconciler) validate(_ context.Context, p *pass) error {
 // keys. Otherwise the CronJob is suspended (no run starts with them), the
 // BackupJob is Stalled with a message naming the object and key, and the
 // referenced object's creation or change wakes it.
+//
+// Before that, the references must be approved by the admission webhook
+// (libs/access): a BackupJob created or changed while the webhook was not
+// installed is Stalled with ReferencesNotApproved, its CronJob suspended.
 func (r *BackupJobReconciler) checkReferences(ctx context.Context, p *pass) error {
 	bj := p.Obj
+	if checks := access.BackupJobChecks(bj); !r.Guard.Approver.Approved(bj, access.BackupJobKind, checks) {
+		bj.Status.Phase = backupv1.PhasePending
+		bj.Status.NextScheduleTime = nil
+		if err := r.suspendCronJob(ctx, bj); err != nil {
+			return err
+		}
+		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(bj, "BackupJob", checks))
+	}
 	prob, err := r.refs.Check(ctx, backupJobReferences(bj))
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
@@ -60,6 +61,15 @@ func (r *BackupJobReconciler) cleanupStep(ctx context.Context, bj *backupv1.Back
 		return false, nil
 	}
 	if bj.Spec.DeletionPolicy != backupv1.DeletionPolicyDelete {
+		return true, nil
+	}
+	// Never run the artifact delete with references the webhook did not
+	// approve (a BackupJob created without it, or whose spec changed while
+	// it was being deleted — such updates skip the webhooks): the stored
+	// artifacts are left alone.
+	if !r.Guard.Approver.Approved(bj, access.BackupJobKind, access.BackupJobChecks(bj)) {
+		r.Recorder.Eventf(bj, nil, "Warning", cairnv1.ReferencesNotApprovedReason, "Cleanup",
+			"deletionPolicy Delete: the stored artifacts were NOT deleted: the BackupJob's references were not approved by the admission webhook")
 		return true, nil
 	}
 	// The delete Job stays until the garbage collector removes it with the

@@ -100,9 +100,10 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // startOperator runs the backup operator in-process as main wires it
 // (operator.New) with the test's clock and timings, as a user bound to
-// nothing but the generated ClusterRole, counting its writes.
+// nothing but the generated ClusterRole and the leader-election Role (which
+// holds the approval key Secret, libs/access), counting its writes.
 func startOperator(ctx context.Context) error {
-	cfg, err := env.AsGeneratedRole(ctx, testenv.RoleOptions{Operator: "backup", NoLeaderElection: true})
+	cfg, err := env.AsGeneratedRole(ctx, testenv.RoleOptions{Operator: "backup"})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/backup/internal/controller"
@@ -81,7 +82,9 @@ func replica(t *testing.T, ctx context.Context, writes *atomic.Int64) {
 		t.Fatal(err)
 	}
 	r := &controller.BackupJobReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("backup-operator"), AgentImage: "agent:test"}
+		Recorder: mgr.GetEventRecorder("backup-operator"), AgentImage: "agent:test",
+		Guard: &access.Guard{Approver: approver(t), Reviewer: &access.Reviewer{Client: env.Client}}}
+	signer = r.Guard.Approver
 	opts := o.ControllerOptions()
 	opts.SkipNameValidation = ptr.To(true) // two replicas in one test process
 	if err := r.SetupWithManager(mgr, opts); err != nil {
@@ -90,8 +93,27 @@ func replica(t *testing.T, ctx context.Context, writes *atomic.Int64) {
 	go func() { _ = mgr.Start(ctx) }()
 }
 
+// signer signs the test's BackupJobs as the webhook would (set by replica).
+var signer *access.Approver
+
+// approver is the replicas' shared approval key (libs/access), read with
+// the test's uncounted client: the BackupJobs are created without the
+// webhook, so backupJob signs them as it would.
+func approver(t *testing.T) *access.Approver {
+	t.Helper()
+	key, err := access.LoadKey(context.Background(), env.Client, env.Client, "default", "cairn-backup-approval-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := access.NewApprover(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func backupJob(name string) *backupv1.BackupJob {
-	return &backupv1.BackupJob{
+	bj := &backupv1.BackupJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: backupv1.BackupJobSpec{
 			Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "db", Database: "app",
@@ -100,6 +122,8 @@ func backupJob(name string) *backupv1.BackupJob {
 			Storage: cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}},
 		},
 	}
+	signer.Approve(bj, access.BackupJobKind, access.BackupJobChecks(bj))
+	return bj
 }
 
 func cronJobs(g Gomega) int {

@@ -13,6 +13,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
 	"cairn.dev/operators/backup/internal/controller"
 	"cairn.dev/operators/backup/internal/webhook"
@@ -26,6 +27,7 @@ func New(version string) manager.Operator {
 	var (
 		agentImage      string
 		cleanupDeadline time.Duration
+		guard           access.Options
 	)
 	return manager.Operator{
 		Name:        "backup",
@@ -34,6 +36,10 @@ func New(version string) manager.Operator {
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&agentImage, "agent-image", DefaultAgentImage, "Image of the Cairn agent that backup and cleanup pods run.")
 			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", 10*time.Minute, "How long after a deletion request cleanup may take before the finalizer is removed anyway.")
+			guard.BindFlags(fs, "backup", access.OrchestratorServiceAccount)
+		},
+		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
+			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
 		},
 		CacheByObject: controller.CacheByObject,
 		Setup: func(_ context.Context, mgr ctrl.Manager, o *manager.Options) error {

@@ -12,26 +12,33 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
+	"cairn.dev/libs/access"
 )
 
 // Defaulter is the BackupJob mutating webhook: it fills the API's defaults
 // (backupv1.BackupJobSpec.SetDefaults) on create and update, and adds
 // backupv1.CleanupFinalizer on create, so the controller needs no extra write
 // for it. It never adds the finalizer on update: a finalizer removed by hand
-// (the escape hatch) stays removed.
+// (the escape hatch) stays removed. Last, it signs the BackupJob's
+// references into the annotation access.Annotation (libs/access): the
+// Validator checks the requester may use them, the controller acts only on
+// a BackupJob whose annotation approves its references.
 //
 // The defaults are the API's own, not the webhook's: for a v1 request the API
 // server has applied them already (the CRD's +kubebuilder:default markers,
 // and the port from the deploy base's MutatingAdmissionPolicy), so an install
 // without webhooks gets the same. A v1alpha1 request, converted to v1 for this
 // webhook, lacks the v1-only fields; filling them here stores them.
-type Defaulter struct{}
+type Defaulter struct {
+	// Guard signs the references; nil signs nothing (unit tests).
+	Guard *access.Guard
+}
 
 var _ admission.Defaulter[*backupv1.BackupJob] = &Defaulter{}
 
 // Default implements admission.Defaulter. Which operation it serves comes
 // from the admission request in ctx; without one it only fills defaults.
-func (*Defaulter) Default(ctx context.Context, bj *backupv1.BackupJob) error {
+func (d *Defaulter) Default(ctx context.Context, bj *backupv1.BackupJob) error {
 	req, reqErr := admission.RequestFromContext(ctx)
 	if _, legacy := bj.Annotations[backupv1alpha1.LegacyShapeAnnotation]; legacy {
 		// A v1alpha1 object without its v1 fields (an old manifest): on
@@ -52,6 +59,9 @@ func (*Defaulter) Default(ctx context.Context, bj *backupv1.BackupJob) error {
 		if controllerutil.AddFinalizer(bj, backupv1.CleanupFinalizer) {
 			ctrl.LoggerFrom(ctx).V(1).Info("adding finalizer", "finalizer", backupv1.CleanupFinalizer)
 		}
+	}
+	if d.Guard != nil {
+		d.Guard.Default(bj, access.BackupJobKind, access.BackupJobChecks(bj))
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/schedule"
 	cairnvalidation "cairn.dev/libs/validation"
 )
@@ -24,7 +25,15 @@ import (
 // objects admitted before the webhook existed deletable and manageable: an
 // object being deleted is never blocked, and an update that leaves the
 // (defaulted) spec as it was is allowed, its spec errors returned as warnings.
-type Validator struct{}
+//
+// Then it checks the requester (libs/access): on create they must be allowed
+// to get every Secret the BackupJob names; on update, the Secrets the update
+// adds. Refused: "spec.database.credentialsSecretRef: user "alice" may not
+// get secret "db-admin" in namespace "team-a"".
+type Validator struct {
+	// Guard reviews the requester's rights; nil skips it (unit tests).
+	Guard *access.Guard
+}
 
 var _ admission.Validator[*backupv1.BackupJob] = &Validator{}
 
@@ -33,22 +42,44 @@ var _ admission.Validator[*backupv1.BackupJob] = &Validator{}
 const maxNameLength = 52
 
 // ValidateCreate implements admission.Validator.
-func (*Validator) ValidateCreate(_ context.Context, bj *backupv1.BackupJob) (admission.Warnings, error) {
+func (v *Validator) ValidateCreate(ctx context.Context, bj *backupv1.BackupJob) (admission.Warnings, error) {
 	var errs field.ErrorList
 	if len(bj.Name) > maxNameLength {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), bj.Name,
 			fmt.Sprintf("must be at most %d characters, because the CronJob is named after the BackupJob; choose a shorter name", maxNameLength)))
 	}
 	errs = append(errs, ValidateSpec(&bj.Spec, field.NewPath("spec"))...)
-	return warnings(nil, bj), invalid(bj, errs)
+	if err := invalid(bj, errs); err != nil {
+		return warnings(nil, bj), err
+	}
+	return warnings(nil, bj), v.admit(ctx, nil, bj)
+}
+
+// admit checks the requester's rights on bj's references (old nil on create).
+func (v *Validator) admit(ctx context.Context, old, bj *backupv1.BackupJob) error {
+	if v.Guard == nil {
+		return nil
+	}
+	var oldChecks []access.Check
+	if old != nil {
+		oldChecks = access.BackupJobChecks(old)
+	}
+	gr := backupv1.GroupVersion.WithResource("backupjobs").GroupResource()
+	if old == nil {
+		return v.Guard.Admit(ctx, gr, access.BackupJobKind, bj, nil, access.BackupJobChecks(bj), nil)
+	}
+	return v.Guard.Admit(ctx, gr, access.BackupJobKind, bj, old, access.BackupJobChecks(bj), oldChecks)
 }
 
 // ValidateUpdate implements admission.Validator.
-func (*Validator) ValidateUpdate(_ context.Context, oldBJ, newBJ *backupv1.BackupJob) (admission.Warnings, error) {
+func (v *Validator) ValidateUpdate(ctx context.Context, oldBJ, newBJ *backupv1.BackupJob) (admission.Warnings, error) {
 	if !newBJ.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
 	w := warnings(oldBJ, newBJ)
+	if err := v.admit(ctx, oldBJ, newBJ); err != nil {
+		return w, err
+	}
 	errs := ValidateSpec(&newBJ.Spec, field.NewPath("spec"))
 	if len(errs) == 0 {
 		return w, nil

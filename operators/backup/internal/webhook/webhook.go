@@ -27,6 +27,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
+	"cairn.dev/libs/access"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -39,6 +40,10 @@ const (
 
 // +kubebuilder:webhook:path=/mutate-backup-cairn-dev-v1-backupjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=backup.cairn.dev,resources=backupjobs,verbs=create;update,versions=v1,name=mbackupjob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-backup-cairn-dev-v1-backupjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=backup.cairn.dev,resources=backupjobs,verbs=create;update,versions=v1,name=vbackupjob.cairn.dev,admissionReviewVersions=v1
+
+// The validating webhook asks the API server whether the requester may use
+// what the object refers to (libs/access).
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Setup registers the BackupJob defaulting, validating and conversion webhooks
 // with mgr's webhook server. The manager's scheme must hold both
@@ -54,8 +59,12 @@ func Setup(mgr ctrl.Manager) error {
 			return fmt.Errorf("webhook: the manager's scheme has no %s; add cairn.dev/apis/backup/%s.AddToScheme to it", gvk, gvk.Version)
 		}
 	}
+	guard := access.For(mgr)
+	if guard == nil {
+		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &backupv1.BackupJob{}).
-		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{}).
+		WithDefaulter(&Defaulter{Guard: guard}).
+		WithValidator(&Validator{Guard: guard}).
 		Complete()
 }

@@ -25,6 +25,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/testenv"
 )
 
@@ -53,6 +54,9 @@ type harness struct {
 	c        client.Client
 	warnings *warningRecorder
 	ns       string
+	env      *testenv.Env
+	scheme   *runtime.Scheme
+	guard    *access.Guard
 }
 
 // startWebhooks starts kube-apiserver and etcd with the generated BackupJob
@@ -97,6 +101,10 @@ func startWebhooks(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys := access.Options{KeySecret: "cairn-backup-approval-key"}
+	if err := keys.Prepare(context.Background(), mgr, "default"); err != nil {
+		t.Fatal(err)
+	}
 	if err := Setup(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +131,7 @@ func startWebhooks(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{c: c, warnings: rec, ns: ns}
+	return &harness{c: c, warnings: rec, ns: ns, env: env, scheme: scheme, guard: access.For(mgr)}
 }
 
 // poll calls f until it returns nil, failing the test after timeout.

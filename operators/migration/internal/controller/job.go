@@ -25,8 +25,10 @@ import (
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/references"
 	"cairn.dev/libs/remote"
+	"cairn.dev/operators/migration/internal/migspec"
 )
 
 // Labels on every Job and Pod the operator creates. The operator's cache
@@ -43,11 +45,11 @@ const (
 // CutoverEventReason is the reason of the Event listing what cutover did.
 const CutoverEventReason = "CutoverActions"
 
-// Secret keys spec.cutover.switchSecret gets at cutover.
+// Secret keys spec.cutover.switchSecret gets at cutover (the API's).
 const (
-	SwitchHostKey     = "host"
-	SwitchPortKey     = "port"
-	SwitchDatabaseKey = "database"
+	SwitchHostKey     = migrationv1.SwitchHostKey
+	SwitchPortKey     = migrationv1.SwitchPortKey
+	SwitchDatabaseKey = migrationv1.SwitchDatabaseKey
 )
 
 // CacheByObject keeps only the operator's own Jobs and Pods in memory, and
@@ -265,12 +267,17 @@ func migrationJobIndex(o client.Object) []ownership.Reference {
 }
 
 // switchSecret rewrites the host, port and database keys of the Secret
-// spec.cutover.switchSecret names to the target's. Other keys stay.
+// spec.cutover.switchSecret names to the target's. Other keys stay. A
+// Secret without the opt-in label migrationv1.SwitchableLabel="true" is
+// never written: Stalled, SwitchSecretNotSwitchable.
 func (r *MigrationJobReconciler) switchSecret(ctx context.Context, mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec) error {
 	name := spec.Cutover.SwitchSecret.Name
 	sec := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: mj.Namespace, Name: name}, sec); err != nil {
 		return fmt.Errorf("reading Secret %s to switch it to the target: %w", name, err)
+	}
+	if sec.Labels[migrationv1.SwitchableLabel] != migrationv1.SwitchableValue {
+		return reconcile.Stalled(migrationv1.SwitchSecretNotSwitchableReason, "%s", migspec.NotSwitchable(mj.Namespace, name))
 	}
 	t := spec.Target
 	want := map[string]string{SwitchHostKey: t.Host, SwitchPortKey: strconv.Itoa(int(t.Port)), SwitchDatabaseKey: t.Database}

@@ -28,6 +28,7 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
@@ -85,6 +86,13 @@ type MigrationJobReconciler struct {
 	// Remote builds clients for target clusters; nil builds one from the
 	// manager's clients.
 	Remote *remote.Clients
+	// Guard verifies that the admission webhook approved the MigrationJob's
+	// references (libs/access); nil means the one registered for the
+	// manager, and none is an error.
+	Guard *access.Guard
+	// AllowedImages are the images spec.image may name; nil allows
+	// AgentImage only.
+	AllowedImages *access.Images
 
 	refs     *references.Checker
 	skeleton *reconcile.Reconciler[*migrationv1.MigrationJob, state]
@@ -122,6 +130,19 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	if r.Remote == nil {
 		r.Remote = &remote.Clients{Metadata: r.Client, Secrets: r.APIReader, Scheme: r.Scheme}
+	}
+	if r.Guard == nil {
+		r.Guard = access.For(mgr)
+	}
+	if r.Guard == nil {
+		return errors.New("migration controller: no access.Guard (the operator's Prepare registers it)")
+	}
+	if r.AllowedImages == nil {
+		imgs, err := access.ParseImages([]string{r.AgentImage})
+		if err != nil {
+			return fmt.Errorf("migration controller: --agent-image: %w", err)
+		}
+		r.AllowedImages = imgs
 	}
 	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
 	r.skeleton = &reconcile.Reconciler[*migrationv1.MigrationJob, state]{

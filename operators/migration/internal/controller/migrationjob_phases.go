@@ -14,6 +14,7 @@ import (
 	"cairn.dev/agent/result"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/references"
@@ -43,6 +44,15 @@ func (r *MigrationJobReconciler) prepare(ctx context.Context, p *pass) error {
 			return reconcile.Stalled(migrationv1.SameDatabaseReason, "the spec is invalid: %s", errs.ToAggregate().Error())
 		}
 		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())
+	}
+	// Only references the admission webhook approved (libs/access), only
+	// an allow-listed image: checked again here for objects that did not
+	// pass the webhook.
+	if checks := access.MigrationJobChecks(mj); !r.Guard.Approver.Approved(mj, access.MigrationJobKind, checks) {
+		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(mj, "MigrationJob", checks))
+	}
+	if img := p.State.spec.Image; img != "" && !r.AllowedImages.Allowed(img) {
+		return reconcile.Stalled(cairnv1.ImageNotAllowedReason, "%s", r.AllowedImages.NotAllowed("spec.image", img))
 	}
 	if mj.Status.Phase == migrationv1.PhasePending {
 		// References are checked before anything runs; later a missing

@@ -102,7 +102,8 @@ func namespace(t *testing.T) string {
 	if err := env.Secret(ctx, ns, "s3-credentials", "accessKeyID", "secretAccessKey"); err != nil {
 		t.Fatal(err)
 	}
-	app := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-db"}, StringData: map[string]string{
+	app := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-db",
+		Labels: map[string]string{migrationv1.SwitchableLabel: migrationv1.SwitchableValue}}, StringData: map[string]string{
 		"host": "orders-db.shop.svc", "port": "5432", "database": "orders", "sslmode": "require",
 	}}
 	if err := env.Client.Create(ctx, app); err != nil {

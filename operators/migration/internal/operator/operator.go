@@ -6,12 +6,15 @@ package operator
 import (
 	"context"
 	"flag"
+	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
 	"cairn.dev/operators/migration/internal/controller"
 	"cairn.dev/operators/migration/internal/webhook"
@@ -24,7 +27,10 @@ const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
 func New(version string) manager.Operator {
 	var (
 		agentImage                                         string
+		allowedImages                                      []string
 		pollInterval, replicationInterval, cleanupDeadline time.Duration
+		guard                                              access.Options
+		images                                             *access.Images
 	)
 	return manager.Operator{
 		Name:        "migration",
@@ -35,16 +41,35 @@ func New(version string) manager.Operator {
 			fs.DurationVar(&pollInterval, "poll-interval", controller.DefaultPollInterval, "How often Jobs in a target cluster (not watched) are looked at, and a waiting MigrationJob looks again.")
 			fs.DurationVar(&replicationInterval, "replication-interval", controller.DefaultReplicationInterval, "How often a Continuous migration checks its replication (lag, retained WAL).")
 			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", controller.DefaultCleanupDeadline, "How long after a deletion request removing the Jobs (and stopping replication) may take before the finalizer is removed anyway.")
+			fs.Func("allowed-agent-images", "Comma-separated images spec.image may name, as repository[:tag][@digest] (default: --agent-image only). "+
+				"A digest-pinned entry matches only that digest.", func(v string) error {
+				allowedImages = strings.Split(v, ",")
+				_, err := access.ParseImages(allowedImages)
+				return err
+			})
+			guard.BindFlags(fs, "migration", access.OrchestratorServiceAccount)
 		},
 		CacheByObject: controller.CacheByObject,
+		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
+			list := allowedImages
+			if len(list) == 0 {
+				list = []string{agentImage}
+			}
+			var err error
+			if images, err = access.ParseImages(list); err != nil {
+				return fmt.Errorf("--allowed-agent-images: %w", err)
+			}
+			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
+		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.MigrationJobReconciler{
-				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				AllowedImages: images,
+				Client:        mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
 				PollInterval: pollInterval, ReplicationInterval: replicationInterval, CleanupDeadline: cleanupDeadline,
 			}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
-		Webhooks: webhook.Setup,
+		Webhooks: func(mgr ctrl.Manager) error { return webhook.Setup(mgr, images) },
 	}
 }

@@ -6,9 +6,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/operators/migration/internal/migspec"
 )
 
@@ -16,13 +18,23 @@ import (
 // what the CRD schema cannot check as well (the same rules as the
 // controller: cairn.dev/operators/migration/internal/migspec), one message
 // per field naming the field and the fix; on update it refuses a change of
-// anything but spec.cutover.approved.
-type Validator struct{}
+// anything but spec.cutover.approved. On create it also checks what the
+// MigrationJob makes the operator use (admit: image allow-list, switchSecret
+// opt-in, kubeconfig, the requester's rights).
+type Validator struct {
+	// Guard reviews the requester's rights (libs/access); nil skips it.
+	Guard *access.Guard
+	// Images is the spec.image allow-list; nil skips it.
+	Images *access.Images
+	// Reader reads the switchSecret's labels and the kubeconfig past the
+	// cache; nil skips those checks.
+	Reader client.Reader
+}
 
 var _ admission.Validator[*migrationv1.MigrationJob] = &Validator{}
 
 // ValidateCreate implements admission.Validator.
-func (*Validator) ValidateCreate(_ context.Context, mj *migrationv1.MigrationJob) (admission.Warnings, error) {
+func (v *Validator) ValidateCreate(ctx context.Context, mj *migrationv1.MigrationJob) (admission.Warnings, error) {
 	mj = mj.DeepCopy()
 	mj.Spec.SetDefaults()
 	errs := migspec.ValidateName(mj.Name)
@@ -33,7 +45,10 @@ func (*Validator) ValidateCreate(_ context.Context, mj *migrationv1.MigrationJob
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(migrationv1.GroupVersion.WithKind("MigrationJob").GroupKind(), mj.Name, errs)
 	}
-	var w admission.Warnings
+	w, err := v.admit(ctx, mj)
+	if err != nil {
+		return w, err
+	}
 	if mj.Spec.AllowNonEmptyTarget {
 		w = append(w, "spec.allowNonEmptyTarget is true: included tables that exist in the target are replaced")
 	}

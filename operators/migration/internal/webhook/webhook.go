@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/access"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -27,14 +28,25 @@ const (
 // +kubebuilder:webhook:path=/mutate-migration-cairn-dev-v1-migrationjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=migration.cairn.dev,resources=migrationjobs,verbs=create,versions=v1,name=mmigrationjob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-migration-cairn-dev-v1-migrationjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=migration.cairn.dev,resources=migrationjobs,verbs=create;update,versions=v1,name=vmigrationjob.cairn.dev,admissionReviewVersions=v1
 
+// The validating webhook asks the API server whether the requester may use
+// what the object refers to (libs/access).
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup registers the MigrationJob defaulting and validating webhooks with
 // mgr's webhook server.
-func Setup(mgr ctrl.Manager) error {
+//
+// images is the spec.image allow-list (--allowed-agent-images); the
+// access.Guard is the one the operator's Prepare registered for mgr.
+func Setup(mgr ctrl.Manager, images *access.Images) error {
 	if gvk := migrationv1.GroupVersion.WithKind("MigrationJob"); !mgr.GetScheme().Recognizes(gvk) {
 		return fmt.Errorf("webhook: the manager's scheme has no %s; add it with its package's AddToScheme", gvk)
 	}
+	guard := access.For(mgr)
+	if guard == nil {
+		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &migrationv1.MigrationJob{}).
-		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{}).
+		WithDefaulter(&Defaulter{Guard: guard}).
+		WithValidator(&Validator{Guard: guard, Images: images, Reader: mgr.GetAPIReader()}).
 		Complete()
 }

@@ -25,6 +25,7 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
@@ -65,6 +66,10 @@ type ProtectionPlanReconciler struct {
 	Clock clock.PassiveClock
 	// CleanupDeadline bounds the finalizer's cleanup after a deletion request.
 	CleanupDeadline time.Duration
+	// Guard verifies that the admission webhook approved the plan's
+	// references (libs/access); nil means the one registered for the
+	// manager, and none is an error.
+	Guard *access.Guard
 
 	applier  *ownership.Applier
 	skeleton *reconcile.Reconciler[*platformv1.ProtectionPlan, state]
@@ -93,6 +98,12 @@ func (r *ProtectionPlanReconciler) SetupWithManager(mgr ctrl.Manager, opts contr
 	}
 	if r.CleanupDeadline <= 0 {
 		r.CleanupDeadline = DefaultCleanupDeadline
+	}
+	if r.Guard == nil {
+		r.Guard = access.For(mgr)
+	}
+	if r.Guard == nil {
+		return fmt.Errorf("protectionplan controller: no access.Guard (the operator's Prepare registers it)")
 	}
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
 	r.skeleton = &reconcile.Reconciler[*platformv1.ProtectionPlan, state]{

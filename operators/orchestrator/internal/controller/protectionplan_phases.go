@@ -19,6 +19,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
@@ -47,6 +48,14 @@ func (r *ProtectionPlanReconciler) prepare(_ context.Context, p *pass) error {
 	if len(errs) > 0 {
 		plan.Status.Phase = platformv1.PhasePending
 		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())
+	}
+	// Only references the admission webhook approved (libs/access): no
+	// child is created or changed otherwise (the children's webhooks trust
+	// the orchestrator's requests, so this is where the plan's requester
+	// is held to what they may use).
+	if checks := access.ProtectionPlanChecks(plan); !r.Guard.Approver.Approved(plan, access.ProtectionPlanKind, checks) {
+		plan.Status.Phase = platformv1.PhasePending
+		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(plan, "ProtectionPlan", checks))
 	}
 	return nil
 }

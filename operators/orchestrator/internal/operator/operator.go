@@ -15,6 +15,7 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/webhook"
@@ -22,7 +23,10 @@ import (
 
 // New returns the orchestrator at version.
 func New(version string) manager.Operator {
-	var cleanupDeadline time.Duration
+	var (
+		cleanupDeadline time.Duration
+		guard           access.Options
+	)
 	return manager.Operator{
 		Name:    "orchestrator",
 		Version: version,
@@ -31,6 +35,10 @@ func New(version string) manager.Operator {
 		},
 		Flags: func(fs *flag.FlagSet) {
 			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", controller.DefaultCleanupDeadline, "How long after a deletion request removing the plan's children may take before the finalizer is removed anyway.")
+			guard.BindFlags(fs, "orchestrator")
+		},
+		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
+			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
 		},
 		Setup: func(_ context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.ProtectionPlanReconciler{

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/operators/orchestrator/internal/planspec"
 )
 
@@ -16,7 +17,10 @@ import (
 // zone, a malformed host or endpoint, durations under a minute, and a
 // scratch database that is the protected one — with one message per field
 // that names the field and the fix.
-type Validator struct{}
+type Validator struct {
+	// Guard reviews the requester's rights (libs/access); nil skips it.
+	Guard *access.Guard
+}
 
 var _ admission.Validator[*platformv1.ProtectionPlan] = &Validator{}
 
@@ -33,17 +37,37 @@ func validate(plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
 }
 
 // ValidateCreate implements admission.Validator.
-func (*Validator) ValidateCreate(_ context.Context, plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
-	return validate(plan)
+func (v *Validator) ValidateCreate(ctx context.Context, plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
+	if w, err := validate(plan); err != nil {
+		return w, err
+	}
+	return nil, v.admit(ctx, nil, plan)
+}
+
+// admit checks the requester's rights on what the plan refers to — its
+// children will use them with the child operators' identities (libs/access):
+// every reference on create, the references an update adds.
+func (v *Validator) admit(ctx context.Context, old, plan *platformv1.ProtectionPlan) error {
+	if v.Guard == nil {
+		return nil
+	}
+	gr := platformv1.GroupVersion.WithResource("protectionplans").GroupResource()
+	if old == nil {
+		return v.Guard.Admit(ctx, gr, access.ProtectionPlanKind, plan, nil, access.ProtectionPlanChecks(plan), nil)
+	}
+	return v.Guard.Admit(ctx, gr, access.ProtectionPlanKind, plan, old, access.ProtectionPlanChecks(plan), access.ProtectionPlanChecks(old))
 }
 
 // ValidateUpdate implements admission.Validator. A plan being deleted is
 // not checked, so its finalizer can always be removed.
-func (*Validator) ValidateUpdate(_ context.Context, _, plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
+func (v *Validator) ValidateUpdate(ctx context.Context, old, plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
 	if !plan.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
-	return validate(plan)
+	if w, err := validate(plan); err != nil {
+		return w, err
+	}
+	return nil, v.admit(ctx, old, plan)
 }
 
 // ValidateDelete implements admission.Validator; deletion is never refused.

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/libs/access"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -26,14 +27,22 @@ const (
 // +kubebuilder:webhook:path=/mutate-platform-cairn-dev-v1-protectionplan,mutating=true,failurePolicy=fail,sideEffects=None,groups=platform.cairn.dev,resources=protectionplans,verbs=create;update,versions=v1,name=mprotectionplan.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-platform-cairn-dev-v1-protectionplan,mutating=false,failurePolicy=fail,sideEffects=None,groups=platform.cairn.dev,resources=protectionplans,verbs=create;update,versions=v1,name=vprotectionplan.cairn.dev,admissionReviewVersions=v1
 
+// The validating webhook asks the API server whether the requester may use
+// what the object refers to (libs/access).
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup registers the ProtectionPlan defaulting and validating webhooks
 // with mgr's webhook server.
 func Setup(mgr ctrl.Manager) error {
 	if gvk := platformv1.GroupVersion.WithKind("ProtectionPlan"); !mgr.GetScheme().Recognizes(gvk) {
 		return fmt.Errorf("webhook: the manager's scheme has no %s; add it with its package's AddToScheme", gvk)
 	}
+	guard := access.For(mgr)
+	if guard == nil {
+		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &platformv1.ProtectionPlan{}).
-		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{}).
+		WithDefaulter(&Defaulter{Guard: guard}).
+		WithValidator(&Validator{Guard: guard}).
 		Complete()
 }

@@ -23,6 +23,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
@@ -72,6 +73,10 @@ type RestoreJobReconciler struct {
 	WaitInterval time.Duration
 	// CleanupDeadline bounds the finalizer's cleanup after a deletion request.
 	CleanupDeadline time.Duration
+	// Guard verifies that the admission webhook approved the RestoreJob's
+	// references (libs/access); nil means the one registered for the
+	// manager, and none is an error.
+	Guard *access.Guard
 
 	applier  *ownership.Applier
 	refs     *references.Checker
@@ -100,6 +105,12 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	}
 	if r.CleanupDeadline <= 0 {
 		r.CleanupDeadline = DefaultCleanupDeadline
+	}
+	if r.Guard == nil {
+		r.Guard = access.For(mgr)
+	}
+	if r.Guard == nil {
+		return errors.New("restore controller: no access.Guard (the operator's Prepare registers it)")
 	}
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
 	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}

@@ -16,6 +16,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/ownership"
@@ -77,6 +78,11 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 	errs = append(errs, restorespec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
 	if len(errs) > 0 {
 		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())
+	}
+	// Only references the admission webhook approved (libs/access): not
+	// even the source BackupJob is read otherwise.
+	if checks := access.RestoreJobChecks(rj); !r.Guard.Approver.Approved(rj, access.RestoreJobKind, checks) {
+		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(rj, "RestoreJob", checks))
 	}
 
 	src, err := r.resolve(ctx, p)

@@ -13,6 +13,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
 	"cairn.dev/operators/restore/internal/controller"
 	"cairn.dev/operators/restore/internal/webhook"
@@ -26,6 +27,7 @@ func New(version string) manager.Operator {
 	var (
 		agentImage                    string
 		waitInterval, cleanupDeadline time.Duration
+		guard                         access.Options
 	)
 	return manager.Operator{
 		Name:        "restore",
@@ -35,6 +37,10 @@ func New(version string) manager.Operator {
 			fs.StringVar(&agentImage, "agent-image", DefaultAgentImage, "Image of the Cairn agent that restore pods run.")
 			fs.DurationVar(&waitInterval, "source-wait-interval", controller.DefaultWaitInterval, "How often a RestoreJob waiting for its BackupJob or its first backup looks again (BackupJob events also wake it).")
 			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", controller.DefaultCleanupDeadline, "How long after a deletion request removing the restore Job may take before the finalizer is removed anyway.")
+			guard.BindFlags(fs, "restore", access.OrchestratorServiceAccount)
+		},
+		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
+			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
 		},
 		CacheByObject: controller.CacheByObject,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 )
 
 // Defaulter is the RestoreJob mutating webhook, called on create: it fills
@@ -16,14 +17,19 @@ import (
 // activeDeadlineSeconds, the engine's port — what the API server has applied
 // already, so an install without webhooks gets the same) and adds
 // restorev1.CleanupFinalizer, so the controller needs no extra write for it.
-type Defaulter struct{}
+// Last it signs the RestoreJob's references (libs/access) for the
+// Validator to check and the controller to verify.
+type Defaulter struct {
+	// Guard signs the references; nil signs nothing (unit tests).
+	Guard *access.Guard
+}
 
 var _ admission.Defaulter[*restorev1.RestoreJob] = &Defaulter{}
 
 // Default implements admission.Defaulter. Outside a create request (no
 // admission request in ctx, or another operation) it changes nothing: the
 // spec is immutable, and a finalizer removed by hand stays removed.
-func (*Defaulter) Default(ctx context.Context, rj *restorev1.RestoreJob) error {
+func (d *Defaulter) Default(ctx context.Context, rj *restorev1.RestoreJob) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil || req.Operation != admissionv1.Create {
 		return nil
@@ -31,6 +37,9 @@ func (*Defaulter) Default(ctx context.Context, rj *restorev1.RestoreJob) error {
 	rj.Spec.SetDefaults()
 	if rj.DeletionTimestamp.IsZero() && controllerutil.AddFinalizer(rj, restorev1.CleanupFinalizer) {
 		ctrl.LoggerFrom(ctx).V(1).Info("adding finalizer", "finalizer", restorev1.CleanupFinalizer)
+	}
+	if d.Guard != nil {
+		d.Guard.Default(rj, access.RestoreJobKind, access.RestoreJobChecks(rj))
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/testenv"
 )
 
@@ -65,6 +66,10 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 		}),
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	keys := access.Options{KeySecret: "cairn-restore-approval-key"}
+	if err := keys.Prepare(t.Context(), mgr, "default"); err != nil {
 		t.Fatal(err)
 	}
 	if err := Setup(mgr); err != nil {

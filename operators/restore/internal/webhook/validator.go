@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/operators/restore/internal/restorespec"
 )
 
@@ -24,6 +25,11 @@ type Validator struct {
 	// Reader reads BackupJobs for the overwrite guard; the API server's
 	// answer, not a cache, so a BackupJob created just before is seen.
 	Reader client.Reader
+	// Guard reviews the requester's rights on what the RestoreJob refers to
+	// (libs/access): get on the target's and the store's credentials, on
+	// the source BackupJob, and on a BackupJob of another namespace named
+	// as the store's catalog key. Nil skips it (unit tests).
+	Guard *access.Guard
 }
 
 var _ admission.Validator[*restorev1.RestoreJob] = &Validator{}
@@ -56,6 +62,12 @@ func (v *Validator) ValidateCreate(ctx context.Context, rj *restorev1.RestoreJob
 	}
 	if len(errs) > 0 {
 		return w, apierrors.NewInvalid(restorev1.GroupVersion.WithKind("RestoreJob").GroupKind(), rj.Name, errs)
+	}
+	if v.Guard != nil {
+		gr := restorev1.GroupVersion.WithResource("restorejobs").GroupResource()
+		if err := v.Guard.Admit(ctx, gr, access.RestoreJobKind, rj, nil, access.RestoreJobChecks(rj), nil); err != nil {
+			return w, err
+		}
 	}
 	if st := rj.Spec.Source.Store; st != nil && st.Storage.S3 != nil &&
 		(st.Storage.S3.Insecure || strings.HasPrefix(st.Storage.S3.Endpoint, "http://")) {

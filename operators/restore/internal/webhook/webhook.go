@@ -16,6 +16,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -27,6 +28,10 @@ const (
 
 // +kubebuilder:webhook:path=/mutate-restore-cairn-dev-v1-restorejob,mutating=true,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create,versions=v1,name=mrestorejob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-restore-cairn-dev-v1-restorejob,mutating=false,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create,versions=v1,name=vrestorejob.cairn.dev,admissionReviewVersions=v1
+
+// The validating webhook asks the API server whether the requester may use
+// what the object refers to (libs/access).
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Setup registers the RestoreJob defaulting and validating webhooks with
 // mgr's webhook server. The validator reads BackupJobs past the cache
@@ -40,8 +45,12 @@ func Setup(mgr ctrl.Manager) error {
 			return fmt.Errorf("webhook: the manager's scheme has no %s; add it with its package's AddToScheme", gvk)
 		}
 	}
+	guard := access.For(mgr)
+	if guard == nil {
+		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &restorev1.RestoreJob{}).
-		WithDefaulter(&Defaulter{}).
-		WithValidator(&Validator{Reader: mgr.GetAPIReader()}).
+		WithDefaulter(&Defaulter{Guard: guard}).
+		WithValidator(&Validator{Reader: mgr.GetAPIReader(), Guard: guard}).
 		Complete()
 }

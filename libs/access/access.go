@@ -1,0 +1,264 @@
+// Package access checks that whoever asks Cairn to use an object may use it
+// themselves: a BackupJob naming a credentials Secret, a MigrationJob naming
+// a kubeconfig Secret, a RestoreJob reading another namespace's BackupJob.
+// The operators read those objects with their own, wider identity; without
+// this check anyone allowed to create a Cairn object would borrow it.
+//
+// Two halves:
+//
+//   - Reviewer, in the validating webhooks: one SubjectAccessReview per
+//     reference for the request's user (user, groups, uid, extra), refused
+//     with a message naming the field, the verb and the object.
+//   - Approver, in the defaulting webhooks and the controllers: the
+//     defaulting webhook signs the object's reference set into the
+//     annotation Annotation (an HMAC with a key only the operator holds,
+//     kept in a Secret in the operator's namespace), the validating webhook
+//     refuses an object whose annotation does not match its final
+//     references, and the controller refuses to act on an object whose
+//     annotation is missing or does not match (an object created or changed
+//     while the webhook was not installed): condition ReferencesNotApproved,
+//     nothing created.
+//
+// See docs/operators.md, "Who may make Cairn use what".
+package access
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Annotation carries the operator's signature over an object's references,
+// written by its defaulting webhook. Users cannot make a valid one: the key
+// is in the operator's namespace.
+const Annotation = "cairn.dev/approved-references"
+
+// Check is one thing the requester must be allowed to do for an object to
+// be admitted: e.g. get Secret team-a/db-admin, named by
+// spec.database.credentialsSecretRef.
+type Check struct {
+	// Verb, Group and Resource of the SubjectAccessReview, e.g. "get", "",
+	// "secrets".
+	Verb, Group, Resource string
+	// Namespace and Name of the object.
+	Namespace, Name string
+	// Kind names the object in messages, e.g. "secret".
+	Kind string
+	// Field is the spec field that refers to it, e.g.
+	// "spec.database.credentialsSecretRef".
+	Field string
+}
+
+// GetSecret is the check that the requester may read Secret ns/name.
+func GetSecret(ns, name, field string) Check {
+	return Check{Verb: "get", Resource: "secrets", Namespace: ns, Name: name, Kind: "secret", Field: field}
+}
+
+// PatchSecret is the check that the requester may patch Secret ns/name.
+func PatchSecret(ns, name, field string) Check {
+	return Check{Verb: "patch", Resource: "secrets", Namespace: ns, Name: name, Kind: "secret", Field: field}
+}
+
+// key identifies what c asks, without the field.
+func (c Check) key() string {
+	return c.Verb + " " + c.Group + "/" + c.Resource + " " + c.Namespace + "/" + c.Name
+}
+
+// Changed are the checks of next that old does not ask (by verb, resource,
+// namespace and name): what an update adds.
+func Changed(old, next []Check) []Check {
+	had := map[string]bool{}
+	for _, c := range old {
+		had[c.key()] = true
+	}
+	var out []Check
+	for _, c := range next {
+		if !had[c.key()] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Reviewer sends SubjectAccessReviews for admission requests.
+type Reviewer struct {
+	// Client creates SubjectAccessReviews (the operator needs create on
+	// authorization.k8s.io/subjectaccessreviews).
+	Client client.Client
+	// Trusted are user names whose requests are not reviewed: the
+	// orchestrator's ServiceAccount, which creates BackupJobs, RestoreJobs
+	// and MigrationJobs from ProtectionPlans whose references its own
+	// webhook reviewed for the plan's requester.
+	Trusted []string
+
+	reviews atomic.Int64
+}
+
+// Reviews is how many SubjectAccessReviews r has sent.
+func (r *Reviewer) Reviews() int64 { return r.reviews.Load() }
+
+// Review returns nil when user may do every check, a Forbidden error for gr
+// name naming each refused field, verb and object otherwise, or another
+// error when the API server could not tell.
+func (r *Reviewer) Review(ctx context.Context, user authenticationv1.UserInfo, gr schema.GroupResource, name string, checks []Check) error {
+	if slices.Contains(r.Trusted, user.Username) {
+		return nil
+	}
+	var refused []string
+	seen := map[string]bool{}
+	for _, c := range checks {
+		if seen[c.key()] {
+			continue
+		}
+		seen[c.key()] = true
+		allowed, err := r.allowed(ctx, user, c)
+		if err != nil {
+			return apierrors.NewInternalError(fmt.Errorf("%s: asking whether user %q may %s %s %q in namespace %q: %w", c.Field, user.Username, c.Verb, c.Kind, c.Name, c.Namespace, err))
+		}
+		if !allowed {
+			refused = append(refused, fmt.Sprintf("%s: user %q may not %s %s %q in namespace %q", c.Field, user.Username, c.Verb, c.Kind, c.Name, c.Namespace))
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	return apierrors.NewForbidden(gr, name, errors.New(strings.Join(refused, "; ")+
+		" (a Cairn object may only use what its requester may use)"))
+}
+
+func (r *Reviewer) allowed(ctx context.Context, user authenticationv1.UserInfo, c Check) (bool, error) {
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, Groups: user.Groups, UID: user.UID, Extra: extra,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: c.Namespace, Verb: c.Verb, Group: c.Group, Resource: c.Resource, Name: c.Name,
+		},
+	}}
+	r.reviews.Add(1)
+	if err := r.Client.Create(ctx, sar); err != nil {
+		return false, err
+	}
+	return sar.Status.Allowed && !sar.Status.Denied, nil
+}
+
+// Approver signs and verifies reference sets.
+type Approver struct{ key []byte }
+
+// NewApprover returns an Approver with key (at least 32 bytes).
+func NewApprover(key []byte) (*Approver, error) {
+	if len(key) < 32 {
+		return nil, fmt.Errorf("access: the approval key has %d bytes; it needs at least 32", len(key))
+	}
+	return &Approver{key: slices.Clone(key)}, nil
+}
+
+// Sign is the annotation value approving checks for an object of kind gk in
+// namespace ns. It depends on the set of (verb, resource, namespace, name)
+// only — not on the object's name (unknown to a defaulting webhook when
+// generateName is used), uid, generation or the fields that name them.
+func (a *Approver) Sign(gk schema.GroupKind, ns string, checks []Check) string {
+	keys := make([]string, 0, len(checks))
+	for _, c := range checks {
+		keys = append(keys, c.key())
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	m := hmac.New(sha256.New, a.key)
+	fmt.Fprintf(m, "cairn approved references v1\n%s\n%s\n%s", gk, ns, strings.Join(keys, "\n"))
+	return "v1." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// Approved reports whether obj's annotation approves checks.
+func (a *Approver) Approved(obj metav1.Object, gk schema.GroupKind, checks []Check) bool {
+	got, ok := obj.GetAnnotations()[Annotation]
+	return ok && hmac.Equal([]byte(got), []byte(a.Sign(gk, obj.GetNamespace(), checks)))
+}
+
+// Approve sets obj's annotation to approve checks.
+func (a *Approver) Approve(obj metav1.Object, gk schema.GroupKind, checks []Check) {
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[Annotation] = a.Sign(gk, obj.GetNamespace(), checks)
+	obj.SetAnnotations(ann)
+}
+
+// NotApproved is the message of a controller's ReferencesNotApproved
+// condition for obj (of kind) whose annotation does not approve checks.
+func NotApproved(obj metav1.Object, kind string, checks []Check) string {
+	var refs []string
+	for _, c := range checks {
+		refs = append(refs, fmt.Sprintf("%s %s %q", c.Field, c.Kind, c.Name))
+	}
+	why := "has no annotation " + Annotation
+	if _, ok := obj.GetAnnotations()[Annotation]; ok {
+		why = "has an annotation " + Annotation + " that does not approve them"
+	}
+	return fmt.Sprintf("the objects this %s refers to (%s) were not approved by the operator's admission webhook: it %s "+
+		"(created or changed while the webhook was not installed?); nothing runs until an update passes the webhook, "+
+		"which checks that its requester may use them (e.g. kubectl annotate --overwrite ... cairn.dev/approve=1)",
+		kind, strings.Join(refs, ", "), why)
+}
+
+// KeyLength is the length of a generated approval key.
+const KeyLength = 32
+
+// KeySecretKey is the data key holding the approval key in its Secret.
+const KeySecretKey = "key"
+
+// LoadKey returns the approval key kept in Secret ns/name, creating the
+// Secret with a random key when it does not exist (every replica of the
+// operator, and every restart, uses the same key). live reads past any
+// cache (mgr.GetAPIReader()); w creates.
+func LoadKey(ctx context.Context, live client.Reader, w client.Writer, ns, name string) ([]byte, error) {
+	for range 2 {
+		s := &corev1.Secret{}
+		err := live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)
+		if err == nil {
+			k := s.Data[KeySecretKey]
+			if len(k) < KeyLength {
+				return nil, fmt.Errorf("access: Secret %s/%s: key %q has %d bytes, need at least %d", ns, name, KeySecretKey, len(k), KeyLength)
+			}
+			return k, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("access: reading the approval key Secret %s/%s: %w", ns, name, err)
+		}
+		k := make([]byte, KeyLength)
+		if _, err := rand.Read(k); err != nil {
+			return nil, err
+		}
+		s = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/part-of": "cairn"}},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{KeySecretKey: k},
+		}
+		err = w.Create(ctx, s)
+		if err == nil {
+			return k, nil
+		}
+		if !apierrors.IsAlreadyExists(err) { // another replica made it: read it
+			return nil, fmt.Errorf("access: creating the approval key Secret %s/%s: %w", ns, name, err)
+		}
+	}
+	return nil, fmt.Errorf("access: the approval key Secret %s/%s vanished while being read", ns, name)
+}

@@ -1,0 +1,109 @@
+package access
+
+import (
+	"strings"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	restorev1 "cairn.dev/apis/restore/v1"
+)
+
+// This file lists, for every Cairn kind, every object its spec makes the
+// operators use on the requester's behalf, and what the requester must be
+// allowed to do with it. A new reference in apis/ must be added here.
+
+// GroupKinds of the Cairn kinds, for Sign and Approved.
+var (
+	BackupJobKind      = backupv1.GroupVersion.WithKind("BackupJob").GroupKind()
+	RestoreJobKind     = restorev1.GroupVersion.WithKind("RestoreJob").GroupKind()
+	MigrationJobKind   = migrationv1.GroupVersion.WithKind("MigrationJob").GroupKind()
+	ProtectionPlanKind = platformv1.GroupVersion.WithKind("ProtectionPlan").GroupKind()
+)
+
+func database(ns string, db *cairnv1.DatabaseRef, field string) []Check {
+	if db == nil || db.CredentialsSecretRef.Name == "" {
+		return nil
+	}
+	return []Check{GetSecret(ns, db.CredentialsSecretRef.Name, field+".credentialsSecretRef")}
+}
+
+func storage(ns string, st *cairnv1.StorageSpec, field string) []Check {
+	if st == nil || st.S3 == nil || st.S3.CredentialsSecretRef.Name == "" {
+		return nil
+	}
+	return []Check{GetSecret(ns, st.S3.CredentialsSecretRef.Name, field+".s3.credentialsSecretRef")}
+}
+
+func getBackupJob(ns, name, field string) Check {
+	return Check{Verb: "get", Group: backupv1.GroupVersion.Group, Resource: "backupjobs", Namespace: ns, Name: name, Kind: "backupjob", Field: field}
+}
+
+// BackupJobChecks: get on the database's and the S3 store's credentials.
+func BackupJobChecks(bj *backupv1.BackupJob) []Check {
+	return append(database(bj.Namespace, &bj.Spec.Database, "spec.database"), storage(bj.Namespace, &bj.Spec.Storage, "spec.storage")...)
+}
+
+// RestoreJobChecks: get on the target's credentials; for source.backupJob,
+// get on that BackupJob (its store is read); for source.store, get on the
+// store's S3 credentials and, when the catalog key names another
+// namespace, get on that BackupJob (its catalog is read).
+func RestoreJobChecks(rj *restorev1.RestoreJob) []Check {
+	return restoreSpecChecks(rj.Namespace, &rj.Spec, "spec")
+}
+
+func restoreSpecChecks(ns string, spec *restorev1.RestoreJobSpec, field string) []Check {
+	out := database(ns, &spec.Target, field+".target")
+	switch src := spec.Source; {
+	case src.BackupJob != nil && src.BackupJob.Name != "":
+		out = append(out, getBackupJob(ns, src.BackupJob.Name, field+".source.backupJob.name"))
+	case src.Store != nil:
+		out = append(out, storage(ns, &src.Store.Storage, field+".source.store.storage")...)
+		if bns, name, ok := strings.Cut(src.Store.BackupJob, "/"); ok && bns != ns && bns != "" && name != "" {
+			out = append(out, getBackupJob(bns, name, field+".source.store.backupJob"))
+		}
+	}
+	return out
+}
+
+// MigrationJobChecks: get on the source's credentials, the local target's
+// credentials (a remote target's are in the other cluster, read with the
+// kubeconfig's identity), the kubeconfig Secret and the transfer store's
+// S3 credentials; patch on the cutover's switchSecret.
+func MigrationJobChecks(mj *migrationv1.MigrationJob) []Check {
+	return migrationSpecChecks(mj.Namespace, &mj.Spec, "spec")
+}
+
+func migrationSpecChecks(ns string, spec *migrationv1.MigrationJobSpec, field string) []Check {
+	out := database(ns, &spec.Source, field+".source")
+	if k := spec.Target.KubeconfigSecretRef; k != nil {
+		if k.Name != "" {
+			out = append(out, GetSecret(ns, k.Name, field+".target.kubeconfigSecretRef"))
+		}
+	} else {
+		out = append(out, database(ns, &spec.Target.DatabaseRef, field+".target")...)
+	}
+	out = append(out, storage(ns, spec.Transfer.Storage, field+".transfer.storage")...)
+	if s := spec.Cutover.SwitchSecret; s != nil && s.Name != "" {
+		out = append(out, PatchSecret(ns, s.Name, field+".cutover.switchSecret"))
+	}
+	return out
+}
+
+// ProtectionPlanChecks: the database's, the backup store's and the scratch
+// database's credentials, and the migration template's references (whether
+// or not it is started: the plan creates the MigrationJob later, as the
+// orchestrator).
+func ProtectionPlanChecks(p *platformv1.ProtectionPlan) []Check {
+	ns := p.Namespace
+	out := database(ns, &p.Spec.Database, "spec.database")
+	out = append(out, storage(ns, &p.Spec.Backup.Storage, "spec.backup.storage")...)
+	if n := p.Spec.Verification.RestoreInto.CredentialsSecretRef.Name; n != "" {
+		out = append(out, GetSecret(ns, n, "spec.verification.restoreInto.credentialsSecretRef"))
+	}
+	if m := p.Spec.Migration; m != nil {
+		out = append(out, migrationSpecChecks(ns, &m.Template, "spec.migration.template")...)
+	}
+	return out
+}
