@@ -167,6 +167,8 @@ func StorageWithin(st *cairnv1.StorageSpec, p *field.Path, kind string, limitMiB
 			errs = append(errs, field.Invalid(pp.Child("subPath"), sp, `must be a relative path without "..", e.g. "shop/orders"`))
 		} else if strings.IndexFunc(sp, unicode.IsControl) >= 0 || strings.Contains(sp, `\`) {
 			errs = append(errs, field.Invalid(pp.Child("subPath"), sp, "must not contain control characters or backslashes"))
+		} else if reservedSegment(sp) {
+			errs = append(errs, field.Invalid(pp.Child("subPath"), sp, reservedMessage))
 		}
 	}
 	if s3 := st.S3; s3 != nil {
@@ -187,6 +189,8 @@ func StorageWithin(st *cairnv1.StorageSpec, p *field.Path, kind string, limitMiB
 		if s3.Prefix != "" && !validPrefix(s3.Prefix) {
 			errs = append(errs, field.Invalid(sp.Child("prefix"), s3.Prefix,
 				`must be a relative key prefix: segments of letters, digits, ".", "_" and "-" separated by "/" (no "." or ".." segment, no "//"), e.g. "prod/" or "cluster-a/backups"`))
+		} else if reservedSegment(s3.Prefix) {
+			errs = append(errs, field.Invalid(sp.Child("prefix"), s3.Prefix, reservedMessage))
 		}
 		if s3.Region != "" && !regionName.MatchString(s3.Region) {
 			errs = append(errs, field.Invalid(sp.Child("region"), s3.Region, `must be a region name: lowercase letters, digits and "-", e.g. "eu-central-1"`))
@@ -279,6 +283,29 @@ func validPrefix(p string) bool {
 		}
 	}
 	return true
+}
+
+// MigrationSpace is the directory of a store (relative to its root: the
+// PVC's subPath, the bucket's prefix) that holds MigrationJobs' exports,
+// <MigrationSpace>/<namespace>/<name>/ (the agent's naming.MigrationSpace).
+// A storage location whose own path has it as a segment could reach those
+// exports: a BackupJob with the prefix "_migrations" would list, restore,
+// prune and delete a migration's export as its own backups. Every kind's
+// storage is refused such a path.
+const MigrationSpace = "_migrations"
+
+const reservedMessage = `must not contain the path segment "` + MigrationSpace +
+	`": it is reserved for MigrationJob exports, which a storage location under it could list, restore, prune or delete; choose another path, e.g. "migrations" or "backups/shop"`
+
+// reservedSegment says whether the relative path p (a subPath or a key
+// prefix) has MigrationSpace as one of its segments, once cleaned ("a/./_migrations/" included).
+func reservedSegment(p string) bool {
+	for _, seg := range strings.Split(path.Clean(p), "/") {
+		if seg == MigrationSpace {
+			return true
+		}
+	}
+	return false
 }
 
 func hasDotDot(p string) bool {

@@ -55,6 +55,15 @@ func TestStorage(t *testing.T) {
 	if errs := Storage(&cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "pvc", SubPath: "a/b"}}, p, "BackupJob"); len(errs) != 0 {
 		t.Fatalf("valid pvc rejected: %v", errs)
 	}
+	// Names like the reserved segment, but not it, are fine.
+	for _, ok := range []string{"migrations", "_migrations2", "x_migrations/", "prod/migrations_/"} {
+		if errs := Storage(&cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.Prefix = ok; return s }()}, p, "BackupJob"); len(errs) != 0 {
+			t.Errorf("prefix %q rejected: %v", ok, errs)
+		}
+		if errs := Storage(&cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "pvc", SubPath: ok}}, p, "BackupJob"); len(errs) != 0 {
+			t.Errorf("subPath %q rejected: %v", ok, errs)
+		}
+	}
 	cases := map[string]struct {
 		st   cairnv1.StorageSpec
 		want string
@@ -69,7 +78,17 @@ func TestStorage(t *testing.T) {
 		// The agent holds one part in its 256Mi: 512 (the CRD's maximum) does not fit.
 		"part size": {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.PartSizeMiB = new(int32(512)); return s }()},
 			"spec.storage.s3.partSizeMiB: Invalid value: 512: does not fit the agent's memory limit (256Mi): one part is held in memory beside 96 MiB for the agent and its dump tool; use at most 160"},
-		"part size just over": {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.PartSizeMiB = new(int32(161)); return s }()}, "use at most 160"},
+		// A MigrationJob's exports live under <root>/_migrations/<ns>/<name>/:
+		// no storage location may be inside that key space.
+		"migration space prefix": {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.Prefix = "_migrations"; return s }()},
+			`spec.storage.s3.prefix: Invalid value: "_migrations": must not contain the path segment "_migrations": it is reserved for MigrationJob exports`},
+		"migration space prefix slash":  {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.Prefix = "prod/_migrations/"; return s }()}, `reserved for MigrationJob exports`},
+		"migration space prefix deeper": {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.Prefix = "_migrations/shop/"; return s }()}, `reserved for MigrationJob exports`},
+		"migration space subPath": {cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "p", SubPath: "_migrations"}},
+			`spec.storage.pvc.subPath: Invalid value: "_migrations": must not contain the path segment "_migrations"`},
+		"migration space subPath dotted":       {cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "p", SubPath: "a/./_migrations/"}}, `reserved for MigrationJob exports`},
+		"migration space subPath double slash": {cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "p", SubPath: "a//_migrations"}}, `reserved for MigrationJob exports`},
+		"part size just over":                  {cairnv1.StorageSpec{S3: func() *cairnv1.S3Storage { s := s3(); s.PartSizeMiB = new(int32(161)); return s }()}, "use at most 160"},
 	}
 	for name, c := range cases {
 		errs := Storage(&c.st, p, "BackupJob")

@@ -22,6 +22,7 @@ require (
 )
 
 require (
+	cairn.dev/agent v0.0.0-00010101000000-000000000000 // indirect
 	cel.dev/expr v0.25.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -235,8 +235,17 @@ func copyPtr[T any](p *T) *T {
 // KeepV1Fields sets on bj, converted from a legacy-shape v1alpha1 object
 // (LegacyShapeAnnotation), the fields v1alpha1 cannot express from old, the
 // stored object it replaces: every spec field but the four v1alpha1 holds
-// (spec.database.host, schedule, retentionDays, maxRetries). It removes the
-// annotation. The BackupJob defaulting webhook calls it on update.
+// (spec.database.host, schedule, retentionDays, maxRetries), and the whole
+// status. It removes the annotation. The BackupJob defaulting webhook calls
+// it on update.
+//
+// The status must be set here, not left to the API server: an update through
+// the main resource keeps the stored status (the CRD strategy's
+// PrepareForUpdate), but it does so after admission and in the request's
+// version, v1alpha1, whose status lacks the v1-only fields (lastSuccessfulTime,
+// lastResult, lastArtifact, ...). Those travel in V1FieldsAnnotation, which
+// the API server writes from the object this webhook returns: without the
+// stored status here, they would be stored empty.
 func KeepV1Fields(bj, old *backupv1.BackupJob) {
 	delete(bj.Annotations, LegacyShapeAnnotation)
 	spec := *old.Spec.DeepCopy()
@@ -245,4 +254,5 @@ func KeepV1Fields(bj, old *backupv1.BackupJob) {
 	spec.RetentionDays = bj.Spec.RetentionDays
 	spec.MaxRetries = copyPtr(bj.Spec.MaxRetries)
 	bj.Spec = spec
+	bj.Status = *old.Status.DeepCopy()
 }

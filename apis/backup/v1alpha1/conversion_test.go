@@ -286,3 +286,61 @@ func TestAnnotationIsNeverStored(t *testing.T) {
 		t.Errorf("ConvertTo left %s on the hub", v1alpha1.V1FieldsAnnotation)
 	}
 }
+
+// A replace by a legacy-shape v1alpha1 object, as the API server runs it:
+// ConvertTo for the defaulting webhook, KeepV1Fields there, ConvertFrom of
+// the webhook's result, the stored v1alpha1 status put back
+// (PrepareForUpdate, in the request's version), ConvertTo for storage. Every
+// v1 field of the stored object stays but the four v1alpha1 sets.
+func TestKeepV1FieldsThroughTheAPIServersUpdatePath(t *testing.T) {
+	f := newFiller(t, rand.Int63())
+	for i := 0; i < fuzzIterations/10; i++ {
+		stored := &backupv1.BackupJob{}
+		f.Fill(stored)
+		delete(stored.Annotations, v1alpha1.V1FieldsAnnotation)
+		delete(stored.Annotations, v1alpha1.LegacyShapeAnnotation)
+		storedAlpha := &v1alpha1.BackupJob{}
+		if err := storedAlpha.ConvertFrom(stored.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+
+		manifest := &v1alpha1.BackupJob{
+			ObjectMeta: *stored.ObjectMeta.DeepCopy(),
+			Spec:       v1alpha1.BackupJobSpec{DatabaseHost: "pg.shop.svc", Schedule: "15 4 * * *", RetentionDays: 3},
+		}
+		webhookIn := &backupv1.BackupJob{}
+		if err := manifest.ConvertTo(webhookIn); err != nil {
+			t.Fatal(err)
+		}
+		if webhookIn.Annotations[v1alpha1.LegacyShapeAnnotation] != "true" {
+			t.Fatalf("iteration %d: a manifest without %s is not marked legacy", i, v1alpha1.V1FieldsAnnotation)
+		}
+		old := &backupv1.BackupJob{}
+		if err := storedAlpha.DeepCopy().ConvertTo(old); err != nil {
+			t.Fatal(err)
+		}
+		v1alpha1.KeepV1Fields(webhookIn, old)
+
+		afterAdmission := &v1alpha1.BackupJob{}
+		if err := afterAdmission.ConvertFrom(webhookIn); err != nil {
+			t.Fatal(err)
+		}
+		afterAdmission.Status = *storedAlpha.Status.DeepCopy()
+		got := &backupv1.BackupJob{}
+		if err := afterAdmission.ConvertTo(got); err != nil {
+			t.Fatal(err)
+		}
+
+		want := stored.DeepCopy()
+		want.Spec.Database.Host = "pg.shop.svc"
+		want.Spec.Schedule = "15 4 * * *"
+		want.Spec.RetentionDays = 3
+		want.Spec.MaxRetries = nil
+		if !apiequality.Semantic.DeepEqual(want.Spec, got.Spec) || !apiequality.Semantic.DeepEqual(want.Status, got.Status) {
+			t.Fatalf("iteration %d: the replace changed v1-only fields:\n%s", i, diff.Diff(want, got))
+		}
+		if _, ok := got.Annotations[v1alpha1.LegacyShapeAnnotation]; ok {
+			t.Fatalf("iteration %d: %s would be stored", i, v1alpha1.LegacyShapeAnnotation)
+		}
+	}
+}

@@ -23,16 +23,16 @@ func TestChildJobNamesOfLongNames(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for i, name := range []string{
-		strings.Repeat("a", 46) + ".bcdef",        // run-now cut (47) ends in '.'
-		strings.Repeat("a", 46) + "-bcdef",        // ... in '-'
-		strings.Repeat("a", 44) + ".bcdefgh",      // delete cut (45) ends in '.'
-		strings.Repeat("a", 44) + "-bcdefgh",      // ... in '-'
-		strings.Repeat("a", 45) + "..-" + "bcdef", // ... in several
+		strings.Repeat("a", 46) + ".bcdef",   // run-now cut (47) ends in '.'
+		strings.Repeat("a", 46) + "-bcdef",   // ... in '-'
+		strings.Repeat("a", 44) + ".bcdefgh", // delete cut (45) ends in '.'
+		strings.Repeat("a", 44) + "-bcdefgh", // ... in '-'
+		strings.Repeat("a", 44) + "---bcdef", // both cuts in one or several
 		strings.Repeat("b", 52),
 		strings.Repeat("b", 51) + "c", // same cuts as the one above
 	} {
-		if len(name) > 52 {
-			t.Fatalf("test name %q is longer than a BackupJob name can be", name)
+		if errs := validation.IsDNS1123Subdomain(name); len(name) > 52 || len(errs) != 0 {
+			t.Fatalf("test name %q is not a valid BackupJob name: %d characters, %v", name, len(name), errs)
 		}
 		b := bj(name, strings.Repeat("x", i))
 		for _, job := range []string{runNowJob(b, "agent:1", "req-1").Name, deleteJob(b, "agent:1").Name} {

@@ -443,13 +443,18 @@ func testV1alpha1RoundTrip(t *testing.T, h *harness) {
 		t.Errorf("v1alpha1 after the updates: spec %+v status phase %q", again.Spec, again.Status.Phase)
 	}
 
-	// kubectl replace of the old manifest (the flat shape, no annotation):
-	// its own fields change, and the v1-only ones the stored object has
-	// (database, credentials, time zone, suspend, S3 storage) stay instead
-	// of being reset to the legacy defaults.
-	old := legacy.DeepCopy()
-	old.ResourceVersion = again.ResourceVersion
-	old.Spec.Schedule = "15 4 * * *"
+	// kubectl replace of the old manifest (the flat shape, no annotation;
+	// not the object Create returned, which carries the annotation): its own
+	// fields change, and the v1-only ones the stored object has, in spec
+	// (database, credentials, time zone, suspend, S3 storage) and in status
+	// (last successful time, result, artifact), stay instead of being reset
+	// to the legacy defaults.
+	old := &backupv1alpha1.BackupJob{
+		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, ResourceVersion: again.ResourceVersion},
+		Spec: backupv1alpha1.BackupJobSpec{
+			DatabaseHost: "pg.shop.svc", Schedule: "15 4 * * *", RetentionDays: 7, MaxRetries: new(int32(3)),
+		},
+	}
 	if err := h.c.Update(ctx, old); err != nil {
 		t.Fatal(err)
 	}
