@@ -147,3 +147,28 @@ func noWildcards(file string, rules []rbacv1.PolicyRule) error {
 	}
 	return nil
 }
+
+// GrantInNamespace binds the ClusterRole of file (its first ClusterRole
+// document, created or updated) to the operator's user, as AsGeneratedRole
+// names it, in namespace ns only: a RoleBinding, as a tenant grants an
+// operator something in their namespace (e.g. the migration operator's
+// cairn-migration-secret-switcher, deploy/migration/rbac).
+func (e *Env) GrantInNamespace(ctx context.Context, operator, file, ns string) error {
+	role := &rbacv1.ClusterRole{}
+	if err := readDocument(file, "ClusterRole", role); err != nil {
+		return err
+	}
+	if err := noWildcards(file, role.Rules); err != nil {
+		return err
+	}
+	if err := apply(ctx, e.Client, role, func(live *rbacv1.ClusterRole) { live.Rules = role.Rules }); err != nil {
+		return err
+	}
+	user := "system:serviceaccount:cairn-system:cairn-" + operator + "-controller-manager"
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	return apply(ctx, e.Client, rb, func(*rbacv1.RoleBinding) {})
+}
