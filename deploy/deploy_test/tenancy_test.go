@@ -171,8 +171,8 @@ func TestNoOperatorMayWriteSecrets(t *testing.T) {
 // operator's ServiceAccount change only host/port/database of a Secret
 // labelled migration.cairn.dev/switchable: "true" — with the patch the
 // operator sends (a merge patch with the resourceVersion) — and refuses
-// every other write, even when the ServiceAccount is given admin in the
-// namespace (a compromised or over-granted operator).
+// every other write, even when the ServiceAccount is given cluster-admin's
+// rules in the namespace (a compromised or over-granted operator).
 func TestSecretSwitchPolicy(t *testing.T) {
 	ctx := t.Context()
 	installPlatform(t)
@@ -260,9 +260,9 @@ func TestSecretSwitchPolicy(t *testing.T) {
 		s.Labels = map[string]string{"migration.cairn.dev/switchable": "true"}
 	}), notLabelled)
 
-	// A compromised or over-granted operator: admin in the namespace.
-	// RBAC now allows everything; the policy still refuses.
-	bind(ctx, t, ns, "operator-admin", "admin", saSubject("migration"))
+	// A compromised or over-granted operator: cluster-admin's rules in the
+	// namespace. RBAC now allows everything; the policy still refuses.
+	bind(ctx, t, ns, "operator-admin", "cluster-admin", saSubject("migration"))
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		return can(ctx, t, operatorUser("migration"), saGroups, "delete", "", "secrets", ns), nil
 	})
@@ -283,8 +283,8 @@ func TestSecretSwitchPolicy(t *testing.T) {
 		return op.Update(ctx, s)
 	}(), notLabelled)
 
-	// Nobody else is held by it: the tenant (here the admin) may still do
-	// anything to its Secrets.
+	// Nobody else is held by it: the tenant (here the test's admin) may
+	// still do anything to its Secrets.
 	if err := env.Client.Patch(ctx, unlabelled.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"stringData":{"password":"rotated"}}`))); err != nil {
 		t.Errorf("the policy refused someone other than the migration operator: %v", err)
 	}
