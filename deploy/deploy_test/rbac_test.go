@@ -1,11 +1,13 @@
 package deploy_test
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 var writeVerbs = []string{"create", "update", "patch", "delete", "deletecollection"}
@@ -30,75 +32,209 @@ func TestNoWildcardRBAC(t *testing.T) {
 	}
 }
 
-// grant is what an operator may do with one group/resource.
-type grant struct {
-	write bool // any verb; otherwise only get, list, watch
+// rules is what one role grants: "group/resource" → its verbs, sorted.
+type rules map[string][]string
+
+var (
+	readOnly    = []string{"get", "list", "watch"}
+	createPatch = []string{"create", "patch"}
+)
+
+// shared are the roles every operator gets from deploy/components/operator:
+// metrics authentication (cluster-wide, bound by a ClusterRoleBinding) and
+// leader election (a Role in cairn-system).
+func shared(op string) map[string]rules {
+	return map[string]rules{
+		"ClusterRole cairn-" + op + "-metrics-auth": {
+			"authentication.k8s.io/tokenreviews":        {"create"},
+			"authorization.k8s.io/subjectaccessreviews": {"create"},
+		},
+		"Role cairn-system/cairn-" + op + "-leader-election": {
+			"coordination.k8s.io/leases": {"create", "delete", "get", "list", "patch", "update", "watch"},
+			"/events":                    createPatch,
+			"events.k8s.io/events":       createPatch,
+		},
+	}
 }
 
-// allowed lists, per operator, every group/resource its ClusterRoles may name:
-// its own kinds, what it creates, and what it only reads.
-var allowed = map[string]map[string]grant{
+// exactRBAC is, per operator, every role its base ships (kind, namespace for
+// a Role, name) and exactly what each grants. Adding a verb, a resource, a
+// role or changing a Role into a ClusterRole fails
+// TestOperatorRBACIsExact: change this table only with the reason next to
+// the entry, and keep docs/security.md true.
+var exactRBAC = map[string]map[string]rules{
 	"backup": {
-		"backup.cairn.dev/backupjobs":               {write: true},
-		"backup.cairn.dev/backupjobs/status":        {write: true},
-		"backup.cairn.dev/backupjobs/finalizers":    {write: true},
-		"batch/cronjobs":                            {write: true},
-		"batch/jobs":                                {write: true},
-		"/pods":                                     {},
-		"/secrets":                                  {}, // references checked before a run (libs/references)
-		"/persistentvolumeclaims":                   {},
-		"/events":                                   {write: true},
-		"events.k8s.io/events":                      {write: true},
-		"authentication.k8s.io/tokenreviews":        {write: true},
-		"authorization.k8s.io/subjectaccessreviews": {write: true},
+		"ClusterRole cairn-backup-manager": {
+			"backup.cairn.dev/backupjobs":            {"get", "list", "patch", "watch"}, // patch: the finalizer
+			"backup.cairn.dev/backupjobs/status":     {"patch"},
+			"backup.cairn.dev/backupjobs/finalizers": {"update"},
+			"batch/cronjobs":                         {"create", "delete", "get", "list", "patch", "update", "watch"},
+			"batch/jobs":                             {"create", "delete", "get", "list", "watch"}, // run-now and delete Jobs
+			"/pods":                                  readOnly,                                     // the agent's report
+			// Secrets: watched as metadata (libs/references), the keys of a
+			// referenced one read live. RBAC has no metadata-only verb, so
+			// this is every Secret's data cluster-wide (docs/security.md;
+			// platform/components/namespaced narrows it).
+			"/secrets":                readOnly,
+			"/persistentvolumeclaims": readOnly,
+			"events.k8s.io/events":    createPatch,
+		},
 	},
 	"restore": {
-		"restore.cairn.dev/restorejobs":             {write: true},
-		"restore.cairn.dev/restorejobs/status":      {write: true},
-		"restore.cairn.dev/restorejobs/finalizers":  {write: true},
-		"backup.cairn.dev/backupjobs":               {},
-		"batch/jobs":                                {write: true},
-		"/pods":                                     {},
-		"/secrets":                                  {}, // references checked before a run (libs/references)
-		"/persistentvolumeclaims":                   {},
-		"/events":                                   {write: true},
-		"events.k8s.io/events":                      {write: true},
-		"coordination.k8s.io/leases":                {write: true},
-		"authentication.k8s.io/tokenreviews":        {write: true},
-		"authorization.k8s.io/subjectaccessreviews": {write: true},
+		"ClusterRole cairn-restore-manager": {
+			"restore.cairn.dev/restorejobs":            {"get", "list", "patch", "watch"},
+			"restore.cairn.dev/restorejobs/status":     {"patch"},
+			"restore.cairn.dev/restorejobs/finalizers": {"update"},
+			"backup.cairn.dev/backupjobs":              readOnly, // the artifact's store
+			"batch/jobs":                               {"create", "delete", "get", "list", "watch"},
+			"/pods":                                    readOnly,
+			"/secrets":                                 readOnly, // as backup
+			"/persistentvolumeclaims":                  readOnly,
+			"/events":                                  createPatch,
+			"events.k8s.io/events":                     createPatch,
+		},
 	},
-	// The migration operator patches one Secret, the one a MigrationJob's
-	// spec.cutover.switchSecret names, at cutover (its host, port and
-	// database keys); everything else it only reads.
+	// No patch on Secrets in the manager role: switchSecret's patch is
+	// cairn-migration-secret-switcher, bound nowhere by the platform (a
+	// tenant binds it in a namespace) and held to host/port/database of
+	// labelled Secrets by the ValidatingAdmissionPolicy
+	// cairn-migration-secret-switch.
 	"migration": {
-		"migration.cairn.dev/migrationjobs":            {write: true},
-		"migration.cairn.dev/migrationjobs/status":     {write: true},
-		"migration.cairn.dev/migrationjobs/finalizers": {write: true},
-		"batch/jobs":                         {write: true},
-		"/pods":                              {},
-		"/secrets":                           {write: true},
-		"/persistentvolumeclaims":            {},
-		"/events":                            {write: true},
-		"events.k8s.io/events":               {write: true},
-		"coordination.k8s.io/leases":         {write: true},
-		"authentication.k8s.io/tokenreviews": {write: true},
-		"authorization.k8s.io/subjectaccessreviews": {write: true},
+		"ClusterRole cairn-migration-manager": {
+			"migration.cairn.dev/migrationjobs":            {"get", "list", "patch", "watch"},
+			"migration.cairn.dev/migrationjobs/status":     {"patch"},
+			"migration.cairn.dev/migrationjobs/finalizers": {"update"},
+			"batch/jobs":              {"create", "delete", "get", "list", "watch"},
+			"/pods":                   readOnly,
+			"/secrets":                readOnly, // references, kubeconfig Secrets, switchSecret's current keys
+			"/persistentvolumeclaims": readOnly,
+			"/events":                 createPatch,
+			"events.k8s.io/events":    createPatch,
+		},
+		"ClusterRole cairn-migration-secret-switcher": {
+			"/secrets": {"patch"},
+		},
 	},
 	// The orchestrator writes its children (BackupJobs, RestoreJobs,
 	// MigrationJobs) and reads their status; never Jobs, Pods or Secrets.
 	"orchestrator": {
-		"platform.cairn.dev/protectionplans":            {write: true},
-		"platform.cairn.dev/protectionplans/status":     {write: true},
-		"platform.cairn.dev/protectionplans/finalizers": {write: true},
-		"backup.cairn.dev/backupjobs":                   {write: true},
-		"restore.cairn.dev/restorejobs":                 {write: true},
-		"migration.cairn.dev/migrationjobs":             {write: true},
-		"/events":                                       {write: true},
-		"events.k8s.io/events":                          {write: true},
-		"coordination.k8s.io/leases":                    {write: true},
-		"authentication.k8s.io/tokenreviews":            {write: true},
-		"authorization.k8s.io/subjectaccessreviews":     {write: true},
+		"ClusterRole cairn-orchestrator-manager": {
+			"platform.cairn.dev/protectionplans":            {"get", "list", "patch", "watch"},
+			"platform.cairn.dev/protectionplans/status":     {"patch"},
+			"platform.cairn.dev/protectionplans/finalizers": {"update"},
+			"backup.cairn.dev/backupjobs":                   {"create", "delete", "get", "list", "update", "watch"},
+			"restore.cairn.dev/restorejobs":                 {"create", "delete", "get", "list", "update", "watch"},
+			"migration.cairn.dev/migrationjobs":             {"create", "delete", "get", "list", "update", "watch"},
+			"/events":                                       createPatch,
+			"events.k8s.io/events":                          createPatch,
+		},
 	},
+}
+
+// exactBindings is, per operator, every binding its base ships: "kind
+// [namespace/]name" → the role it binds. All bind the operator's own
+// ServiceAccount (checked). cairn-migration-secret-switcher is bound
+// nowhere.
+func exactBindings(op string) map[string]string {
+	return map[string]string{
+		"ClusterRoleBinding cairn-" + op + "-manager":               "ClusterRole cairn-" + op + "-manager",
+		"ClusterRoleBinding cairn-" + op + "-metrics-auth":          "ClusterRole cairn-" + op + "-metrics-auth",
+		"RoleBinding cairn-system/cairn-" + op + "-leader-election": "Role cairn-" + op + "-leader-election",
+	}
+}
+
+// roleKey names a role as exactRBAC does.
+func roleKey(o *unstructured.Unstructured) string {
+	if o.GetKind() == "Role" || o.GetKind() == "RoleBinding" {
+		return o.GetKind() + " " + o.GetNamespace() + "/" + o.GetName()
+	}
+	return o.GetKind() + " " + o.GetName()
+}
+
+// grants flattens a role's rules into group/resource → sorted verbs.
+func grants(r []rbacv1.PolicyRule) rules {
+	out := rules{}
+	for _, rule := range r {
+		for _, g := range rule.APIGroups {
+			for _, res := range rule.Resources {
+				key := g + "/" + res
+				out[key] = append(out[key], rule.Verbs...)
+			}
+		}
+		if len(rule.ResourceNames) > 0 || len(rule.NonResourceURLs) > 0 {
+			out["?resourceNames/nonResourceURLs"] = append(rule.ResourceNames, rule.NonResourceURLs...)
+		}
+	}
+	for k, v := range out {
+		slices.Sort(v)
+		out[k] = slices.Compact(v)
+	}
+	return out
+}
+
+// TestOperatorRBACIsExact: each operator's base ships exactly the roles of
+// exactRBAC with exactly their verbs, and exactly the bindings of
+// exactBindings, each to the operator's own ServiceAccount. Any verb,
+// resource, role or binding more (or a Role made a ClusterRole) fails.
+func TestOperatorRBACIsExact(t *testing.T) {
+	for _, op := range operators {
+		objs := build(t, "deploy/"+op)
+		want := shared(op)
+		maps.Copy(want, exactRBAC[op])
+		got := map[string]rules{}
+		for _, o := range ofKind(objs, "ClusterRole", "Role") {
+			var r rbacv1.ClusterRole
+			into(t, o, &r)
+			got[roleKey(o)] = grants(r.Rules)
+		}
+		for key, w := range want {
+			g, ok := got[key]
+			if !ok {
+				t.Errorf("%s: no %s", op, key)
+				continue
+			}
+			for res, verbs := range g {
+				if wv, ok := w[res]; !ok {
+					t.Errorf("%s: %s grants %v on %s, which it must not have at all", op, key, verbs, res)
+				} else if !slices.Equal(verbs, wv) {
+					t.Errorf("%s: %s grants %v on %s, want exactly %v", op, key, verbs, res, wv)
+				}
+			}
+			for res, wv := range w {
+				if _, ok := g[res]; !ok {
+					t.Errorf("%s: %s does not grant %v on %s (update exactRBAC if it is no longer needed)", op, key, wv, res)
+				}
+			}
+		}
+		for key := range got {
+			if _, ok := want[key]; !ok {
+				t.Errorf("%s: the base ships %s, which exactRBAC does not know", op, key)
+			}
+		}
+
+		wantB := exactBindings(op)
+		sa := rbacv1.Subject{Kind: "ServiceAccount", Name: "cairn-" + op + "-controller-manager", Namespace: "cairn-system"}
+		gotB := map[string]bool{}
+		for _, o := range ofKind(objs, "ClusterRoleBinding", "RoleBinding") {
+			var b rbacv1.RoleBinding
+			into(t, o, &b)
+			key := roleKey(o)
+			gotB[key] = true
+			if w, ok := wantB[key]; !ok {
+				t.Errorf("%s: the base ships %s (to %s %s), which exactBindings does not know", op, key, b.RoleRef.Kind, b.RoleRef.Name)
+			} else if b.RoleRef.Kind+" "+b.RoleRef.Name != w {
+				t.Errorf("%s: %s binds %s %s, want %s", op, key, b.RoleRef.Kind, b.RoleRef.Name, w)
+			}
+			if len(b.Subjects) != 1 || b.Subjects[0] != sa {
+				t.Errorf("%s: %s binds %+v, want only %+v", op, key, b.Subjects, sa)
+			}
+		}
+		for key := range wantB {
+			if !gotB[key] {
+				t.Errorf("%s: no %s", op, key)
+			}
+		}
+	}
 }
 
 // composes lists the operators that create other operators' kinds as their
@@ -109,48 +245,21 @@ var composes = map[string][]string{
 	"orchestrator": {"backup.cairn.dev/backupjobs", "restore.cairn.dev/restorejobs", "migration.cairn.dev/migrationjobs"},
 }
 
-// TestOperatorClusterRolesAreScoped: each operator's ClusterRoles grant only
-// its own kinds, what it creates and what it reads (read-only), so no
-// operator holds another's write permissions; the generated manager role
-// exists with the name the markers give it.
-func TestOperatorClusterRolesAreScoped(t *testing.T) {
+// TestNoOperatorWritesAnothersKinds: an operator's own group is written by
+// no other operator, except the orchestrator's children (composes).
+func TestNoOperatorWritesAnothersKinds(t *testing.T) {
 	for _, op := range operators {
-		objs := build(t, "deploy/"+op)
-		find(t, objs, "ClusterRole", "cairn-"+op+"-manager")
-		roles := ofKind(objs, "ClusterRole")
-		for _, o := range roles {
-			var r rbacv1.ClusterRole
-			into(t, o, &r)
-			for _, rule := range r.Rules {
-				for _, g := range rule.APIGroups {
-					for _, res := range rule.Resources {
-						key := g + "/" + res
-						a, ok := allowed[op][key]
-						switch {
-						case !ok:
-							t.Errorf("%s: ClusterRole %s grants %v on %s, which is neither its own kind nor one it creates or reads", op, r.Name, rule.Verbs, key)
-						case !a.write && slices.ContainsFunc(rule.Verbs, func(v string) bool { return slices.Contains(writeVerbs, v) }):
-							t.Errorf("%s: ClusterRole %s may %v %s, which it should only read", op, r.Name, rule.Verbs, key)
-						}
-					}
-				}
-			}
-		}
-		// The operator's own group is granted nowhere else.
 		for _, other := range operators {
 			if other == op {
 				continue
 			}
-			for key, a := range allowed[other] {
-				if strings.HasPrefix(key, op+".cairn.dev/") && a.write && !slices.Contains(composes[other], key) {
-					t.Errorf("%s may write %s, a kind of %s", other, key, op)
+			for _, rs := range exactRBAC[other] {
+				for key, verbs := range rs {
+					write := slices.ContainsFunc(verbs, func(v string) bool { return slices.Contains(writeVerbs, v) })
+					if strings.HasPrefix(key, op+".cairn.dev/") && write && !slices.Contains(composes[other], key) {
+						t.Errorf("%s may write %s, a kind of %s", other, key, op)
+					}
 				}
-			}
-		}
-		// Leader election is confined to the operator's namespace.
-		for _, o := range ofKind(objs, "Role") {
-			if o.GetNamespace() != "cairn-system" {
-				t.Errorf("%s: Role %s is in namespace %q", op, o.GetName(), o.GetNamespace())
 			}
 		}
 	}

@@ -254,6 +254,14 @@ func poll(ctx context.Context, t *testing.T, what string, f func() error) {
 // error once the process has exited.
 func startNamespaceController(t *testing.T) func() error {
 	t.Helper()
+	return startControllers(t, "namespace", "--concurrent-namespace-syncs=2")
+}
+
+// startControllers runs kube-controller-manager with only controllers (its
+// --controllers value) against the test API server until the test ends; see
+// startNamespaceController.
+func startControllers(t *testing.T, controllers string, flags ...string) func() error {
+	t.Helper()
 	dir, err := testenv.FindControlPlane("", "kube-controller-manager")
 	if err != nil {
 		t.Fatal(err)
@@ -281,9 +289,9 @@ current-context: test
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "kube-controller-manager"),
-		"--kubeconfig="+kubeconfig, "--controllers=namespace", "--leader-elect=false",
-		"--secure-port=0", "--concurrent-namespace-syncs=2")
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "kube-controller-manager"), append([]string{
+		"--kubeconfig=" + kubeconfig, "--controllers=" + controllers, "--leader-elect=false",
+		"--secure-port=0"}, flags...)...)
 	logf, err := os.Create(filepath.Join(work, "kube-controller-manager.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,12 @@ type RoleOptions struct {
 	LeaderElectionRoleFile string
 	// NoLeaderElection skips the leader-election Role.
 	NoLeaderElection bool
+	// Namespaces, when set, grant the ClusterRole in these namespaces only
+	// (RoleBindings, as platform/components/namespaced does) instead of
+	// cluster-wide, to a user of its own: the ServiceAccount's name with
+	// the suffix "-namespaced" (so a cluster-wide binding another test made
+	// for the operator does not apply).
+	Namespaces []string
 }
 
 // AsGeneratedRole makes a user bound to nothing but the operator's
@@ -58,7 +64,11 @@ func (e *Env) AsGeneratedRole(ctx context.Context, ro RoleOptions) (*rest.Config
 	}
 	const saNamespace = "cairn-system"
 	sa := "cairn-" + ro.Operator + "-controller-manager"
-	user := "system:serviceaccount:" + saNamespace + ":" + sa
+	suffix := ""
+	if len(ro.Namespaces) > 0 {
+		suffix = "-namespaced"
+	}
+	user := "system:serviceaccount:" + saNamespace + ":" + sa + suffix
 	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
 
 	role := &rbacv1.ClusterRole{}
@@ -71,13 +81,25 @@ func (e *Env) AsGeneratedRole(ctx context.Context, ro RoleOptions) (*rest.Config
 	if err := apply(ctx, e.Client, role, func(live *rbacv1.ClusterRole) { live.Rules = role.Rules }); err != nil {
 		return nil, err
 	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-test"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   subject,
+	for _, ns := range ro.Namespaces {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name + "-test"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   subject,
+		}
+		if err := apply(ctx, e.Client, rb, func(*rbacv1.RoleBinding) {}); err != nil {
+			return nil, err
+		}
 	}
-	if err := apply(ctx, e.Client, binding, func(*rbacv1.ClusterRoleBinding) {}); err != nil {
-		return nil, err
+	if len(ro.Namespaces) == 0 {
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-test"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   subject,
+		}
+		if err := apply(ctx, e.Client, binding, func(*rbacv1.ClusterRoleBinding) {}); err != nil {
+			return nil, err
+		}
 	}
 	if !ro.NoLeaderElection {
 		le := &rbacv1.Role{}
@@ -89,7 +111,7 @@ func (e *Env) AsGeneratedRole(ctx context.Context, ro RoleOptions) (*rest.Config
 			return nil, err
 		}
 		leBinding := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: LeaderElectionNamespace, Name: le.Name + "-test"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: LeaderElectionNamespace, Name: le.Name + "-test" + suffix},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: le.Name},
 			Subjects:   subject,
 		}
@@ -167,4 +189,29 @@ func (e *Env) Tenant(ctx context.Context, ns, user string, rules ...rbacv1.Polic
 		return nil, err
 	}
 	return e.AddUser(user)
+}
+
+// GrantInNamespace binds the ClusterRole of file (its first ClusterRole
+// document, created or updated) to the operator's user, as AsGeneratedRole
+// names it, in namespace ns only: a RoleBinding, as a tenant grants an
+// operator something in their namespace (e.g. the migration operator's
+// cairn-migration-secret-switcher, deploy/migration/rbac).
+func (e *Env) GrantInNamespace(ctx context.Context, operator, file, ns string) error {
+	role := &rbacv1.ClusterRole{}
+	if err := readDocument(file, "ClusterRole", role); err != nil {
+		return err
+	}
+	if err := noWildcards(file, role.Rules); err != nil {
+		return err
+	}
+	if err := apply(ctx, e.Client, role, func(live *rbacv1.ClusterRole) { live.Rules = role.Rules }); err != nil {
+		return err
+	}
+	user := "system:serviceaccount:cairn-system:cairn-" + operator + "-controller-manager"
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	return apply(ctx, e.Client, rb, func(*rbacv1.RoleBinding) {})
 }

@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,9 +87,15 @@ func setup(t *testing.T, g Gomega, d db, orders int, transfer migrationv1.Transf
 		StringData: map[string]string{"username": d.user, "password": d.pass}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "s3"},
 		StringData: map[string]string{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}})).To(Succeed())
+	// app-db opts in to switchSecret (docs/migration.md): labelled, and the
+	// operator granted cairn-migration-secret-switcher in the namespace.
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "app-db",
 		Labels: map[string]string{migrationv1.SwitchableLabel: migrationv1.SwitchableValue}},
 		StringData: map[string]string{"host": "127.0.0.1", "port": strconv.Itoa(d.port), "database": src}})).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "cairn-migration-secret-switcher"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cairn-migration-secret-switcher"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "cairn-migration-controller-manager", Namespace: "cairn-system"}},
+	})).To(Succeed())
 	ref := func(name string) cairnv1.DatabaseRef {
 		return cairnv1.DatabaseRef{Engine: d.engine, Host: "127.0.0.1", Port: int32(d.port), Database: name,
 			CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}}

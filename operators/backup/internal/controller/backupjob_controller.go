@@ -35,8 +35,8 @@ import (
 	"cairn.dev/libs/status"
 )
 
-// +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs/status,verbs=patch
 // +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete

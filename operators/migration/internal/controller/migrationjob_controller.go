@@ -44,13 +44,20 @@ import (
 // +kubebuilder:rbac:groups=migration.cairn.dev,resources=migrationjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// RBAC: Secrets are patched only at cutover, the one Secret
-// spec.cutover.switchSecret names (its host, port and database keys). In the
+// RBAC: no patch on Secrets here. At cutover the operator patches the one
+// Secret spec.cutover.switchSecret names (its host, port and database keys)
+// with the rights of the ClusterRole cairn-migration-secret-switcher
+// (deploy/migration/rbac/secret_switcher.yaml), which the platform binds
+// nowhere: a tenant who wants switchSecret binds it in their namespace with a
+// RoleBinding, and the ValidatingAdmissionPolicy
+// cairn-migration-secret-switch (deploy/migration/admission) lets the
+// operator change only host/port/database of Secrets labelled
+// migration.cairn.dev/switchable: "true" (docs/security.md). In the
 // target cluster the kubeconfig's identity needs: batch/jobs get, list,
 // create, delete; pods list; secrets and persistentvolumeclaims get (the
 // references checked there) — see docs/migration.md.

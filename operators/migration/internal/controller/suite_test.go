@@ -86,12 +86,25 @@ func startOperator(t *testing.T) *testenv.Operator {
 	return env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: cfg, LeaderElection: true})
 }
 
-// namespace creates a namespace with the Secrets the tests' MigrationJobs name.
+// namespace creates a namespace with the Secrets the tests' MigrationJobs
+// name. Its app-db Secret is opted in to switchSecret as docs/migration.md
+// says: labelled migration.cairn.dev/switchable, the operator granted
+// cairn-migration-secret-switcher in the namespace, under the platform's
+// ValidatingAdmissionPolicy (so the cutover's patch is the one the policy
+// allows).
 func namespace(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	ns, err := env.Namespace(ctx, "migration")
 	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.ApplyYAML(t, env.Client, filepath.Join(root, "deploy", "migration", "admission", "secret_switch_policy.yaml"))
+	if err := env.GrantInNamespace(ctx, "migration", filepath.Join(root, "deploy", "migration", "rbac", "secret_switcher.yaml"), ns); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"source-credentials", "target-credentials"} {

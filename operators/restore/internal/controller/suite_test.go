@@ -70,6 +70,8 @@ func TestMain(m *testing.M) {
 type operatorOptions struct {
 	config         *rest.Config
 	leaderElection bool
+	// args are command-line flags (testenv.OperatorOptions.Args).
+	args []string
 }
 
 // startOperator starts the restore operator in-process as main wires it
@@ -87,7 +89,7 @@ func startOperator(t *testing.T, oo operatorOptions) *testenv.Operator {
 		}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
-	return env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: oo.config, LeaderElection: oo.leaderElection})
+	return env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: oo.config, LeaderElection: oo.leaderElection, Args: oo.args})
 }
 
 func namespace(t *testing.T) string {

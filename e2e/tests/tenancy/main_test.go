@@ -1,0 +1,20 @@
+// Package tenancy_test checks, on a full cluster with the platform installed
+// from `kustomize build platform` (real RBAC, kube-controller-manager's role
+// aggregation, the ValidatingAdmissionPolicies), what two tenants sharing it
+// can and cannot reach, impersonating each (docs/security.md). kwok nodes:
+// no pod needs to run. Run it alone: `go test ./e2e/tests/tenancy`.
+package tenancy_test
+
+import (
+	"os"
+	"testing"
+
+	"cairn.dev/e2e/platform"
+)
+
+var env *platform.Env
+
+func TestMain(m *testing.M) {
+	// The backup operator serves the BackupJob webhooks tenants' creates go through.
+	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, Operators: []string{"backup"}}, &env))
+}
