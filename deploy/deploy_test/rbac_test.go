@@ -54,6 +54,12 @@ func shared(op string) map[string]rules {
 			"/events":                    createPatch,
 			"events.k8s.io/events":       createPatch,
 		},
+		// The approval key (libs/access): this one Secret, shipped empty and
+		// filled by the operator; no create, no other Secret.
+		"Role cairn-system/cairn-" + op + "-approval-key": {
+			"/secrets":                       {"get", "patch"},
+			"?resourceNames/nonResourceURLs": {"cairn-" + op + "-approval-key"},
+		},
 	}
 }
 
@@ -65,12 +71,13 @@ func shared(op string) map[string]rules {
 var exactRBAC = map[string]map[string]rules{
 	"backup": {
 		"ClusterRole cairn-backup-manager": {
-			"backup.cairn.dev/backupjobs":            {"get", "list", "patch", "watch"}, // patch: the finalizer
-			"backup.cairn.dev/backupjobs/status":     {"patch"},
-			"backup.cairn.dev/backupjobs/finalizers": {"update"},
-			"batch/cronjobs":                         {"create", "delete", "get", "list", "patch", "update", "watch"},
-			"batch/jobs":                             {"create", "delete", "get", "list", "watch"}, // run-now and delete Jobs
-			"/pods":                                  readOnly,                                     // the agent's report
+			"authorization.k8s.io/subjectaccessreviews": {"create"},                        // the webhooks review the requester's rights (libs/access)
+			"backup.cairn.dev/backupjobs":               {"get", "list", "patch", "watch"}, // patch: the finalizer
+			"backup.cairn.dev/backupjobs/status":        {"patch"},
+			"backup.cairn.dev/backupjobs/finalizers":    {"update"},
+			"batch/cronjobs":                            {"create", "delete", "get", "list", "patch", "update", "watch"},
+			"batch/jobs":                                {"create", "delete", "get", "list", "watch"}, // run-now and delete Jobs
+			"/pods":                                     readOnly,                                     // the agent's report
 			// Secrets: watched as metadata (libs/references), the keys of a
 			// referenced one read live. RBAC has no metadata-only verb, so
 			// this is every Secret's data cluster-wide (docs/security.md;
@@ -82,16 +89,17 @@ var exactRBAC = map[string]map[string]rules{
 	},
 	"restore": {
 		"ClusterRole cairn-restore-manager": {
-			"restore.cairn.dev/restorejobs":            {"get", "list", "patch", "watch"},
-			"restore.cairn.dev/restorejobs/status":     {"patch"},
-			"restore.cairn.dev/restorejobs/finalizers": {"update"},
-			"backup.cairn.dev/backupjobs":              readOnly, // the artifact's store
-			"batch/jobs":                               {"create", "delete", "get", "list", "watch"},
-			"/pods":                                    readOnly,
-			"/secrets":                                 readOnly, // as backup
-			"/persistentvolumeclaims":                  readOnly,
-			"/events":                                  createPatch,
-			"events.k8s.io/events":                     createPatch,
+			"authorization.k8s.io/subjectaccessreviews": {"create"}, // the webhooks review the requester's rights (libs/access)
+			"restore.cairn.dev/restorejobs":             {"get", "list", "patch", "watch"},
+			"restore.cairn.dev/restorejobs/status":      {"patch"},
+			"restore.cairn.dev/restorejobs/finalizers":  {"update"},
+			"backup.cairn.dev/backupjobs":               readOnly, // the artifact's store
+			"batch/jobs":                                {"create", "delete", "get", "list", "watch"},
+			"/pods":                                     readOnly,
+			"/secrets":                                  readOnly, // as backup
+			"/persistentvolumeclaims":                   readOnly,
+			"/events":                                   createPatch,
+			"events.k8s.io/events":                      createPatch,
 		},
 	},
 	// No patch on Secrets in the manager role: switchSecret's patch is
@@ -101,6 +109,7 @@ var exactRBAC = map[string]map[string]rules{
 	// cairn-migration-secret-switch.
 	"migration": {
 		"ClusterRole cairn-migration-manager": {
+			"authorization.k8s.io/subjectaccessreviews":    {"create"}, // the webhooks review the requester's rights (libs/access)
 			"migration.cairn.dev/migrationjobs":            {"get", "list", "patch", "watch"},
 			"migration.cairn.dev/migrationjobs/status":     {"patch"},
 			"migration.cairn.dev/migrationjobs/finalizers": {"update"},
@@ -119,6 +128,7 @@ var exactRBAC = map[string]map[string]rules{
 	// MigrationJobs) and reads their status; never Jobs, Pods or Secrets.
 	"orchestrator": {
 		"ClusterRole cairn-orchestrator-manager": {
+			"authorization.k8s.io/subjectaccessreviews":     {"create"}, // the webhooks review the requester's rights (libs/access)
 			"platform.cairn.dev/protectionplans":            {"get", "list", "patch", "watch"},
 			"platform.cairn.dev/protectionplans/status":     {"patch"},
 			"platform.cairn.dev/protectionplans/finalizers": {"update"},
@@ -140,6 +150,7 @@ func exactBindings(op string) map[string]string {
 		"ClusterRoleBinding cairn-" + op + "-manager":               "ClusterRole cairn-" + op + "-manager",
 		"ClusterRoleBinding cairn-" + op + "-metrics-auth":          "ClusterRole cairn-" + op + "-metrics-auth",
 		"RoleBinding cairn-system/cairn-" + op + "-leader-election": "Role cairn-" + op + "-leader-election",
+		"RoleBinding cairn-system/cairn-" + op + "-approval-key":    "Role cairn-" + op + "-approval-key",
 	}
 }
 

@@ -225,27 +225,44 @@ const KeyLength = 32
 // KeySecretKey is the data key holding the approval key in its Secret.
 const KeySecretKey = "key"
 
-// LoadKey returns the approval key kept in Secret ns/name, creating the
-// Secret with a random key when it does not exist (every replica of the
-// operator, and every restart, uses the same key). live reads past any
-// cache (mgr.GetAPIReader()); w creates.
+// LoadKey returns the approval key kept in Secret ns/name. The platform
+// ships that Secret empty (deploy/components/operator/approval_key.yaml,
+// with a Role that lets the operator get and patch it and no other Secret):
+// the first start fills it with a random key by a patch conditional on the
+// Secret's resourceVersion, so replicas starting together agree on one key
+// (the loser of the race reads the winner's). Where the Secret does not
+// exist (an install without it, tests) LoadKey creates it, which needs
+// create on Secrets there. live reads past any cache (mgr.GetAPIReader());
+// w patches and creates.
 func LoadKey(ctx context.Context, live client.Reader, w client.Writer, ns, name string) ([]byte, error) {
-	for range 2 {
+	for range 3 {
 		s := &corev1.Secret{}
 		err := live.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s)
-		if err == nil {
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("access: reading the approval key Secret %s/%s: %w", ns, name, err)
+		}
+		if err == nil && len(s.Data[KeySecretKey]) > 0 {
 			k := s.Data[KeySecretKey]
 			if len(k) < KeyLength {
 				return nil, fmt.Errorf("access: Secret %s/%s: key %q has %d bytes, need at least %d", ns, name, KeySecretKey, len(k), KeyLength)
 			}
 			return k, nil
 		}
-		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("access: reading the approval key Secret %s/%s: %w", ns, name, err)
-		}
 		k := make([]byte, KeyLength)
 		if _, err := rand.Read(k); err != nil {
 			return nil, err
+		}
+		if err == nil { // shipped empty: fill it, unless another replica did first
+			base := s.DeepCopy()
+			s.Data = map[string][]byte{KeySecretKey: k}
+			perr := w.Patch(ctx, s, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+			if perr == nil {
+				return k, nil
+			}
+			if !apierrors.IsConflict(perr) {
+				return nil, fmt.Errorf("access: filling the approval key Secret %s/%s: %w", ns, name, perr)
+			}
+			continue // another replica filled it: read it
 		}
 		s = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app.kubernetes.io/part-of": "cairn"}},
@@ -257,8 +274,8 @@ func LoadKey(ctx context.Context, live client.Reader, w client.Writer, ns, name 
 			return k, nil
 		}
 		if !apierrors.IsAlreadyExists(err) { // another replica made it: read it
-			return nil, fmt.Errorf("access: creating the approval key Secret %s/%s: %w", ns, name, err)
+			return nil, fmt.Errorf("access: creating the approval key Secret %s/%s (the platform ships it: deploy/components/operator/approval_key.yaml): %w", ns, name, err)
 		}
 	}
-	return nil, fmt.Errorf("access: the approval key Secret %s/%s vanished while being read", ns, name)
+	return nil, fmt.Errorf("access: the approval key Secret %s/%s changed while being read", ns, name)
 }

@@ -3,6 +3,7 @@ package access_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/internal/testtype"
@@ -210,5 +212,56 @@ func TestImageAllowList(t *testing.T) {
 	msg := l.NotAllowed("spec.image", "evil.example/x:1")
 	if !strings.Contains(msg, `spec.image: image "evil.example/x:1" is not in the operator's allow-list`) || !strings.Contains(msg, "ghcr.io/cairn-dev/agent:v1.2.0") {
 		t.Errorf("message %q", msg)
+	}
+}
+
+// TestLoadKeyFillsTheShippedSecret: as installed, the operator may only get
+// and patch its one key Secret, shipped empty (approval_key.yaml): replicas
+// starting together fill it once and agree on the key; the identity can
+// create no Secret and touch no other.
+func TestLoadKeyFillsTheShippedSecret(t *testing.T) {
+	ctx := context.Background()
+	ns, err := env.Namespace(ctx, "shipped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "cairn-test-approval-key"
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeOpaque}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := env.Tenant(ctx, ns, "key-filler", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+		ResourceNames: []string{name}, Verbs: []string{"get", "patch"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([][]byte, 4)
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() { keys[i], errs[i] = access.LoadKey(ctx, c, c, ns, name) })
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		if len(keys[i]) != access.KeyLength || string(keys[i]) != string(keys[0]) {
+			t.Fatalf("replicas disagree: %x vs %x", keys[i], keys[0])
+		}
+	}
+	stored := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, stored); err != nil {
+		t.Fatal(err)
+	}
+	if string(stored.Data[access.KeySecretKey]) != string(keys[0]) {
+		t.Fatalf("stored key %x, loaded %x", stored.Data[access.KeySecretKey], keys[0])
+	}
+	// The same identity cannot make a key Secret of another name.
+	if _, err := access.LoadKey(ctx, c, c, ns, "other-key"); err == nil {
+		t.Fatal("an identity with get/patch on one Secret created another")
 	}
 }

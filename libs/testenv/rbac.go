@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -119,6 +120,9 @@ func (e *Env) AsGeneratedRole(ctx context.Context, ro RoleOptions) (*rest.Config
 			return nil, err
 		}
 	}
+	if err := e.approvalKey(ctx, root, ro.Operator, subject); err != nil {
+		return nil, err
+	}
 	if err := apply(ctx, e.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: saNamespace}}, func(*corev1.Namespace) {}); err != nil {
 		return nil, err
 	}
@@ -145,6 +149,12 @@ func readDocument(file, kind string, out any) error {
 	if err != nil {
 		return fmt.Errorf("testenv: reading the %s: %w", kind, err)
 	}
+	return decodeDocument(raw, file, kind, out)
+}
+
+// decodeDocument decodes the first YAML document of kind in raw (read from
+// file) into out.
+func decodeDocument(raw []byte, file, kind string, out any) error {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
 	for {
 		doc, err := r.Read()
@@ -214,4 +224,38 @@ func (e *Env) GrantInNamespace(ctx context.Context, operator, file, ns string) e
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
 	}
 	return apply(ctx, e.Client, rb, func(*rbacv1.RoleBinding) {})
+}
+
+// approvalKey installs, in LeaderElectionNamespace (where an operator under
+// test keeps its approval key, libs/access), what the platform ships for
+// it (deploy/components/operator/approval_key.yaml): the empty Secret
+// cairn-<operator>-approval-key and the Role that lets the operator get and
+// patch that one Secret, bound to subject.
+func (e *Env) approvalKey(ctx context.Context, root, operator string, subject []rbacv1.Subject) error {
+	file := filepath.Join(root, "deploy", "components", "operator", "approval_key.yaml")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.Role{}
+	if err := decodeDocument(bytes.ReplaceAll(b, []byte("OPERATOR"), []byte(operator)), file, "Role", role); err != nil {
+		return err
+	}
+	role.Namespace = LeaderElectionNamespace
+	if err := apply(ctx, e.Client, role, func(live *rbacv1.Role) { live.Rules = role.Rules }); err != nil {
+		return err
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: LeaderElectionNamespace, Name: role.Name + "-test-" + strings.ReplaceAll(subject[0].Name, ":", "-")},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   subject,
+	}
+	if err := apply(ctx, e.Client, rb, func(*rbacv1.RoleBinding) {}); err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: LeaderElectionNamespace, Name: "cairn-" + operator + "-approval-key"}, Type: corev1.SecretTypeOpaque}
+	if err := e.Client.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }

@@ -110,7 +110,7 @@ func TestSwitchSecretLabelRemovedAfterAdmissionIsNotWritten(t *testing.T) {
 	startOperator(t)
 	ns := namespace(t)
 	mj := migrationJob(ns, "unlabel")
-	mj.Spec.Cutover = migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}}
+	mj.Spec.Cutover = migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, WritersStopped: true, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}}
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
 
 	sec := &corev1.Secret{}
@@ -121,6 +121,8 @@ func TestSwitchSecretLabelRemovedAfterAdmissionIsNotWritten(t *testing.T) {
 	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-precheck"), result.MigrationResult{Tables: 1})
 	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-copy"), result.MigrationResult{TablesDone: 1, Bytes: 10})
 	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-verify"), result.MigrationResult{Verification: verification("Checksum",
+		[]string{"public.a"}, nil)})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-cutover"), result.MigrationResult{Verification: verification("Checksum",
 		[]string{"public.a"}, nil)})
 	g.Eventually(func(g Gomega) {
 		c := condition(g, mj, cairnv1.StalledCondition)
