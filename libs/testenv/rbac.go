@@ -82,6 +82,25 @@ func (e *Env) AsGeneratedRole(ctx context.Context, ro RoleOptions) (*rest.Config
 	if err := apply(ctx, e.Client, role, func(live *rbacv1.ClusterRole) { live.Rules = role.Rules }); err != nil {
 		return nil, err
 	}
+	if len(ro.Namespaces) > 0 {
+		// SubjectAccessReviews are cluster-scoped: a RoleBinding cannot
+		// grant them. As installed, the namespaced mode keeps the
+		// cluster-wide cairn-<operator>-metrics-auth binding, which grants
+		// them (the webhooks review requesters with it, libs/access).
+		reviews := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cairn-" + ro.Operator + "-reviews-test"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}}}}
+		if err := apply(ctx, e.Client, reviews, func(live *rbacv1.ClusterRole) { live.Rules = reviews.Rules }); err != nil {
+			return nil, err
+		}
+		crb := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: reviews.Name + suffix},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reviews.Name},
+			Subjects:   subject,
+		}
+		if err := apply(ctx, e.Client, crb, func(*rbacv1.ClusterRoleBinding) {}); err != nil {
+			return nil, err
+		}
+	}
 	for _, ns := range ro.Namespaces {
 		rb := &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name + "-test"},
