@@ -60,7 +60,8 @@ func (a *app) recopyChanged(ctx context.Context, sc, tc engine.Conn, changed []s
 }
 
 // pgRecopy replaces the rows of tables on the target in one target
-// transaction (TRUNCATE, user triggers disabled while copying), read from
+// transaction (foreign keys on or to them dropped and added again, which
+// validates them; TRUNCATE; user triggers disabled while copying), read from
 // one read-only REPEATABLE READ transaction on the source; then the
 // sequences are set to the source's values in that snapshot.
 func (a *app) pgRecopy(ctx context.Context, sc, tc engine.Conn, tables, selected []inventory.Table) error {
@@ -89,7 +90,34 @@ func (a *app) pgRecopy(ctx context.Context, sc, tc engine.Conn, tables, selected
 	for i, tbl := range tables {
 		names[i] = inventory.QualifiedName(tbl)
 	}
-	// One TRUNCATE for all: tables that reference each other go together.
+	// Foreign keys on or to the changed tables (order_items → orders while
+	// only orders changed) would refuse the TRUNCATE: they are dropped in
+	// this transaction and added again after the copy, which validates
+	// them against the copied rows.
+	type fkey struct{ rel, name, def string }
+	var fks []fkey
+	rows, err := ttx.Query(ctx, `SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint
+WHERE contype = 'f' AND (conrelid = ANY($1::text[]::regclass[]) OR confrelid = ANY($1::text[]::regclass[])) ORDER BY 1, 2`, names)
+	if err != nil {
+		return fmt.Errorf("target: foreign keys of the changed tables: %w", err)
+	}
+	for rows.Next() {
+		var k fkey
+		if err := rows.Scan(&k.rel, &k.name, &k.def); err != nil {
+			rows.Close()
+			return fmt.Errorf("target: %w", err)
+		}
+		fks = append(fks, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("target: foreign keys of the changed tables: %w", err)
+	}
+	for _, k := range fks {
+		if _, err := ttx.Exec(ctx, "ALTER TABLE "+k.rel+" DROP CONSTRAINT "+inventory.Ident(k.name)); err != nil {
+			return fmt.Errorf("target: drop foreign key %s of %s while copying: %w", k.name, k.rel, err)
+		}
+	}
 	if _, err := ttx.Exec(ctx, "TRUNCATE "+strings.Join(names, ", ")); err != nil {
 		return fmt.Errorf("target: empty the changed tables: %w", err)
 	}
@@ -119,6 +147,11 @@ func (a *app) pgRecopy(ctx context.Context, sc, tc engine.Conn, tables, selected
 	for _, n := range withTriggers {
 		if _, err := ttx.Exec(ctx, "ALTER TABLE "+n+" ENABLE TRIGGER USER"); err != nil {
 			return fmt.Errorf("target: enable the triggers of %s: %w", n, err)
+		}
+	}
+	for _, k := range fks {
+		if _, err := ttx.Exec(ctx, "ALTER TABLE "+k.rel+" ADD CONSTRAINT "+inventory.Ident(k.name)+" "+k.def); err != nil {
+			return fmt.Errorf("target: add foreign key %s of %s again: %w", k.name, k.rel, err)
 		}
 	}
 	if err := ttx.Commit(ctx); err != nil {

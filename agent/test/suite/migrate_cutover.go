@@ -32,8 +32,16 @@ func envValue(env []string, key string) string {
 // late row is on the target.
 func MigrateCutoverSourceChanged(t *testing.T, e *Env) {
 	m := newMigration(t, e, "mig_late")
+	tables := seedTables(e)
+	if e.DB.Engine() == "postgres" {
+		// A foreign key to the table that changes: copying orders again
+		// must not be refused for it, and the key holds afterwards.
+		_, err := e.DB.SQL(m.src, "CREATE TABLE order_notes (id int PRIMARY KEY, order_id bigint NOT NULL REFERENCES orders(id)); INSERT INTO order_notes SELECT 1, min(id) FROM orders")
+		check(t, err)
+		tables++
+	}
 	m.ok(t, "copy")
-	allMatch(t, m.verified(t), seedTables(e))
+	allMatch(t, m.verified(t), tables)
 	_, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total) VALUES (1, 42)")
 	check(t, err)
 	lateOnTarget := func() string {
@@ -77,6 +85,13 @@ func MigrateCutoverSourceChanged(t *testing.T, e *Env) {
 	}
 	if n := lateOnTarget(); n != "1" {
 		t.Fatalf("the row written after verification is not on the target after cutover: %s rows", n)
+	}
+	if e.DB.Engine() == "postgres" {
+		out, err := e.DB.SQL(m.dst, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'order_notes'::regclass AND contype = 'f'")
+		check(t, err)
+		if strings.TrimSpace(out) != "1" {
+			t.Errorf("the foreign key to the table copied again is gone from the target: %s", out)
+		}
 	}
 	// The target is what the source is: an unchanged second cutover copies
 	// nothing.
