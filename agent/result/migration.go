@@ -93,6 +93,11 @@ const (
 	// read-only; precheck checks the privileges that needs; abort makes
 	// the source writable again.
 	EnvCutoverSourceReadOnly = "CAIRN_CUTOVER_SOURCE_READ_ONLY"
+	// EnvCutoverWritersStopped "true": the user declared that no
+	// application writes to the source any more (spec.cutover.writersStopped),
+	// so a Full cutover (direct transfer) may copy again the tables that
+	// changed since verification.
+	EnvCutoverWritersStopped = "CAIRN_CUTOVER_WRITERS_STOPPED"
 	// EnvMaxRetainedWALBytes: replication-status fails with ExitUsage-free
 	// Failure "retained WAL … above limit" when the slot retains more.
 	EnvMaxRetainedWALBytes = "CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES"
@@ -146,6 +151,11 @@ type MigrationResult struct {
 	// step changed, one sentence each ("source database shop is read-only
 	// (default_transaction_read_only=on); ended 3 sessions").
 	Actions []string `json:"actions,omitempty"`
+
+	// Recopied (cutover, Full, direct transfer, writes stopped): the
+	// tables that changed since verification and were copied again into
+	// the target before the final comparison.
+	Recopied []string `json:"recopied,omitempty"`
 
 	// Warnings are findings that do not fail the step but that the user
 	// must see, one sentence each naming the object ("table public.x is not

@@ -20,9 +20,13 @@ import (
 //     or by the user's declaration) is compared again with the target — the
 //     live target (direct) or the inventory the target was verified against
 //     (store: CAIRN_ARTIFACT) — so a row written after verification is never
-//     left behind: a difference is reported in `verification` (exit 0, the
-//     operator decides, and switches nothing);
-//  3. when step 1 or 2 fails, or 2 finds a difference, the read-only of
+//     left behind. Direct transfer: the tables that differ are copied
+//     again (the writes are stopped, so they cannot change under the copy)
+//     and compared again; `recopied` and `actions` name them. Store
+//     transfer (or a difference left after copying again): the difference
+//     is reported in `verification` (exit 0, the operator decides, and
+//     switches nothing);
+//  3. when step 1 or 2 fails, or 2 ends with a difference, the read-only of
 //     step 1 is undone before the step ends, and `actions` says so.
 //
 // What else cutover does — switching a Secret, stopping replication — is
@@ -78,6 +82,33 @@ func (a *app) cutoverStep(ctx context.Context, res *result.MigrationResult) erro
 		return a.withUndone(fmt.Errorf("comparing the source with the target after writes stopped: %w", err), res)
 	}
 	res.Verification, res.Tables = v, v.Tables
+	if v.Mismatched > 0 && (readOnly || m.WritersStopped) && a.cfg.Artifact == "" {
+		// Back to copying, under the stopped writes: what changed since
+		// verification is copied again, then compared again exactly.
+		changed := inventory.Mismatched(v)
+		a.log.Info("the source changed since verification; copying those tables again", "tables", strings.Join(changed, ", "))
+		tc, err := a.target()
+		if err != nil {
+			undo("the target is not configured")
+			return a.withUndone(err, res)
+		}
+		recopied, err := a.recopyChanged(ctx, sc, tc, changed)
+		if err != nil {
+			undo("copying again the tables changed since verification failed; nothing may be switched")
+			return a.withUndone(fmt.Errorf("copying again the tables changed since verification (%s): %w", strings.Join(changed, ", "), err), res)
+		}
+		res.Recopied = recopied
+		what := fmt.Sprintf("%d tables", len(recopied))
+		if len(recopied) == 1 {
+			what = "1 table"
+		}
+		res.Actions = append(res.Actions, "re-copied "+what+" changed since verification: "+strings.Join(recopied, ", "))
+		if v, err = a.compareSourceAgain(ctx, sc); err != nil {
+			undo("the source could not be compared with the target after copying again")
+			return a.withUndone(fmt.Errorf("comparing the source with the target after copying again: %w", err), res)
+		}
+		res.Verification, res.Tables = v, v.Tables
+	}
 	if v.Mismatched > 0 {
 		bad := inventory.Mismatched(v)
 		a.log.Warn("the source changed since verification", "tables", strings.Join(bad, ", "))

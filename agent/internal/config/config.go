@@ -95,6 +95,10 @@ type Migrate struct {
 	// SourceReadOnly: cutover makes the source read-only; abort undoes it
 	// (the cutover may have run); precheck checks the privileges it needs.
 	SourceReadOnly bool
+	// WritersStopped: the user declared the source's writers stopped
+	// (spec.cutover.writersStopped); a Full cutover may then copy again
+	// the tables that changed since verification.
+	WritersStopped bool
 	// MaxRetainedWALBytes: replication-status fails above it (0: no limit).
 	MaxRetainedWALBytes int64
 	// Target is the target database (CAIRN_TARGET_DB_*).

@@ -29,6 +29,7 @@ func (m *migrateFlags) register(fs *flag.FlagSet, env Env, envInt func(string, i
 	fs.BoolVar(&m.c.AllowNonEmptyTarget, "allow-non-empty-target", envBool("CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET", false), "precheck passes with included tables on the target (env CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET)")
 	fs.StringVar(&m.c.Verify, "verify", envStr("CAIRN_MIGRATE_VERIFY", "Checksum"), "None, RowCount or Checksum (env CAIRN_MIGRATE_VERIFY)")
 	fs.BoolVar(&m.c.SourceReadOnly, "cutover-source-read-only", envBool("CAIRN_CUTOVER_SOURCE_READ_ONLY", false), "cutover makes the source database read-only (env CAIRN_CUTOVER_SOURCE_READ_ONLY)")
+	fs.BoolVar(&m.c.WritersStopped, "cutover-writers-stopped", envBool("CAIRN_CUTOVER_WRITERS_STOPPED", false), "the source's writers are stopped: a Full cutover copies again the tables that changed since verification (env CAIRN_CUTOVER_WRITERS_STOPPED)")
 	fs.StringVar(&m.maxWAL, "max-retained-wal-bytes", env.get("CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES"), "replication-status fails when the slot retains more WAL (env CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES)")
 	fs.StringVar(&m.c.Target.Host, "target-db-host", env.get("CAIRN_TARGET_DB_HOST"), "target database host (env CAIRN_TARGET_DB_HOST)")
 	fs.IntVar(&m.c.Target.Port, "target-db-port", envInt("CAIRN_TARGET_DB_PORT", 0), "target database port (env CAIRN_TARGET_DB_PORT)")

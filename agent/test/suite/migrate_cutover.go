@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,22 +23,36 @@ func envValue(env []string, key string) string {
 }
 
 // MigrateCutoverSourceChanged: a row written to the source after
-// verification is never left behind silently. cutover (Full) compares the
-// source again once writes stopped — made read-only (PostgreSQL) or
+// verification is never left behind. cutover (Full) compares the source
+// again; while the writes are not known to be stopped it only reports the
+// table that changed (the operator fails, switches nothing). With the
+// writes stopped — the source made read-only (PostgreSQL) or the writers
 // declared stopped by the user (MariaDB, which cannot make one database
-// read-only) — and reports the table that changed; on PostgreSQL it makes
-// the source writable again, since nothing may be switched.
+// read-only) — it copies the changed tables again, compares again, and the
+// late row is on the target.
 func MigrateCutoverSourceChanged(t *testing.T, e *Env) {
 	m := newMigration(t, e, "mig_late")
+	tables := seedTables(e)
+	if e.DB.Engine() == "postgres" {
+		// A foreign key to the table that changes: copying orders again
+		// must not be refused for it, and the key holds afterwards.
+		_, err := e.DB.SQL(m.src, "CREATE TABLE order_notes (id int PRIMARY KEY, order_id bigint NOT NULL REFERENCES orders(id)); INSERT INTO order_notes SELECT 1, min(id) FROM orders")
+		check(t, err)
+		tables++
+	}
 	m.ok(t, "copy")
-	allMatch(t, m.verified(t), seedTables(e))
+	allMatch(t, m.verified(t), tables)
 	_, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total) VALUES (1, 42)")
 	check(t, err)
-	var extra []string
-	if e.DB.Engine() == "postgres" {
-		extra = []string{"CAIRN_CUTOVER_SOURCE_READ_ONLY=true"}
+	lateOnTarget := func() string {
+		t.Helper()
+		out, err := e.DB.SQL(m.dst, "SELECT count(*) FROM orders WHERE total = 42")
+		check(t, err)
+		return strings.TrimSpace(out)
 	}
-	res := m.ok(t, "cutover", extra...)
+
+	// Writes not stopped: reported, not copied.
+	res := m.ok(t, "cutover")
 	// orders differs by the row (MariaDB's seed also has a trigger that
 	// writes audit).
 	v := res.Verification
@@ -50,22 +65,39 @@ func MigrateCutoverSourceChanged(t *testing.T, e *Env) {
 			late = true
 		}
 	}
-	if v.Mismatched < 1 || !late {
-		t.Fatalf("cutover after a late row: verification %+v, actions %q", v, res.Actions)
+	if v.Mismatched < 1 || !late || len(res.Recopied) != 0 {
+		t.Fatalf("cutover after a late row, writes not stopped: verification %+v, recopied %q, actions %q", v, res.Recopied, res.Actions)
+	}
+	if n := lateOnTarget(); n != "0" {
+		t.Fatalf("writes not stopped: the cutover copied the late row anyway (%s on the target)", n)
+	}
+
+	// Writes stopped: the changed tables are copied again.
+	stop := []string{"CAIRN_CUTOVER_WRITERS_STOPPED=true"}
+	if e.DB.Engine() == "postgres" {
+		stop = []string{"CAIRN_CUTOVER_SOURCE_READ_ONLY=true"}
+	}
+	res = m.ok(t, "cutover", stop...)
+	acts := strings.Join(res.Actions, "\n")
+	if res.Verification == nil || res.Verification.Mismatched != 0 || !slices.ContainsFunc(res.Recopied, func(k string) bool { return strings.HasSuffix(k, "orders") }) ||
+		!strings.Contains(acts, "re-copied") || !strings.Contains(acts, "orders") {
+		t.Fatalf("cutover with writes stopped after a late row: verification %+v, recopied %q, actions %q", res.Verification, res.Recopied, res.Actions)
+	}
+	if n := lateOnTarget(); n != "1" {
+		t.Fatalf("the row written after verification is not on the target after cutover: %s rows", n)
 	}
 	if e.DB.Engine() == "postgres" {
-		if !strings.Contains(strings.Join(res.Actions, "\n"), "made writable again") {
-			t.Errorf("cutover actions do not say the read-only was undone: %q", res.Actions)
-		}
-		if _, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total) VALUES (1, 43)"); err != nil {
-			t.Errorf("the source is still read-only after the refused cutover: %v", err)
+		out, err := e.DB.SQL(m.dst, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'order_notes'::regclass AND contype = 'f'")
+		check(t, err)
+		if strings.TrimSpace(out) != "1" {
+			t.Errorf("the foreign key to the table copied again is gone from the target: %s", out)
 		}
 	}
-	// Copied again, the same cutover finds nothing changed.
-	m.ok(t, "copy", "CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET=true")
-	res = m.ok(t, "cutover", extra...)
-	if res.Verification == nil || res.Verification.Mismatched != 0 || !strings.Contains(strings.Join(res.Actions, "\n"), "equal to the target") {
-		t.Fatalf("cutover of an unchanged source: %+v %q", res.Verification, res.Actions)
+	// The target is what the source is: an unchanged second cutover copies
+	// nothing.
+	res = m.ok(t, "cutover", stop...)
+	if res.Verification == nil || res.Verification.Mismatched != 0 || len(res.Recopied) != 0 || !strings.Contains(strings.Join(res.Actions, "\n"), "equal to the target") {
+		t.Fatalf("cutover of an unchanged source: %+v %q %q", res.Verification, res.Recopied, res.Actions)
 	}
 	if e.DB.Engine() == "postgres" {
 		if _, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total) VALUES (1, 44)"); err == nil || !strings.Contains(err.Error(), "read-only") {

@@ -163,6 +163,7 @@ func mapSamples(s *samples, pl *planeState) error {
 	if _, ok, _ := unstructured.NestedMap(s.plan.Object, "spec", "migration", "template", "source"); ok {
 		errs = append(errs, mapDB(s.plan, planEngine, "the plan's migration source", "spec", "migration", "template", "source"))
 	}
+	errs = append(errs, mapMigration(s, pl, mapDB))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -162,6 +162,9 @@ func up(dir string, timeout time.Duration) (err error) {
 	if err := watchPlan(ctx, env.Client, smp, timeout); err != nil {
 		return err
 	}
+	if err := runMigration(ctx, env.Client, pl, smp, timeout); err != nil {
+		return err
+	}
 	var timing []string
 	for _, p := range smp.pairs {
 		timing = append(timing, fmt.Sprintf("%s backed up %s after the samples were applied, restored %s later", p.backup.GetName(),
@@ -171,7 +174,7 @@ func up(dir string, timeout time.Duration) (err error) {
 		time.Since(begin).Round(time.Second), platformUp.Round(100*time.Millisecond), env.Cluster.Started.Round(100*time.Millisecond),
 		strings.Join(timing, "; "))
 	fmt.Printf("  export KUBECONFIG=%s\n", env.Cluster.Kubeconfig)
-	fmt.Printf("  operator logs: %s/{backup,restore,orchestrator}.log; data plane (servers, pod runner): %s/plane.log\n", dir, dir)
+	fmt.Printf("  operator logs: %s/{backup,restore,orchestrator,migration}.log; data plane (servers, pod runner): %s/plane.log\n", dir, dir)
 	fmt.Printf("  stop it with: make demo-down\n")
 	return nil
 }
@@ -186,6 +189,10 @@ type samples struct {
 	// plan is the sample ProtectionPlan (its own BackupJob, prefix and
 	// scratch database), applied beside the BackupJobs.
 	plan *unstructured.Unstructured
+	// migration is the sample MigrationJob, its target mapped to a second
+	// database on the local PostgreSQL; applied with the others, cut over
+	// once the restores and the plan's verification are shown.
+	migration *unstructured.Unstructured
 }
 
 // pair is a sample BackupJob and the sample RestoreJob of its newest backup.
@@ -238,7 +245,7 @@ func readSamples(root string) (*samples, error) {
 			case "ProtectionPlan":
 				s.plan = o
 			case "MigrationJob":
-				continue // docs/migration.md; the demo does not apply it (it needs a second server)
+				s.migration = o
 			default:
 				return nil, fmt.Errorf("%s: unexpected %s in the samples", f, o.GetKind())
 			}
@@ -267,8 +274,8 @@ func readSamples(root string) (*samples, error) {
 	for _, p := range s.pairs {
 		engines[p.engine()] = true
 	}
-	if !engines["postgres"] || !engines["mysql"] || s.plan == nil {
-		return nil, errors.New("platform/samples lacks the PostgreSQL or the MariaDB BackupJob (with its RestoreJob), or the ProtectionPlan")
+	if !engines["postgres"] || !engines["mysql"] || s.plan == nil || s.migration == nil {
+		return nil, errors.New("platform/samples lacks the PostgreSQL or the MariaDB BackupJob (with its RestoreJob), the ProtectionPlan or the MigrationJob")
 	}
 	if err := unstructured.SetNestedField(s.plan.Object, demoSchedule, "spec", "backup", "schedule"); err != nil {
 		return nil, err
@@ -299,14 +306,14 @@ func applySamples(ctx context.Context, c client.Client, s *samples) error {
 		objs = append(objs, p.backup)
 		names = append(names, p.backup.GetNamespace()+"/"+p.backup.GetName())
 	}
-	for _, o := range append(objs, s.plan) {
+	for _, o := range append(objs, s.plan, s.migration) {
 		if err := apply(ctx, c, o); err != nil {
 			return err
 		}
 	}
 	tz, _, _ := unstructured.NestedString(s.pairs[0].backup.Object, "spec", "timeZone")
-	logf("applied platform/samples: the Secrets, BackupJobs %s and ProtectionPlan %s/%s, their schedules set to %q (every minute) in %s; first backups requested now (%s=%s)",
-		strings.Join(names, ", "), s.plan.GetNamespace(), s.plan.GetName(), demoSchedule, tz, backupv1.RunNowAnnotation, runNow)
+	logf("applied platform/samples: the Secrets, MigrationJob %s/%s, BackupJobs %s and ProtectionPlan %s/%s, their schedules set to %q (every minute) in %s; first backups requested now (%s=%s)",
+		s.migration.GetNamespace(), s.migration.GetName(), strings.Join(names, ", "), s.plan.GetNamespace(), s.plan.GetName(), demoSchedule, tz, backupv1.RunNowAnnotation, runNow)
 	return requestPlanRun(ctx, c, s.plan, runNow)
 }
 

@@ -96,12 +96,20 @@ func TestFullCutoverWaitsUntilWritersStopped(t *testing.T) {
 	cut := waitForJob(t, env.Client, ns, "mariadb-cutover")
 	ro, _ := envOf(cut, result.EnvCutoverSourceReadOnly)
 	g.Expect(ro).To(Equal("false"))
-	completeStep(t, env.Client, cut, result.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
+	stopped, _ := envOf(cut, result.EnvCutoverWritersStopped)
+	g.Expect(stopped).To(Equal("true"), "the agent is told the writers are stopped, so it may copy again what changed")
+	// The agent found public.b changed, copied it again, compared again.
+	completeStep(t, env.Client, cut, result.MigrationResult{
+		Recopied:     []string{"public.b"},
+		Actions:      []string{"re-copied 1 table changed since verification: public.b", "compared the source again after writes stopped: 2 table(s) equal to the target (Checksum)"},
+		Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	g.Expect(secretHost(g, ns)).To(Equal("orders-db-v16.shop.svc"))
 	g.Expect(current(g, mj).Status.Cutover.Actions).To(ContainElements(
 		"writes to the source declared stopped (spec.cutover.writersStopped)",
-		"compared the source again with writes stopped: 2/2 tables match (Checksum)"))
+		"compared the source again with writes stopped: 2/2 tables match (Checksum)",
+		"re-copied 1 table changed since verification: public.b"))
+	g.Expect(message(mj, migrationv1.CutOverCondition)(g)).To(ContainSubstring("re-copied 1 table changed since verification: public.b"))
 }
 
 // A cutover step that fails halfway (the read-only set, the other

@@ -185,6 +185,11 @@ func (r *MigrationJobReconciler) desiredJob(mj *migrationv1.MigrationJob, spec *
 	case result.StepCutover, result.StepPrecheck, result.StepPrecheckSource:
 		// Precheck checks the privileges cutover's read-only needs.
 		env = append(env, corev1.EnvVar{Name: result.EnvCutoverSourceReadOnly, Value: strconv.FormatBool(spec.Cutover.SourceReadOnly)})
+		if st.Step == result.StepCutover {
+			// With the writers stopped, a Full cutover copies again what
+			// changed since verification.
+			env = append(env, corev1.EnvVar{Name: result.EnvCutoverWritersStopped, Value: strconv.FormatBool(spec.Cutover.WritersStopped)})
+		}
 	case result.StepAbort:
 		// Undo the read-only only if a cutover may have set it.
 		env = append(env, corev1.EnvVar{Name: result.EnvCutoverSourceReadOnly, Value: strconv.FormatBool(readOnlyMayBeSet(mj, spec))})

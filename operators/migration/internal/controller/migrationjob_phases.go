@@ -345,7 +345,10 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 				return nil
 			}
 			for _, a := range res.Actions {
-				mj.Status.Cutover.Actions = append(mj.Status.Cutover.Actions, "source: "+a)
+				if !strings.HasPrefix(a, "re-copied ") { // that one wrote the target
+					a = "source: " + a
+				}
+				mj.Status.Cutover.Actions = append(mj.Status.Cutover.Actions, a)
 			}
 			if finalCheck(spec) {
 				if res.Verification == nil {
