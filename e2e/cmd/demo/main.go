@@ -183,6 +183,9 @@ func up(dir string, timeout time.Duration) (err error) {
 // start from — as the demo applies them.
 type samples struct {
 	secrets []*unstructured.Unstructured
+	// grants are the RoleBindings of the samples (the migration operator's
+	// right to switch Secrets in the sample namespace), applied first.
+	grants []*unstructured.Unstructured
 	// pairs are the sample BackupJobs (PostgreSQL first, then MariaDB), each
 	// with the sample RestoreJob that restores it.
 	pairs []*pair
@@ -238,6 +241,8 @@ func readSamples(root string) (*samples, error) {
 				continue
 			case "Secret":
 				s.secrets = append(s.secrets, o)
+			case "RoleBinding":
+				s.grants = append(s.grants, o) // migration-grant.yaml: switchSecret's opt-in
 			case "BackupJob":
 				backups = append(backups, o)
 			case "RestoreJob":
@@ -291,7 +296,7 @@ func apply(ctx context.Context, c client.Client, o *unstructured.Unstructured) e
 }
 
 func applySamples(ctx context.Context, c client.Client, s *samples) error {
-	objs := append([]*unstructured.Unstructured{}, s.secrets...)
+	objs := append(append([]*unstructured.Unstructured{}, s.grants...), s.secrets...)
 	var names []string
 	runNow := "demo-" + strconv.FormatInt(time.Now().Unix(), 10)
 	for _, p := range s.pairs {
