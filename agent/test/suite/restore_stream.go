@@ -61,7 +61,8 @@ func RestoreStreamFails(t *testing.T, e *Env) {
 			defer cancel()
 			go func() { served <- serveFIFO(ctx, file, goodBytes, tc.second) }()
 
-			r := e.agent(t, st, db, job, []string{"CAIRN_ARTIFACT=" + good.Artifact}, "restore")
+			// Over the database the backup was taken of: allowed explicitly.
+			r := e.agent(t, st, db, job, []string{"CAIRN_ARTIFACT=" + good.Artifact, result.EnvAllowOverwriteSource + "=true"}, "restore")
 			mustFail(t, r, "corrupted")
 			mustExit(t, r, result.ExitCorrupted)
 			cancel()

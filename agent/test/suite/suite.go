@@ -192,12 +192,14 @@ func RoundTrip(t *testing.T, e *Env, kind string) {
 		t.Fatalf("restored database differs.\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 
-	// Restore over the live, changed database: the backup's state returns.
+	// Restore over the live, changed database — the database the backup was
+	// taken of, so only with allowOverwriteSource (docs/safety.md §1): the
+	// backup's state returns.
 	check(t, e.DB.Mutate(db))
 	if fingerprint(t, e.DB, db) == before {
 		t.Fatal("Mutate changed nothing")
 	}
-	mustSucceed(t, e.agent(t, st, db, job, extra, "restore"))
+	mustSucceed(t, e.agent(t, st, db, job, append(slices.Clone(extra), result.EnvAllowOverwriteSource+"=true"), "restore"))
 	if after := fingerprint(t, e.DB, db); after != before {
 		t.Fatalf("restore over the changed database differs.\nbefore:\n%s\nafter:\n%s", before, after)
 	}
