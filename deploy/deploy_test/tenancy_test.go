@@ -308,8 +308,18 @@ func TestSecretSwitchPolicyMatchesTheServiceAccount(t *testing.T) {
 		vap := find(t, objs, "ValidatingAdmissionPolicy", "cairn-migration-secret-switch")
 		conds, _, _ := unstructured.NestedSlice(vap.Object, "spec", "matchConditions")
 		want := fmt.Sprintf("request.userInfo.username == 'system:serviceaccount:%s:%s'", sa.GetNamespace(), sa.GetName())
-		if len(conds) != 1 || strings.TrimSpace(conds[0].(map[string]any)["expression"].(string)) != want {
-			t.Errorf("%s: the policy's matchConditions are %v, want exactly %s", dir, conds, want)
+		if len(conds) != 2 || strings.TrimSpace(conds[0].(map[string]any)["expression"].(string)) != want {
+			t.Errorf("%s: the policy's matchConditions are %v, want exactly %s and the approval key's first fill", dir, conds, want)
+		} else {
+			// The one exception: the first fill of the operator's own
+			// approval key, the Secret the platform ships for it.
+			key := find(t, objs, "Secret", "cairn-migration-approval-key")
+			except := conds[1].(map[string]any)["expression"].(string)
+			for _, w := range []string{"request.namespace == '" + key.GetNamespace() + "'", "request.name == '" + key.GetName() + "'", "!('key' in oldObject.data)"} {
+				if !strings.Contains(except, w) {
+					t.Errorf("%s: the policy's exception %q does not say %s", dir, except, w)
+				}
+			}
 		}
 		find(t, objs, "ValidatingAdmissionPolicyBinding", "cairn-migration-secret-switch")
 	}

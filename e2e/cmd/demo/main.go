@@ -220,6 +220,12 @@ func readSamples(root string) (*samples, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The namespace admin's grants the samples need (switchSecret's opt-in).
+	grants, err := filepath.Glob(filepath.Join(root, "platform", "samples", "grants", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, grants...)
 	s := &samples{}
 	var backups, restores []*unstructured.Unstructured
 	for _, f := range files {
@@ -242,7 +248,7 @@ func readSamples(root string) (*samples, error) {
 			case "Secret":
 				s.secrets = append(s.secrets, o)
 			case "RoleBinding":
-				s.grants = append(s.grants, o) // migration-grant.yaml: switchSecret's opt-in
+				s.grants = append(s.grants, o) // grants/migration-grant.yaml: switchSecret's opt-in
 			case "BackupJob":
 				backups = append(backups, o)
 			case "RestoreJob":
