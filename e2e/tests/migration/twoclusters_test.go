@@ -136,8 +136,11 @@ func TestTargetInSecondCluster(t *testing.T) {
 	g.Expect(where).To(Equal(map[string]string{
 		result.StepPrecheckSource: local, result.StepExport: local,
 		result.StepPrecheckTarget: target, result.StepImport: target, result.StepVerify: target,
+		// cutover compares the source, writes stopped, with the export's
+		// inventory the target was verified against: here, at the source.
+		result.StepCutover: local,
 	}))
-	g.Expect(jobSteps(g, env.Client, mj)).To(Equal([]string{result.StepExport, result.StepPrecheckSource}))
+	g.Expect(jobSteps(g, env.Client, mj)).To(Equal([]string{result.StepCutover, result.StepExport, result.StepPrecheckSource}))
 	g.Expect(jobSteps(g, b.client, mj)).To(Equal([]string{result.StepImport, result.StepPrecheckTarget, result.StepVerify}))
 	pods := &corev1.PodList{}
 	g.Expect(b.client.List(ctx, pods, client.InNamespace(remoteNamespace), client.MatchingLabels{migrationv1.MigrationJobUIDLabel: string(mj.UID)})).To(Succeed())
@@ -170,7 +173,7 @@ func TestTargetInSecondCluster(t *testing.T) {
 	for _, s := range cur.Status.Steps {
 		g.Expect(s.Cluster).To(Equal(migrationv1.ClusterLocal), "step %s", s.Step)
 	}
-	g.Expect(jobSteps(g, env.Client, mj2)).To(Equal([]string{result.StepCopy, result.StepPrecheck, result.StepVerify}))
+	g.Expect(jobSteps(g, env.Client, mj2)).To(Equal([]string{result.StepCopy, result.StepCutover, result.StepPrecheck, result.StepVerify}))
 	all := &batchv1.JobList{}
 	g.Expect(b.client.List(ctx, all)).To(Succeed())
 	g.Expect(all.Items).To(BeEmpty(), "no Job in the second cluster")
