@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/libs/access"
@@ -45,14 +46,11 @@ func TestReviewAsksTheAPIServerForTheRequester(t *testing.T) {
 	r := &access.Reviewer{Client: env.Client}
 	bob := authenticationv1.UserInfo{Username: "bob"}
 	mine := access.GetSecret(ns, "mine", "spec.database.credentialsSecretRef")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// Poll until RBAC's informer has the new RoleBinding (deadline 30 s).
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err = r.Review(ctx, bob, gr, "x", []access.Check{mine})
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // RBAC's informer catches up
-	}
+		return err == nil, nil
+	})
 	if err != nil {
 		t.Fatalf("bob may get Secret mine: %v", err)
 	}
