@@ -69,6 +69,12 @@ func GetSecret(ns, name, field string) Check {
 	return Check{Verb: "get", Resource: "secrets", Namespace: ns, Name: name, Kind: "secret", Field: field}
 }
 
+// GetClaim is the check that the requester may read PersistentVolumeClaim
+// ns/name.
+func GetClaim(ns, name, field string) Check {
+	return Check{Verb: "get", Resource: "persistentvolumeclaims", Namespace: ns, Name: name, Kind: "persistentvolumeclaim", Field: field}
+}
+
 // PatchSecret is the check that the requester may patch Secret ns/name.
 func PatchSecret(ns, name, field string) Check {
 	return Check{Verb: "patch", Resource: "secrets", Namespace: ns, Name: name, Kind: "secret", Field: field}

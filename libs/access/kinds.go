@@ -29,11 +29,19 @@ func database(ns string, db *cairnv1.DatabaseRef, field string) []Check {
 	return []Check{GetSecret(ns, db.CredentialsSecretRef.Name, field+".credentialsSecretRef")}
 }
 
+// storage: get on an S3 store's credentials Secret, or on a PVC store's
+// claim (the agent's pod mounts it: whoever could not see the claim must
+// not make Cairn read or write its files).
 func storage(ns string, st *cairnv1.StorageSpec, field string) []Check {
-	if st == nil || st.S3 == nil || st.S3.CredentialsSecretRef.Name == "" {
+	switch {
+	case st == nil:
 		return nil
+	case st.S3 != nil && st.S3.CredentialsSecretRef.Name != "":
+		return []Check{GetSecret(ns, st.S3.CredentialsSecretRef.Name, field+".s3.credentialsSecretRef")}
+	case st.PVC != nil && st.PVC.ClaimName != "":
+		return []Check{GetClaim(ns, st.PVC.ClaimName, field+".pvc.claimName")}
 	}
-	return []Check{GetSecret(ns, st.S3.CredentialsSecretRef.Name, field+".s3.credentialsSecretRef")}
+	return nil
 }
 
 func getBackupJob(ns, name, field string) Check {

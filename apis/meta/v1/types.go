@@ -70,6 +70,7 @@ type PVCStorage struct {
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule=`!self.startsWith('/') && !self.matches(r'(^|/)\.\.(/|$)')`,message="subPath: use a relative path without \"..\""
 	// +kubebuilder:validation:XValidation:rule=`!self.matches(r'[[:cntrl:]\\]')`,message="subPath: no control characters or backslashes"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches(r'(^|/)_migrations(/|$)')`,message="subPath: the path segment \"_migrations\" is reserved for MigrationJob exports; choose another path"
 	SubPath string `json:"subPath,omitempty"`
 }
 
@@ -91,6 +92,7 @@ type S3Storage struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^([A-Za-z0-9._-]+/)*[A-Za-z0-9._-]*$') && !self.matches(r'(^|/)\.\.?(/|$)')`,message="prefix: use segments of letters, digits, '.', '_' and '-' separated by '/' (no '.' or '..' segment, no leading or double '/')"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches(r'(^|/)_migrations(/|$)')`,message="prefix: the path segment \"_migrations\" is reserved for MigrationJob exports; choose another path"
 	Prefix string `json:"prefix,omitempty"`
 	// Region of the bucket, if the service needs one.
 	// +optional

@@ -15,6 +15,8 @@ import (
 var env *platform.Env
 
 func TestMain(m *testing.M) {
-	// The backup operator serves the BackupJob webhooks tenants' creates go through.
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, Operators: []string{"backup"}}, &env))
+	// The backup operator serves the BackupJob webhooks tenants' creates go
+	// through; the orchestrator's ProtectionPlan webhook has the migration
+	// operator's admission judge a plan's MigrationJob.
+	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, Operators: []string{"backup", "migration", "orchestrator"}}, &env))
 }

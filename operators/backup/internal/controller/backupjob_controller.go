@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -33,6 +34,7 @@ import (
 	"cairn.dev/libs/references"
 	"cairn.dev/libs/schedule"
 	"cairn.dev/libs/status"
+	"cairn.dev/libs/validation"
 )
 
 // +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs,verbs=get;list;watch;patch
@@ -186,14 +188,25 @@ func podTerminated() predicate.Predicate {
 	}
 }
 
-// validate: a schedule or time zone admission should have refused stalls the
-// BackupJob instead of being retried.
-func (r *BackupJobReconciler) validate(_ context.Context, p *pass) error {
+// validate: a schedule, time zone or storage location admission should have
+// refused (an object stored before the CRD's rule or the webhook refused it)
+// stalls the BackupJob instead of being retried. A storage location that
+// reaches another kind's key space (libs/validation.MigrationSpace) also
+// suspends the CronJob: no backup or prune runs there.
+func (r *BackupJobReconciler) validate(ctx context.Context, p *pass) error {
 	bj := p.Obj
 	if _, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone); err != nil {
 		bj.Status.Phase = backupv1.PhasePending
 		bj.Status.NextScheduleTime = nil
 		return reconcile.Stalled(cairnv1.InvalidSpecReason, "spec.schedule/spec.timeZone: %s", err.Error())
+	}
+	if errs := validation.Storage(&bj.Spec.Storage, field.NewPath("spec", "storage"), "BackupJob"); len(errs) > 0 {
+		bj.Status.Phase = backupv1.PhasePending
+		bj.Status.NextScheduleTime = nil
+		if err := r.suspendCronJob(ctx, bj); err != nil {
+			return err
+		}
+		return reconcile.Stalled(cairnv1.InvalidSpecReason, "%s", errs.ToAggregate().Error())
 	}
 	return nil
 }

@@ -17,11 +17,13 @@ import (
 )
 
 // tenant is user alice in h.ns: she may create, update and get BackupJobs,
-// and get only the Secrets named in secrets.
+// get the PersistentVolumeClaim "backups" (h.postgres's store) and get only
+// the Secrets named in secrets.
 func tenant(t *testing.T, h *harness, secrets ...string) client.Client {
 	t.Helper()
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{backupv1.GroupVersion.Group}, Resources: []string{"backupjobs"},
-		Verbs: []string{"get", "create", "update", "patch"}}}
+		Verbs: []string{"get", "create", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, ResourceNames: []string{"backups"}, Verbs: []string{"get"}}}
 	if len(secrets) > 0 {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: secrets, Verbs: []string{"get"}})
 	}
@@ -54,8 +56,8 @@ func refusedWith(t *testing.T, what, want string, f func() error) {
 
 // TestATenantCannotMakeABackupJobUseASecretTheyCannotRead: a user who may
 // create BackupJobs but not read Secret db-admin cannot create or update a
-// BackupJob naming it (as database or S3 credentials); naming a Secret they
-// may read works, and the admitted BackupJob carries the approval.
+// BackupJob naming it (as database or S3 credentials), nor one storing on
+// a PersistentVolumeClaim they may not get; naming a Secret they may read works, and the admitted BackupJob carries the approval.
 func TestATenantCannotMakeABackupJobUseASecretTheyCannotRead(t *testing.T) {
 	h := startWebhooks(t)
 	ctx := t.Context()
@@ -72,6 +74,13 @@ func TestATenantCannotMakeABackupJobUseASecretTheyCannotRead(t *testing.T) {
 	refusedWith(t, "alice's BackupJob naming s3-admin refused",
 		fmt.Sprintf(`spec.storage.s3.credentialsSecretRef: user "alice" may not get secret "s3-admin" in namespace %q`, h.ns),
 		func() error { return alice.Create(ctx, s3.DeepCopy()) })
+
+	// A claim she cannot see: its files are not hers to read or overwrite.
+	pvc := h.postgres("steal-pvc")
+	pvc.Spec.Storage = cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "finance-archive"}}
+	refusedWith(t, "alice's BackupJob naming claim finance-archive refused",
+		fmt.Sprintf(`spec.storage.pvc.claimName: user "alice" may not get persistentvolumeclaim "finance-archive" in namespace %q`, h.ns),
+		func() error { return alice.Create(ctx, pvc.DeepCopy()) })
 
 	// Her own Secret: admitted, approved.
 	own := h.postgres("own")

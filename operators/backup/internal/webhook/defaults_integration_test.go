@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,20 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 			t.Fatalf("%s without webhooks: %v", engine, err)
 		}
 		plain[engine] = get(t, h.c, bj)
+	}
+
+	// The CRD alone refuses a store path in MigrationJobs' key space
+	// (libs/validation.MigrationSpace): no webhook is needed for that.
+	for field, st := range map[string]cairnv1.StorageSpec{
+		"subPath": {PVC: &cairnv1.PVCStorage{ClaimName: "backups", SubPath: "a/./_migrations"}},
+		"prefix":  {S3: &cairnv1.S3Storage{Endpoint: "s3.example", Bucket: "backups", Prefix: "prod/_migrations/", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}},
+	} {
+		bj := h.postgres("reserved-" + strings.ToLower(field))
+		bj.Spec.Storage = st
+		err := h.c.Create(ctx, bj)
+		if err == nil || !strings.Contains(err.Error(), field+`: the path segment "_migrations" is reserved for MigrationJob exports`) {
+			t.Errorf("%s in the migration space without webhooks: %v, want refused by the CRD", field, err)
+		}
 	}
 
 	// Through the webhooks.

@@ -16,27 +16,8 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
+	"cairn.dev/operators/orchestrator/internal/planspec"
 )
-
-// migrationJobName is the name of plan's one MigrationJob.
-func migrationJobName(plan *platformv1.ProtectionPlan) string {
-	return plan.Name + platformv1.MigrationJobSuffix
-}
-
-// desiredMigrationJob is the plan's MigrationJob: its template with the
-// MigrationJob defaults applied (a defaulted child is no drift). Its source
-// is the plan's database: admission and prepare refuse any other.
-func desiredMigrationJob(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec) *migrationv1.MigrationJob {
-	t := spec.Migration.Template.DeepCopy()
-	t.SetDefaults()
-	return &migrationv1.MigrationJob{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: plan.Namespace, Name: migrationJobName(plan),
-			Labels: map[string]string{platformv1.PlanLabel: plan.Name},
-		},
-		Spec: *t,
-	}
-}
 
 // migration creates the plan's MigrationJob once spec.migration.start is
 // true and keeps it at the template; a MigrationJob already created is
@@ -46,9 +27,9 @@ func desiredMigrationJob(plan *platformv1.ProtectionPlan, spec *platformv1.Prote
 func (r *ProtectionPlanReconciler) migration(ctx context.Context, p *pass) error {
 	log := ctrl.LoggerFrom(ctx)
 	plan := p.Obj
-	name := migrationJobName(plan)
+	name := planspec.MigrationJobName(plan)
 	if m := p.State.spec.Migration; m != nil && m.Start {
-		desired := desiredMigrationJob(plan, &p.State.spec)
+		desired := planspec.MigrationJob(plan, &p.State.spec)
 		op, err := r.applier.Ensure(ctx, plan, desired)
 		var nc *ownership.NotControlledError
 		switch {

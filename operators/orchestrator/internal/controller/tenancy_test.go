@@ -26,7 +26,8 @@ func TestProtectionPlanTenancy(t *testing.T) {
 	ns := namespace(t)
 	cfg, err := env.Tenant(ctx, ns, "trudy",
 		rbacv1.PolicyRule{APIGroups: []string{platformv1.GroupVersion.Group}, Resources: []string{"protectionplans"}, Verbs: []string{"get", "create", "update"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"orders-db-credentials", "scratch-credentials"}, Verbs: []string{"get"}})
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"orders-db-credentials", "scratch-credentials"}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, ResourceNames: []string{"backups"}, Verbs: []string{"get"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	trudy, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -43,6 +44,11 @@ func TestProtectionPlanTenancy(t *testing.T) {
 	scratch.Spec.Verification.RestoreInto.CredentialsSecretRef.Name = "db-admin"
 	g.Eventually(createErr(scratch)).WithTimeout(30 * time.Second).Should(ContainSubstring(
 		fmt.Sprintf(`spec.verification.restoreInto.credentialsSecretRef: user "trudy" may not get secret "db-admin" in namespace %q`, ns)))
+
+	claim := plan(ns, "claim")
+	claim.Spec.Backup.Storage.PVC.ClaimName = "finance-archive"
+	g.Eventually(createErr(claim)).WithTimeout(30 * time.Second).Should(ContainSubstring(
+		fmt.Sprintf(`spec.backup.storage.pvc.claimName: user "trudy" may not get persistentvolumeclaim "finance-archive" in namespace %q`, ns)))
 
 	own := plan(ns, "own")
 	g.Eventually(createErr(own)).WithTimeout(30 * time.Second).Should(Equal("admitted"))

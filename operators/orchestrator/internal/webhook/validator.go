@@ -5,6 +5,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	platformv1 "cairn.dev/apis/platform/v1"
@@ -20,6 +21,9 @@ import (
 type Validator struct {
 	// Guard reviews the requester's rights (libs/access); nil skips it.
 	Guard *access.Guard
+	// Client makes the dry run of the plan's MigrationJob (checkMigration);
+	// nil skips it.
+	Client client.Client
 }
 
 var _ admission.Validator[*platformv1.ProtectionPlan] = &Validator{}
@@ -41,7 +45,10 @@ func (v *Validator) ValidateCreate(ctx context.Context, plan *platformv1.Protect
 	if w, err := validate(plan); err != nil {
 		return w, err
 	}
-	return nil, v.admit(ctx, nil, plan)
+	if err := v.admit(ctx, nil, plan); err != nil {
+		return nil, err
+	}
+	return v.checkMigration(ctx, plan)
 }
 
 // admit checks the requester's rights on what the plan refers to — its
@@ -67,7 +74,10 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, plan *platformv1.Pr
 	if w, err := validate(plan); err != nil {
 		return w, err
 	}
-	return nil, v.admit(ctx, old, plan)
+	if err := v.admit(ctx, old, plan); err != nil {
+		return nil, err
+	}
+	return v.checkMigration(ctx, plan)
 }
 
 // ValidateDelete implements admission.Validator; deletion is never refused.

@@ -30,6 +30,9 @@ const (
 // The validating webhook asks the API server whether the requester may use
 // what the object refers to (libs/access).
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+//
+// It dry-runs the plan's MigrationJob (checkMigration) with the create and
+// update the controller already holds on MigrationJobs.
 
 // Setup registers the ProtectionPlan defaulting and validating webhooks
 // with mgr's webhook server.
@@ -43,6 +46,6 @@ func Setup(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &platformv1.ProtectionPlan{}).
 		WithDefaulter(&Defaulter{Guard: guard}).
-		WithValidator(&Validator{Guard: guard}).
+		WithValidator(&Validator{Guard: guard, Client: mgr.GetClient()}).
 		Complete()
 }

@@ -1,0 +1,80 @@
+package tenancy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/e2e/fixtures"
+)
+
+// migrationPlan is a ProtectionPlan with a migration template (not
+// started) running image; "" leaves spec.image to the operator's agent.
+func migrationPlan(ns, name, image string) *platformv1.ProtectionPlan {
+	db := cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db.shop.svc", Database: "orders",
+		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "orders-db"}}
+	return &platformv1.ProtectionPlan{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: platformv1.ProtectionPlanSpec{
+			Database: db,
+			Backup: platformv1.BackupTemplate{Schedule: "0 2 * * *",
+				Storage: cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}}},
+			Verification: platformv1.VerificationSpec{RestoreInto: platformv1.ScratchDatabase{
+				Host: "scratch-db.verify.svc", Database: "orders_verify",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch"}}},
+			Objectives: platformv1.Objectives{RPO: metav1.Duration{Duration: 26 * time.Hour}},
+			Migration: &platformv1.MigrationSpec{Template: migrationv1.MigrationJobSpec{
+				Source: db,
+				Target: migrationv1.TargetDatabase{DatabaseRef: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine,
+					Host: "orders-db-v16.shop.svc", Database: "orders", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "orders-db-v16"}}},
+				Image: image,
+			}},
+		},
+	}
+}
+
+// TestPlanMigrationTemplateImageIsCheckedAtAdmission: a ProtectionPlan's
+// migration template naming an image outside the migration operator's
+// allow-list is refused when the plan is created or updated — the
+// orchestrator has the migration operator's admission judge the
+// MigrationJob it would make (a dry run) — not only later, when the plan
+// creates the MigrationJob. The same plan without spec.image is admitted,
+// and the dry run leaves no MigrationJob behind.
+func TestPlanMigrationTemplateImageIsCheckedAtAdmission(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := fixtures.Namespace(t, env.Client, "plan-image-")
+
+	bad := migrationPlan(ns, "evil", "registry.example/evil:latest")
+	g.Eventually(func() string {
+		err := env.Client.Create(ctx, bad.DeepCopy())
+		if err == nil {
+			return "admitted"
+		}
+		return err.Error()
+	}).WithTimeout(timeout).WithPolling(500 * time.Millisecond).Should(
+		And(ContainSubstring("spec.migration.template"), ContainSubstring("spec.image"), ContainSubstring("registry.example/evil:latest")))
+
+	good := migrationPlan(ns, "orders", "")
+	g.Expect(env.Client.Create(ctx, good)).To(Succeed())
+	mjs := &migrationv1.MigrationJobList{}
+	g.Expect(env.Client.List(ctx, mjs)).To(Succeed())
+	for _, mj := range mjs.Items {
+		g.Expect(mj.Namespace).NotTo(Equal(ns), "the dry run created MigrationJob %s", mj.Name)
+	}
+
+	upd := good.DeepCopy()
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(good), upd)).To(Succeed())
+	upd.Spec.Migration.Template.Image = "registry.example/evil:latest"
+	err := env.Client.Update(ctx, upd)
+	g.Expect(err).To(HaveOccurred(), "an update to an image outside the allow-list")
+	g.Expect(strings.Contains(err.Error(), "spec.migration.template") && strings.Contains(err.Error(), "spec.image")).To(BeTrue(), "%v", err)
+}
