@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -167,8 +169,9 @@ WHERE contype = 'f' AND (conrelid = ANY($1::text[]::regclass[]) OR confrelid = A
 // myRecopy replaces the rows of tables on the target: their triggers are
 // dropped, the tables emptied and copied again from one snapshot of the
 // source (as the copy step does: strict mode, foreign key checks off),
-// then the source's triggers of those tables are created again.
-func (a *app) myRecopy(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table) error {
+// then the source's triggers of those tables are created again — also when
+// the copy fails halfway.
+func (a *app) myRecopy(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table) (err error) {
 	srcs, _, _, closeSrcs, err := a.mySnapshots(ctx, sc, 1)
 	if err != nil {
 		return err
@@ -207,12 +210,32 @@ func (a *app) myRecopy(ctx context.Context, sc, tc engine.Conn, tables []invento
 			return fmt.Errorf("target: %w", err)
 		}
 	}
+	var moved atomic.Int64
+	// The triggers come back whatever happens after the first is dropped:
+	// a copy that fails halfway (a value the target refuses, the source
+	// gone) must not leave the target without them. They are created from
+	// the source's definitions, on a context of their own (ctx may be what
+	// ended). An error here is added to the copy's.
+	dropped := false
+	defer func() {
+		if !dropped {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		src := &engine.MySQL{Conn: sc, Tables: names, NoData: true, TriggersOnly: true}
+		tgt := &engine.MySQL{Conn: tc}
+		if rerr := engine.Pipe(rctx, src.Dump, tgt.Restore, &moved); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("target: the triggers %s dropped while copying could not be created again (create them from the source's definitions before using the target): %w",
+				strings.Join(triggers, ", "), rerr))
+		}
+	}()
 	for _, tr := range triggers {
+		dropped = true
 		if _, err := t.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+inventory.QuoteIdent(tr)); err != nil {
 			return fmt.Errorf("target: drop trigger %s while copying: %w", tr, err)
 		}
 	}
-	var moved atomic.Int64
 	for _, n := range names {
 		if _, err := t.ExecContext(ctx, "TRUNCATE TABLE "+inventory.QuoteIdent(n)); err != nil {
 			return fmt.Errorf("target: empty table %s: %w", n, err)
@@ -221,13 +244,6 @@ func (a *app) myRecopy(ctx context.Context, sc, tc engine.Conn, tables []invento
 		moved.Add(b)
 		if err != nil {
 			return fmt.Errorf("copy table %s again: %w", n, err)
-		}
-	}
-	if len(triggers) > 0 {
-		src := &engine.MySQL{Conn: sc, Tables: names, NoData: true, TriggersOnly: true}
-		tgt := &engine.MySQL{Conn: tc}
-		if err := engine.Pipe(ctx, src.Dump, tgt.Restore, &moved); err != nil {
-			return fmt.Errorf("triggers of the tables copied again: %w", err)
 		}
 	}
 	a.log.Info("changed tables copied again", "tables", len(tables), "triggers", len(triggers), "bytes", moved.Load())

@@ -148,3 +148,5 @@ func TestMigrateParallelConsistent(t *testing.T) { suite.MigrateParallelConsiste
 func TestMigrateNoReloadFallsBack(t *testing.T) { suite.MigrateNoReloadFallsBack(t, e(t)) }
 
 func TestMigrateCutoverSourceChanged(t *testing.T) { suite.MigrateCutoverSourceChanged(t, e(t)) }
+
+func TestMigrateRecopyFailureKeepsTriggers(t *testing.T) { suite.MigrateRecopyFailureKeepsTriggers(t, e(t)) }

@@ -253,3 +253,41 @@ func MigrateReplicationNeverLeaks(t *testing.T, e *Env) {
 	}
 	_, _ = e.DB.SQL("postgres", "ALTER DATABASE "+m.src+" RESET default_transaction_read_only")
 }
+
+// MigrateRecopyFailureKeepsTriggers (MariaDB): the cutover's copy of a
+// changed table drops the target table's triggers while it copies (so
+// they do not fire for copied rows). A copy that fails halfway — here a
+// late row the target's narrower column refuses in strict mode — must not
+// leave the target without them: the cutover fails, and the trigger is
+// there again.
+func MigrateRecopyFailureKeepsTriggers(t *testing.T, e *Env) {
+	m := newMigration(t, e, "mig_trig")
+	tables := seedTables(e)
+	m.ok(t, "copy")
+	allMatch(t, m.verified(t), tables)
+	triggers := func() string {
+		t.Helper()
+		out, err := e.DB.SQL(m.dst, "SELECT count(*) FROM information_schema.triggers WHERE trigger_schema = DATABASE() AND event_object_table = 'orders'")
+		check(t, err)
+		return strings.TrimSpace(out)
+	}
+	before := triggers()
+	if before == "0" {
+		t.Fatalf("the seed's orders trigger was not copied to the target")
+	}
+	_, err := e.DB.SQL(m.dst, "ALTER TABLE orders MODIFY note VARCHAR(120)")
+	check(t, err)
+	_, err = e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total, note) VALUES (1, 43, REPEAT('y', 500))")
+	check(t, err)
+
+	r := m.run(t, "cutover", "CAIRN_CUTOVER_WRITERS_STOPPED=true")
+	if r.Code == 0 {
+		t.Fatalf("cutover copying a row the target refuses succeeded")
+	}
+	if !strings.Contains(r.Stdout+r.Stderr, "orders") {
+		t.Errorf("the failed cutover does not name the table: %s %s", r.Stdout, lastLines(r.Stderr, 5))
+	}
+	if after := triggers(); after != before {
+		t.Fatalf("after a cutover whose copy failed halfway the target's orders has %s triggers, had %s", after, before)
+	}
+}
