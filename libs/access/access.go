@@ -33,6 +33,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -112,11 +113,16 @@ type Reviewer struct {
 	// webhook reviewed for the plan's requester.
 	Trusted []string
 
-	reviews atomic.Int64
+	reviews    atomic.Int64
+	reviewTime atomic.Int64 // nanoseconds spent waiting for them
 }
 
 // Reviews is how many SubjectAccessReviews r has sent.
 func (r *Reviewer) Reviews() int64 { return r.reviews.Load() }
+
+// ReviewTime is how long r has waited for the API server's answers to
+// them, in total (the bench's figure of what the checks add to a create).
+func (r *Reviewer) ReviewTime() time.Duration { return time.Duration(r.reviewTime.Load()) }
 
 // Review returns nil when user may do every check, a Forbidden error for gr
 // name naming each refused field, verb and object otherwise, or another
@@ -159,7 +165,10 @@ func (r *Reviewer) allowed(ctx context.Context, user authenticationv1.UserInfo, 
 		},
 	}}
 	r.reviews.Add(1)
-	if err := r.Client.Create(ctx, sar); err != nil {
+	t0 := time.Now()
+	err := r.Client.Create(ctx, sar)
+	r.reviewTime.Add(int64(time.Since(t0)))
+	if err != nil {
 		return false, err
 	}
 	return sar.Status.Allowed && !sar.Status.Denied, nil

@@ -147,6 +147,33 @@ func CounterSum(metric, label, value string) float64 {
 	return total
 }
 
+// AdmissionLatency is the time this process' admission webhooks (the
+// mutating and validating paths, not conversion) spent serving calls, in
+// total, and how many calls they served: controller-runtime's
+// controller_runtime_webhook_latency_seconds histograms, summed.
+func AdmissionLatency() (time.Duration, uint64) {
+	mfs, err := crmetrics.Registry.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	var sum float64
+	var n uint64
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_webhook_latency_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "webhook" && (strings.HasPrefix(l.GetValue(), "/mutate") || strings.HasPrefix(l.GetValue(), "/validate")) {
+					sum += m.GetHistogram().GetSampleSum()
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return time.Duration(sum * float64(time.Second)), n
+}
+
 // Reconciles is the number of reconciles controller has run.
 func Reconciles(controller string) float64 {
 	return CounterSum("controller_runtime_reconcile_total", "controller", controller)
@@ -348,6 +375,10 @@ type Row struct {
 	// floor's n creates (before the operator): the requester checks of
 	// libs/access, each a round trip to the API server inside the create.
 	Reviews int64
+	// Admission is the time the webhooks spent serving the floor's n
+	// creates (mutating + validating, measured by the webhook server), and
+	// ReviewTime the part of it spent waiting for SubjectAccessReviews.
+	Admission, ReviewTime time.Duration
 }
 
 // Ratio is converge / floor.
@@ -438,8 +469,9 @@ func Run(ctx context.Context, env *testenv.Env, k Kind, o Options) ([]Row, error
 		rows = append(rows, r)
 		fmt.Fprint(o.Out, r.String())
 		notes = append(notes, fmt.Sprintf("N=%d floor s before / after the operator: %.2f / %.2f; CPU s (API server + etcd / bench process): floor %s (mean), converge %s; "+
-			"SubjectAccessReviews per create (webhooks, libs/access): %.2f",
-			n, r.FloorBefore.Seconds(), r.FloorAfter.Seconds(), r.CPUFloor, r.CPUConv, r.PerObject(float64(r.Reviews))))
+			"SubjectAccessReviews per create (webhooks, libs/access): %.2f; admission webhooks' time per create (mutate + validate, server side, floor before): %.2f ms, of which SubjectAccessReviews %.2f ms",
+			n, r.FloorBefore.Seconds(), r.FloorAfter.Seconds(), r.CPUFloor, r.CPUConv, r.PerObject(float64(r.Reviews)),
+			r.PerObject(float64(r.Admission.Microseconds()))/1000, r.PerObject(float64(r.ReviewTime.Microseconds()))/1000))
 		if f, c := r.FloorCounts, r.Create; f.Writes != c.Writes || f.Events != c.Events {
 			// Not like-for-like: say so where the table does not go.
 			fmt.Fprintf(os.Stderr, "bench: N=%d: the floor wrote %.2f objects and %.2f Events per %s, the operator %.2f and %.2f\n",
@@ -504,6 +536,7 @@ func runOne(ctx context.Context, env *testenv.Env, k Kind, o Options, n int) (ro
 		return row, fmt.Errorf("floor: %w", err)
 	}
 	row.FloorBefore, row.FloorCounts, row.Reviews = before.time, before.counts, before.reviews
+	row.Admission, row.ReviewTime = before.admission, before.reviewTime
 
 	if err := measureOperator(ctx, env, k, o, benchNS, n, &row); err != nil {
 		return row, err
@@ -521,10 +554,11 @@ func runOne(ctx context.Context, env *testenv.Env, k Kind, o Options, n int) (ro
 
 // floorRun is one measurement of the floor.
 type floorRun struct {
-	time    time.Duration
-	cpu     CPU
-	counts  Counts
-	reviews int64
+	time                  time.Duration
+	cpu                   CPU
+	counts                Counts
+	reviews               int64
+	admission, reviewTime time.Duration
 }
 
 // measureFloor makes the floor's writes for n objects of ns with a bare
@@ -548,10 +582,12 @@ func measureFloor(ctx context.Context, env *testenv.Env, k Kind, o Options, ns s
 	}
 	profileAPIServer(ctx, env, apiProfile)
 	var reviews0 int64
+	var reviewTime0 time.Duration
 	guard := access.For(wh.Manager)
 	if guard != nil {
-		reviews0 = guard.Reviewer.Reviews()
+		reviews0, reviewTime0 = guard.Reviewer.Reviews(), guard.Reviewer.ReviewTime()
 	}
+	adm0, _ := AdmissionLatency()
 	cpu0, c0 := ReadCPU(), count.Load()
 	t0 := time.Now()
 	err = Parallel(n, o.Workers, func(i int) error {
@@ -565,7 +601,10 @@ func measureFloor(ctx context.Context, env *testenv.Env, k Kind, o Options, ns s
 	r.cpu = ReadCPU().Sub(cpu0)
 	if guard != nil {
 		r.reviews = guard.Reviewer.Reviews() - reviews0
+		r.reviewTime = guard.Reviewer.ReviewTime() - reviewTime0
 	}
+	adm1, _ := AdmissionLatency()
+	r.admission = adm1 - adm0
 	// The floor's creates are writes too; the operator's counts do not
 	// include the user's create.
 	r.counts = count.Load().Sub(c0)
