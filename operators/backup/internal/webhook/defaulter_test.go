@@ -19,18 +19,19 @@ func TestDefaulterFinalizer(t *testing.T) {
 	}
 	deleted := metav1.Now()
 	cases := []struct {
-		name       string
-		ctx        context.Context
-		finalizers []string
-		deleting   bool
-		want       []string
+		name         string
+		ctx          context.Context
+		finalizers   []string
+		deleting     bool
+		want         []string
+		wantDefaults bool
 	}{
-		{name: "create adds it", ctx: withOp(admissionv1.Create), want: []string{backupv1.CleanupFinalizer}},
-		{name: "create keeps others", ctx: withOp(admissionv1.Create), finalizers: []string{"x.io/y"}, want: []string{"x.io/y", backupv1.CleanupFinalizer}},
-		{name: "create does not duplicate", ctx: withOp(admissionv1.Create), finalizers: []string{backupv1.CleanupFinalizer}, want: []string{backupv1.CleanupFinalizer}},
-		{name: "update leaves a removed finalizer removed", ctx: withOp(admissionv1.Update), want: nil},
-		{name: "no admission request: defaults only", ctx: context.Background(), want: nil},
-		{name: "never onto an object being deleted", ctx: withOp(admissionv1.Create), deleting: true, want: nil},
+		{name: "create adds it", ctx: withOp(admissionv1.Create), want: []string{backupv1.CleanupFinalizer}, wantDefaults: true},
+		{name: "create keeps others", ctx: withOp(admissionv1.Create), finalizers: []string{"x.io/y"}, want: []string{"x.io/y", backupv1.CleanupFinalizer}, wantDefaults: true},
+		{name: "create does not duplicate", ctx: withOp(admissionv1.Create), finalizers: []string{backupv1.CleanupFinalizer}, want: []string{backupv1.CleanupFinalizer}, wantDefaults: true},
+		{name: "update defaults, leaves a removed finalizer removed", ctx: withOp(admissionv1.Update), want: nil, wantDefaults: true},
+		{name: "no admission request changes nothing", ctx: context.Background(), want: nil},
+		{name: "an object being deleted is left alone", ctx: withOp(admissionv1.Update), deleting: true, want: nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,14 +39,14 @@ func TestDefaulterFinalizer(t *testing.T) {
 			if tc.deleting {
 				bj.DeletionTimestamp = &deleted
 			}
-			if err := (&Defaulter{}).Default(tc.ctx, bj); err != nil {
+			if err := NewDefaulter(nil).Default(tc.ctx, bj); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(bj.Finalizers, tc.want) {
 				t.Errorf("finalizers: got %q, want %q", bj.Finalizers, tc.want)
 			}
-			if bj.Spec.TimeZone != backupv1.DefaultTimeZone {
-				t.Errorf("defaults not applied: timeZone %q", bj.Spec.TimeZone)
+			if defaulted := bj.Spec.TimeZone == backupv1.DefaultTimeZone; defaulted != tc.wantDefaults {
+				t.Errorf("defaults applied: %v (timeZone %q), want %v", defaulted, bj.Spec.TimeZone, tc.wantDefaults)
 			}
 		})
 	}

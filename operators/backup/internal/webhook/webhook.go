@@ -20,14 +20,11 @@
 package webhook
 
 import (
-	"fmt"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
-	"cairn.dev/libs/access"
+	"cairn.dev/libs/admit"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -51,20 +48,12 @@ const (
 // more than one version in the scheme, so a missing version is an error here
 // rather than a silently absent /convert.
 func Setup(mgr ctrl.Manager) error {
-	for _, gvk := range []schema.GroupVersionKind{
-		backupv1.GroupVersion.WithKind("BackupJob"),
-		backupv1alpha1.GroupVersion.WithKind("BackupJob"),
-	} {
-		if !mgr.GetScheme().Recognizes(gvk) {
-			return fmt.Errorf("webhook: the manager's scheme has no %s; add cairn.dev/apis/backup/%s.AddToScheme to it", gvk, gvk.Version)
-		}
-	}
-	guard := access.For(mgr)
-	if guard == nil {
-		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	guard, err := admit.Prepare(mgr, backupv1.GroupVersion.WithKind("BackupJob"), backupv1alpha1.GroupVersion.WithKind("BackupJob"))
+	if err != nil {
+		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &backupv1.BackupJob{}).
-		WithDefaulter(&Defaulter{Guard: guard}).
+		WithDefaulter(NewDefaulter(guard)).
 		WithValidator(&Validator{Guard: guard}).
 		Complete()
 }

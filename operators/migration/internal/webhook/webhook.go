@@ -10,12 +10,11 @@
 package webhook
 
 import (
-	"fmt"
-
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/access"
+	"cairn.dev/libs/admit"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -38,15 +37,12 @@ const (
 // images is the spec.image allow-list (--allowed-agent-images); the
 // access.Guard is the one the operator's Prepare registered for mgr.
 func Setup(mgr ctrl.Manager, images *access.Images) error {
-	if gvk := migrationv1.GroupVersion.WithKind("MigrationJob"); !mgr.GetScheme().Recognizes(gvk) {
-		return fmt.Errorf("webhook: the manager's scheme has no %s; add it with its package's AddToScheme", gvk)
-	}
-	guard := access.For(mgr)
-	if guard == nil {
-		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	guard, err := admit.Prepare(mgr, migrationv1.GroupVersion.WithKind("MigrationJob"))
+	if err != nil {
+		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &migrationv1.MigrationJob{}).
-		WithDefaulter(&Defaulter{Guard: guard}).
+		WithDefaulter(NewDefaulter(guard)).
 		WithValidator(&Validator{Guard: guard, Images: images, Reader: mgr.GetAPIReader()}).
 		Complete()
 }

@@ -32,7 +32,7 @@ func mj() *migrationv1.MigrationJob {
 
 func TestDefaulter(t *testing.T) {
 	m := mj()
-	if err := (&Defaulter{}).Default(withOp(admissionv1.Create), m); err != nil {
+	if err := NewDefaulter(nil).Default(withOp(admissionv1.Create), m); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(m.Finalizers, migrationv1.CleanupFinalizer) || m.Spec.Source.Port != 5432 || m.Spec.Target.Port != 5432 ||
@@ -40,7 +40,7 @@ func TestDefaulter(t *testing.T) {
 		t.Errorf("create: not defaulted: %+v %v", m.Spec, m.Finalizers)
 	}
 	u := mj()
-	if err := (&Defaulter{}).Default(withOp(admissionv1.Update), u); err != nil {
+	if err := NewDefaulter(nil).Default(withOp(admissionv1.Update), u); err != nil {
 		t.Fatal(err)
 	}
 	if len(u.Finalizers) > 0 || u.Spec.Mode != "" {

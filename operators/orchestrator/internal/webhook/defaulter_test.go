@@ -37,7 +37,7 @@ func TestDefaulter(t *testing.T) {
 			if tc.deleting {
 				p.DeletionTimestamp = &deleted
 			}
-			if err := (&Defaulter{}).Default(tc.ctx, p); err != nil {
+			if err := NewDefaulter(nil).Default(tc.ctx, p); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(p.Finalizers, tc.want) {

@@ -9,12 +9,11 @@
 package webhook
 
 import (
-	"fmt"
-
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
-	"cairn.dev/libs/access"
+	"cairn.dev/libs/admit"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -37,15 +36,12 @@ const (
 // Setup registers the ProtectionPlan defaulting and validating webhooks
 // with mgr's webhook server.
 func Setup(mgr ctrl.Manager) error {
-	if gvk := platformv1.GroupVersion.WithKind("ProtectionPlan"); !mgr.GetScheme().Recognizes(gvk) {
-		return fmt.Errorf("webhook: the manager's scheme has no %s; add it with its package's AddToScheme", gvk)
-	}
-	guard := access.For(mgr)
-	if guard == nil {
-		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	guard, err := admit.Prepare(mgr, platformv1.GroupVersion.WithKind("ProtectionPlan"), migrationv1.GroupVersion.WithKind("MigrationJob"))
+	if err != nil {
+		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &platformv1.ProtectionPlan{}).
-		WithDefaulter(&Defaulter{Guard: guard}).
+		WithDefaulter(NewDefaulter(guard)).
 		WithValidator(&Validator{Guard: guard, Client: mgr.GetClient()}).
 		Complete()
 }

@@ -9,14 +9,11 @@
 package webhook
 
 import (
-	"fmt"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/access"
+	"cairn.dev/libs/admit"
 )
 
 // Paths the webhook server serves; they match the markers below and the
@@ -37,20 +34,12 @@ const (
 // mgr's webhook server. The validator reads BackupJobs past the cache
 // (mgr.GetAPIReader), so the manager's scheme must hold backup.cairn.dev/v1.
 func Setup(mgr ctrl.Manager) error {
-	for _, gvk := range []schema.GroupVersionKind{
-		restorev1.GroupVersion.WithKind("RestoreJob"),
-		backupv1.GroupVersion.WithKind("BackupJob"),
-	} {
-		if !mgr.GetScheme().Recognizes(gvk) {
-			return fmt.Errorf("webhook: the manager's scheme has no %s; add it with its package's AddToScheme", gvk)
-		}
-	}
-	guard := access.For(mgr)
-	if guard == nil {
-		return fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
+	guard, err := admit.Prepare(mgr, restorev1.GroupVersion.WithKind("RestoreJob"), backupv1.GroupVersion.WithKind("BackupJob"))
+	if err != nil {
+		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &restorev1.RestoreJob{}).
-		WithDefaulter(&Defaulter{Guard: guard}).
+		WithDefaulter(NewDefaulter(guard)).
 		WithValidator(&Validator{Reader: mgr.GetAPIReader(), Guard: guard}).
 		Complete()
 }
