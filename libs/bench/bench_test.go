@@ -59,20 +59,21 @@ func TestParallelRunsEveryIndexOnceAndReturnsAnError(t *testing.T) {
 	}
 }
 
-func TestCounterCountsWritesEventsAndReadsButNotWatches(t *testing.T) {
+func TestCounterCountsWritesEventsReadsAndReviewsButNotWatches(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	defer srv.Close()
 	c := &Counter{next: http.DefaultTransport}
 	hc := &http.Client{Transport: c}
 	for _, r := range []struct{ method, path string }{
-		{http.MethodGet, "/api/v1/namespaces/a/secrets/s"},                // read
-		{http.MethodGet, "/api/v1/namespaces/a/secrets"},                  // read (list)
-		{http.MethodGet, "/api/v1/namespaces/a/secrets?watch=true"},       // watch: not counted
-		{http.MethodPost, "/apis/batch/v1/namespaces/a/jobs"},             // write
-		{http.MethodPatch, "/apis/x.dev/v1/namespaces/a/things/t/status"}, // write
-		{http.MethodDelete, "/apis/batch/v1/namespaces/a/jobs/j"},         // write
-		{http.MethodPost, "/apis/events.k8s.io/v1/namespaces/a/events"},   // Event
-		{http.MethodPatch, "/api/v1/namespaces/a/events/e"},               // Event
+		{http.MethodGet, "/api/v1/namespaces/a/secrets/s"},                      // read
+		{http.MethodGet, "/api/v1/namespaces/a/secrets"},                        // read (list)
+		{http.MethodGet, "/api/v1/namespaces/a/secrets?watch=true"},             // watch: not counted
+		{http.MethodPost, "/apis/batch/v1/namespaces/a/jobs"},                   // write
+		{http.MethodPatch, "/apis/x.dev/v1/namespaces/a/things/t/status"},       // write
+		{http.MethodDelete, "/apis/batch/v1/namespaces/a/jobs/j"},               // write
+		{http.MethodPost, "/apis/events.k8s.io/v1/namespaces/a/events"},         // Event
+		{http.MethodPatch, "/api/v1/namespaces/a/events/e"},                     // Event
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews"}, // review: stores nothing
 	} {
 		req, err := http.NewRequest(r.method, srv.URL+r.path, nil)
 		if err != nil {
@@ -84,10 +85,10 @@ func TestCounterCountsWritesEventsAndReadsButNotWatches(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	if got, want := c.Load(), (Counts{Writes: 3, Events: 2, Reads: 2}); got != want {
+	if got, want := c.Load(), (Counts{Writes: 3, Events: 2, Reads: 2, Reviews: 1}); got != want {
 		t.Errorf("counts %+v, want %+v", got, want)
 	}
-	if got := c.Load().Sub(Counts{Writes: 1, Events: 1, Reads: 1}); got != (Counts{2, 1, 1}) {
+	if got := c.Load().Sub(Counts{Writes: 1, Events: 1, Reads: 1, Reviews: 1}); got != (Counts{2, 1, 1, 0}) {
 		t.Errorf("Sub: %+v", got)
 	}
 }
