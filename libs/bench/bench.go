@@ -59,7 +59,7 @@ import (
 // Event writes, other writes, and reads (gets and lists, an informer's
 // initial list included; watches are not counted).
 type Counter struct {
-	next                  http.RoundTripper
+	next                           http.RoundTripper
 	writes, events, reads, reviews atomic.Int64
 }
 

@@ -3,79 +3,40 @@ package controller
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/libs/kindmetrics"
 )
 
 // ProtectionPlan metrics users alert on (platform/components/monitoring),
-// registered with controller-runtime's registry. Gauges are set from status
+// declared with libs/kindmetrics. Gauges are set from status
 // after every pass (Observe), so they exist again after a restart or a
 // failover; alerts compare timestamps with time(), so an RPO violation fires
 // even while the orchestrator is down.
 var (
-	lastBackupTimestamp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cairn_protectionplan_last_backup_timestamp_seconds",
-		Help: "Unix time the plan's newest successful backup finished.",
-	}, []string{"namespace", "name"})
-	rpoSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cairn_protectionplan_rpo_seconds",
-		Help: "The plan's recovery point objective (spec.objectives.rpo).",
-	}, []string{"namespace", "name"})
-	recoveryPointTimestamp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cairn_protectionplan_recovery_point_timestamp_seconds",
-		Help: "Unix time of the newest verified backup (status.recoveryPoint): a restore now recovers the data as of this time.",
-	}, []string{"namespace", "name"})
-	lastVerificationTimestamp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cairn_protectionplan_last_verification_timestamp_seconds",
-		Help: "Unix time the plan's newest successful verification finished.",
-	}, []string{"namespace", "name"})
-	maxVerificationAgeSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cairn_protectionplan_max_verification_age_seconds",
-		Help: "The plan's maximum verification age (spec.objectives.maxVerificationAge).",
-	}, []string{"namespace", "name"})
-	verificationSucceeded = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cairn_protectionplan_verification_succeeded",
-		Help: "1 when the plan's newest finished verification succeeded, 0 when it failed.",
-	}, []string{"namespace", "name"})
-	restoreDurationSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cairn_protectionplan_restore_duration_seconds",
-		Help: "Restore duration of the plan's newest successful verification (the measured recovery time).",
-	}, []string{"namespace", "name"})
-	rtoSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "cairn_protectionplan_rto_seconds",
-		Help: "The plan's recovery time objective (spec.objectives.rto).",
-	}, []string{"namespace", "name"})
-	verificationsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cairn_protectionplan_verifications_total",
-		Help: "Finished verifications by plan and result (Succeeded, Failed).",
-	}, []string{"namespace", "name", "result"})
+	metricSet           = kindmetrics.New()
+	lastBackupTimestamp = metricSet.Gauge("cairn_protectionplan_last_backup_timestamp_seconds",
+		"Unix time the plan's newest successful backup finished.", "namespace", "name")
+	rpoSeconds = metricSet.Gauge("cairn_protectionplan_rpo_seconds",
+		"The plan's recovery point objective (spec.objectives.rpo).", "namespace", "name")
+	recoveryPointTimestamp = metricSet.Gauge("cairn_protectionplan_recovery_point_timestamp_seconds",
+		"Unix time of the newest verified backup (status.recoveryPoint): a restore now recovers the data as of this time.", "namespace", "name")
+	lastVerificationTimestamp = metricSet.Gauge("cairn_protectionplan_last_verification_timestamp_seconds",
+		"Unix time the plan's newest successful verification finished.", "namespace", "name")
+	maxVerificationAgeSeconds = metricSet.Gauge("cairn_protectionplan_max_verification_age_seconds",
+		"The plan's maximum verification age (spec.objectives.maxVerificationAge).", "namespace", "name")
+	verificationSucceeded = metricSet.Gauge("cairn_protectionplan_verification_succeeded",
+		"1 when the plan's newest finished verification succeeded, 0 when it failed.", "namespace", "name")
+	restoreDurationSeconds = metricSet.Gauge("cairn_protectionplan_restore_duration_seconds",
+		"Restore duration of the plan's newest successful verification (the measured recovery time).", "namespace", "name")
+	rtoSeconds = metricSet.Gauge("cairn_protectionplan_rto_seconds",
+		"The plan's recovery time objective (spec.objectives.rto).", "namespace", "name")
+	verificationsTotal = metricSet.Counter("cairn_protectionplan_verifications_total",
+		"Finished verifications by plan and result (Succeeded, Failed).", "namespace", "name", "result")
 )
 
 // MetricNames lists every metric this operator exports.
-var MetricNames = []string{
-	"cairn_protectionplan_last_backup_timestamp_seconds",
-	"cairn_protectionplan_rpo_seconds",
-	"cairn_protectionplan_recovery_point_timestamp_seconds",
-	"cairn_protectionplan_last_verification_timestamp_seconds",
-	"cairn_protectionplan_max_verification_age_seconds",
-	"cairn_protectionplan_verification_succeeded",
-	"cairn_protectionplan_restore_duration_seconds",
-	"cairn_protectionplan_rto_seconds",
-	"cairn_protectionplan_verifications_total",
-}
-
-var gauges = []*prometheus.GaugeVec{
-	lastBackupTimestamp, rpoSeconds, recoveryPointTimestamp, lastVerificationTimestamp,
-	maxVerificationAgeSeconds, verificationSucceeded, restoreDurationSeconds, rtoSeconds,
-}
-
-func init() {
-	metrics.Registry.MustRegister(verificationsTotal)
-	for _, g := range gauges {
-		metrics.Registry.MustRegister(g)
-	}
-}
+var MetricNames = metricSet.Names()
 
 // observe sets the plan's gauges from its stored status and spec.
 func observe(plan *platformv1.ProtectionPlan) {
@@ -125,10 +86,4 @@ func recordVerification(plan *platformv1.ProtectionPlan, lv *platformv1.Verifica
 }
 
 // forget drops the series of a plan that is gone.
-func forget(key types.NamespacedName) {
-	l := prometheus.Labels{"namespace": key.Namespace, "name": key.Name}
-	for _, g := range gauges {
-		g.Delete(l)
-	}
-	verificationsTotal.DeletePartialMatch(l)
-}
+func forget(key types.NamespacedName) { metricSet.Forget(key.Namespace, key.Name) }
