@@ -37,7 +37,7 @@ const WindowSize = 4 << 20
 type Level string
 
 // DefaultLevel is the level used unless configured otherwise: "fastest".
-// On a 1 GB pg_dump (docs/benchmarks.md, encoder comparison, 2026-12-03)
+// On a 1 GB pg_dump (docs/benchmarks-log.md, encoder comparison, 2026-12-03)
 // it used about 30 % less CPU than "default" and stored 1.3 % fewer bytes
 // (377.3 vs 382.4 MB; zstd -3: 388.7 MB): the dump's long runs of table
 // data gain nothing from the slower matcher. A larger window or encoder

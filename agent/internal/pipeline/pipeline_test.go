@@ -288,7 +288,7 @@ func TestDefaultLevelIsFastest(t *testing.T) {
 	for _, l := range []Level{DefaultLevel, ""} {
 		got, err := l.encoderLevel()
 		if err != nil || got != zstd.SpeedFastest {
-			t.Errorf("level %q: %v, %v; want SpeedFastest (docs/benchmarks.md, encoder comparison)", l, got, err)
+			t.Errorf("level %q: %v, %v; want SpeedFastest (docs/benchmarks-log.md, encoder comparison)", l, got, err)
 		}
 	}
 	if got, _ := Level("default").encoderLevel(); got != zstd.SpeedDefault {
