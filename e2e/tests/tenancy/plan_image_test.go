@@ -21,13 +21,14 @@ import (
 func migrationPlan(ns, name, image string) *platformv1.ProtectionPlan {
 	db := cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "orders-db.shop.svc", Database: "orders",
 		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "orders-db"}}
+	every := int32(1)
 	return &platformv1.ProtectionPlan{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: platformv1.ProtectionPlanSpec{
 			Database: db,
 			Backup: platformv1.BackupTemplate{Schedule: "0 2 * * *",
 				Storage: cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}}},
-			Verification: platformv1.VerificationSpec{RestoreInto: platformv1.ScratchDatabase{
+			Verification: platformv1.VerificationSpec{EveryNBackups: &every, RestoreInto: platformv1.ScratchDatabase{
 				Host: "scratch-db.verify.svc", Database: "orders_verify",
 				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch"}}},
 			Objectives: platformv1.Objectives{RPO: metav1.Duration{Duration: 26 * time.Hour}},
@@ -46,8 +47,9 @@ func migrationPlan(ns, name, image string) *platformv1.ProtectionPlan {
 // allow-list is refused when the plan is created or updated — the
 // orchestrator has the migration operator's admission judge the
 // MigrationJob it would make (a dry run) — not only later, when the plan
-// creates the MigrationJob. The same plan without spec.image is admitted,
-// and the dry run leaves no MigrationJob behind.
+// creates the MigrationJob; the same for an update adding the template.
+// The same plan without spec.image is admitted, and the dry run leaves no
+// MigrationJob behind.
 func TestPlanMigrationTemplateImageIsCheckedAtAdmission(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -71,10 +73,16 @@ func TestPlanMigrationTemplateImageIsCheckedAtAdmission(t *testing.T) {
 		g.Expect(mj.Namespace).NotTo(Equal(ns), "the dry run created MigrationJob %s", mj.Name)
 	}
 
-	upd := good.DeepCopy()
-	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(good), upd)).To(Succeed())
-	upd.Spec.Migration.Template.Image = "registry.example/evil:latest"
+	// A plan without a migration, given one by an update: the same check.
+	// (A template's image cannot change once set: the MigrationJob spec's
+	// own immutability rules apply to the template in the CRD.)
+	plain := migrationPlan(ns, "plain", "")
+	plain.Spec.Migration = nil
+	g.Expect(env.Client.Create(ctx, plain)).To(Succeed())
+	upd := &platformv1.ProtectionPlan{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(plain), upd)).To(Succeed())
+	upd.Spec.Migration = migrationPlan(ns, "plain", "registry.example/evil:latest").Spec.Migration
 	err := env.Client.Update(ctx, upd)
-	g.Expect(err).To(HaveOccurred(), "an update to an image outside the allow-list")
+	g.Expect(err).To(HaveOccurred(), "an update adding a template with an image outside the allow-list")
 	g.Expect(strings.Contains(err.Error(), "spec.migration.template") && strings.Contains(err.Error(), "spec.image")).To(BeTrue(), "%v", err)
 }
