@@ -115,6 +115,7 @@ func startOperator(ctx context.Context) error {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
 			CleanupDeadline: time.Hour, ResultGrace: 3 * time.Second,
+			OperatorNamespace: o.LeaderElectionNamespace,
 			Now: func() time.Time {
 				if t := clock.Load(); t != nil {
 					return *t
