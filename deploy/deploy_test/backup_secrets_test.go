@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -67,19 +68,22 @@ func TestBackupSecretWritesPolicy(t *testing.T) {
 	}
 	tk := client.ObjectKeyFromObject(tenant)
 
-	// The policy is compiled in the background: wait until it refuses.
+	// The policy is compiled in the background: wait until it refuses a
+	// data change of a throwaway Secret (before, RBAC alone lets it through).
 	const notData = "may not change a Secret's data"
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, StringData: map[string]string{"k": "v"}}
+	if err := env.Client.Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		last = data(tk, `{"data":{"secretAccessKey":"a25vd24="}}`)
-		if last == nil {
-			t.Fatal("the backup operator rewrote a tenant's Secret key")
-		}
-		return strings.Contains(last.Error(), notData), nil
+		last = data(client.ObjectKeyFromObject(probe), fmt.Sprintf(`{"data":{"k":%q}}`, base64.StdEncoding.EncodeToString([]byte(time.Now().String()))))
+		return last != nil && strings.Contains(last.Error(), notData), nil
 	})
 	if err != nil {
-		t.Fatalf("rewriting a tenant's Secret key was not refused by the policy: %v", last)
+		t.Fatalf("changing a Secret's data was not refused by the policy: %v", last)
 	}
+	refused("rewrite a tenant's Secret key", data(tk, `{"data":{"secretAccessKey":"a25vd24="}}`), notData)
 
 	// What the operator does is allowed.
 	if err := meta(tk, func(s *corev1.Secret) { s.Finalizers = append(s.Finalizers, artifactDeleteFinalizer) }); err != nil {
@@ -101,7 +105,6 @@ func TestBackupSecretWritesPolicy(t *testing.T) {
 	refused("add an annotation", meta(tk, func(s *corev1.Secret) { s.Annotations = map[string]string{"a": "b"} }), "labels, annotations")
 	refused("another key in its delete credentials", data(dk, `{"data":{"token":"eA=="}}`), notData)
 	refused("label its delete credentials", meta(dk, func(s *corev1.Secret) { s.Labels["x"] = "y" }), "labels, annotations")
-	refused("create a Secret", op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planted"}}), "may not create or delete")
 
 	// A compromised or over-granted operator: cluster-admin's rules in the
 	// namespace. RBAC now allows everything; the policy still refuses.
@@ -113,6 +116,7 @@ func TestBackupSecretWritesPolicy(t *testing.T) {
 		t.Fatal("admin was not granted")
 	}
 	refused("delete a Secret as admin", op.Delete(ctx, tenant.DeepCopy()), "may not create or delete")
+	refused("create a Secret as admin", op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "planted"}}), "may not create or delete")
 	refused("change data as admin", data(tk, `{"data":{"accessKeyID":"ZXZpbA=="}}`), notData)
 
 	// Removing its finalizer is allowed, and the tenant is not held by the
