@@ -168,15 +168,14 @@ func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1
 		return nil
 	}
 	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second)
-	job := &batchv1.Job{}
-	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job)
-	switch {
-	case err == nil && job.Annotations[forUIDAnnotation] == string(bj.UID):
+	job, err := r.jobElsewhere(ctx, bj)
+	if err != nil {
+		return err
+	}
+	if job != nil {
 		if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return err
 		}
-	case err != nil && !apierrors.IsNotFound(err):
-		return err
 	}
 	sec := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.OperatorNamespace, Name: DeleteCredentialsSecret}, sec); err != nil {
@@ -194,16 +193,33 @@ func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1
 	return r.patchDeleteCredentials(ctx, drop)
 }
 
-// elsewhereSucceeded: bj's delete Job in the operator's namespace finished
-// successfully (for leftBehind).
-func (r *BackupJobReconciler) elsewhereSucceeded(ctx context.Context, bj *backupv1.BackupJob) bool {
+// jobElsewhere reads bj's delete Job in the operator's namespace (live: the
+// cache may not cover that namespace); nil when there is none for bj.
+func (r *BackupJobReconciler) jobElsewhere(ctx context.Context, bj *backupv1.BackupJob) (*batchv1.Job, error) {
 	if r.OperatorNamespace == "" || bj.Spec.Storage.S3 == nil {
-		return false
+		return nil, nil
 	}
 	job := &batchv1.Job{}
 	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second)
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job); err != nil || job.Annotations[forUIDAnnotation] != string(bj.UID) {
-		return false
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job); err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
-	return agentjob.JobOutcome(job).Succeeded
+	if job.Annotations[forUIDAnnotation] != string(bj.UID) {
+		return nil, nil
+	}
+	return job, nil
+}
+
+// startedElsewhere: bj's delete already runs in the operator's namespace
+// (so no create is tried, and refused, in bj's namespace on every poll).
+func (r *BackupJobReconciler) startedElsewhere(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
+	job, err := r.jobElsewhere(ctx, bj)
+	return job != nil, err
+}
+
+// elsewhereSucceeded: bj's delete Job in the operator's namespace finished
+// successfully (for leftBehind).
+func (r *BackupJobReconciler) elsewhereSucceeded(ctx context.Context, bj *backupv1.BackupJob) bool {
+	job, err := r.jobElsewhere(ctx, bj)
+	return err == nil && job != nil && agentjob.JobOutcome(job).Succeeded
 }

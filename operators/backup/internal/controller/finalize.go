@@ -86,6 +86,12 @@ func (r *BackupJobReconciler) cleanupStep(ctx context.Context, bj *backupv1.Back
 	job := &batchv1.Job{}
 	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), job)
 	if apierrors.IsNotFound(err) {
+		if started, err := r.startedElsewhere(ctx, bj); err != nil || started {
+			if err != nil {
+				return false, err
+			}
+			return r.deleteElsewhere(ctx, bj)
+		}
 		if err := r.Client.Create(ctx, want); namespaceTerminating(err) {
 			// The namespace is being deleted: no new Job may run in it.
 			return r.deleteElsewhere(ctx, bj)
