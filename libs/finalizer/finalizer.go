@@ -43,6 +43,11 @@ type Cleanup struct {
 	// itself (e.g. credentials it captured). Errors are not fatal: they are
 	// added to the Warning Event.
 	Abandon func(ctx context.Context) error
+	// AlsoReportOn, when set and returning an object, is another object the
+	// Warning Event is about, its note starting with about (e.g. "BackupJob
+	// ns/x"): the Namespace of an object whose namespace is being deleted,
+	// where new Events are refused (and would go with the namespace).
+	AlsoReportOn func(ctx context.Context) (regarding client.Object, about string)
 }
 
 // Finalizer is one named finalizer with a cleanup deadline.
@@ -149,6 +154,12 @@ func (f *Finalizer) abandon(ctx context.Context, obj client.Object, cleanup Clea
 			left = l
 		}
 	}
+	// Where else to report is decided before Abandon releases what cleanup held.
+	var other client.Object
+	var about string
+	if cleanup.AlsoReportOn != nil {
+		other, about = cleanup.AlsoReportOn(ctx)
+	}
 	if cleanup.Abandon != nil {
 		if err := cleanup.Abandon(ctx); err != nil {
 			left += fmt.Sprintf(" (and releasing what cleanup held failed: %v)", err)
@@ -160,6 +171,10 @@ func (f *Finalizer) abandon(ctx context.Context, obj client.Object, cleanup Clea
 	if f.Recorder != nil {
 		f.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Finalize",
 			"%s; finalizer %s removed; left behind: %s", why, f.Name, left)
+		if other != nil {
+			f.Recorder.Eventf(other, nil, corev1.EventTypeWarning, reason, "Finalize",
+				"%s: %s; finalizer %s removed; left behind: %s", about, why, f.Name, left)
+		}
 	}
 	return Result{Removed: true}, nil
 }

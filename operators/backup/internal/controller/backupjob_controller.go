@@ -7,6 +7,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -69,7 +70,10 @@ type BackupJobReconciler struct {
 	// manager, and none is an error.
 	Guard *access.Guard
 
-	skeleton *reconcile.Reconciler[*backupv1.BackupJob, state]
+	// terminating holds the UIDs of BackupJobs whose namespace refused
+	// their delete Job (being deleted): for the abandon Event's target.
+	terminating sync.Map
+	skeleton    *reconcile.Reconciler[*backupv1.BackupJob, state]
 	refs     *references.Checker
 	cronJobs *ownership.Applier
 }

@@ -85,9 +85,11 @@ func credKey(job, key string) string { return job + "." + key }
 // ends at once — waiting until the deadline would not change it.
 func (r *BackupJobReconciler) deleteElsewhere(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
 	if bj.Spec.Storage.S3 == nil {
-		r.Recorder.Eventf(bj, nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup",
-			"deletionPolicy Delete: namespace %s is being deleted and no pod may mount its claims any more: the stored artifacts at %s under %s/%s were NOT deleted by Cairn; they go with the claim's volume only if its reclaim policy is Delete",
+		note := fmt.Sprintf("deletionPolicy Delete: namespace %s is being deleted and no pod may mount its claims any more: the stored artifacts at %s under %s/%s were NOT deleted by Cairn; they go with the claim's volume only if its reclaim policy is Delete",
 			bj.Namespace, storeLocation(bj.Spec.Storage), bj.Namespace, bj.Name)
+		r.Recorder.Eventf(bj, nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup", "%s", note)
+		r.Recorder.Eventf(namespaceRef(bj.Namespace), nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup",
+			"BackupJob %s/%s: %s", bj.Namespace, bj.Name, note)
 		return true, nil
 	}
 	if r.OperatorNamespace == "" {
@@ -222,4 +224,20 @@ func (r *BackupJobReconciler) startedElsewhere(ctx context.Context, bj *backupv1
 func (r *BackupJobReconciler) elsewhereSucceeded(ctx context.Context, bj *backupv1.BackupJob) bool {
 	job, err := r.jobElsewhere(ctx, bj)
 	return err == nil && job != nil && agentjob.JobOutcome(job).Succeeded
+}
+
+// inTerminatingNamespace: bj's namespace refused its delete Job (seen by
+// this process) or its delete runs in the operator's namespace.
+func (r *BackupJobReconciler) inTerminatingNamespace(ctx context.Context, bj *backupv1.BackupJob) bool {
+	if _, ok := r.terminating.Load(bj.UID); ok {
+		return true
+	}
+	started, err := r.startedElsewhere(ctx, bj)
+	return err == nil && started
+}
+
+// namespaceRef is namespace ns as the object an Event is about (Events
+// about a namespace are stored in "default" and outlive it).
+func namespaceRef(ns string) *corev1.Namespace {
+	return &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}}
 }

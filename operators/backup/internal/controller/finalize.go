@@ -28,11 +28,28 @@ import (
 func (r *BackupJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 	bj := p.Obj
 	return finalizer.Cleanup{
-		Run:        func(ctx context.Context) (bool, error) { return r.cleanupStep(ctx, bj) },
+		Run: func(ctx context.Context) (bool, error) {
+			done, err := r.cleanupStep(ctx, bj)
+			if done {
+				r.terminating.Delete(bj.UID)
+			}
+			return done, err
+		},
 		LeftBehind: func(ctx context.Context) string { return r.leftBehind(ctx, bj) },
 		// A delete given up drops its Job in the operator's namespace and
 		// the credentials it was handed.
-		Abandon: func(ctx context.Context) error { return r.releaseElsewhere(ctx, bj) },
+		Abandon: func(ctx context.Context) error {
+			r.terminating.Delete(bj.UID)
+			return r.releaseElsewhere(ctx, bj)
+		},
+		// Events in a namespace being deleted are refused: say it on the
+		// Namespace too, whose Events outlive it.
+		AlsoReportOn: func(ctx context.Context) (client.Object, string) {
+			if !r.inTerminatingNamespace(ctx, bj) {
+				return nil, ""
+			}
+			return namespaceRef(bj.Namespace), "BackupJob " + bj.Namespace + "/" + bj.Name
+		},
 	}
 }
 
@@ -94,6 +111,7 @@ func (r *BackupJobReconciler) cleanupStep(ctx context.Context, bj *backupv1.Back
 		}
 		if err := r.Client.Create(ctx, want); namespaceTerminating(err) {
 			// The namespace is being deleted: no new Job may run in it.
+			r.terminating.Store(bj.UID, true)
 			return r.deleteElsewhere(ctx, bj)
 		} else if err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, err
