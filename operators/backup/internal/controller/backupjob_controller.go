@@ -74,8 +74,8 @@ type BackupJobReconciler struct {
 	// their delete Job (being deleted): for the abandon Event's target.
 	terminating sync.Map
 	skeleton    *reconcile.Reconciler[*backupv1.BackupJob, state]
-	refs     *references.Checker
-	cronJobs *ownership.Applier
+	refs        *references.Checker
+	cronJobs    *ownership.Applier
 }
 
 func (r *BackupJobReconciler) now() time.Time {
