@@ -132,7 +132,7 @@ func TestNamespaceDeletionStoreDownDeadline(t *testing.T) {
 	g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
-	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(BeTrue(), "the namespace goes at the cleanup deadline")
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeTrue(), "the namespace goes at the cleanup deadline")
 	g.Eventually(func(g Gomega) {
 		g.Expect(namespaceEvents(g, ns, "CleanupDeadlineExceeded")).To(ContainElement(And(
 			ContainSubstring("BackupJob "+ns+"/orders"),
