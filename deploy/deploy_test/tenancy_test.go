@@ -306,21 +306,7 @@ func TestSecretSwitchPolicy(t *testing.T) {
 func TestSecretSwitchPolicyMatchesTheServiceAccount(t *testing.T) {
 	for _, dir := range []string{"platform", "deploy/migration"} {
 		objs := build(t, dir)
-		var sa *unstructured.Unstructured
-		for _, o := range ofKind(objs, "ServiceAccount") {
-			if strings.HasPrefix(o.GetName(), "cairn-migration-") {
-				sa = o
-			}
-		}
-		if sa == nil {
-			t.Fatalf("%s: no migration ServiceAccount", dir)
-		}
-		vap := find(t, objs, "ValidatingAdmissionPolicy", "cairn-migration-secret-switch")
-		conds, _, _ := unstructured.NestedSlice(vap.Object, "spec", "matchConditions")
-		want := fmt.Sprintf("request.userInfo.username == 'system:serviceaccount:%s:%s'", sa.GetNamespace(), sa.GetName())
-		if len(conds) != 2 || strings.TrimSpace(conds[0].(map[string]any)["expression"].(string)) != want {
-			t.Errorf("%s: the policy's matchConditions are %v, want exactly %s and the approval key's first fill", dir, conds, want)
-		} else {
+		if conds := policyMatchConditions(t, dir, objs, "migration", "cairn-migration-secret-switch"); conds != nil {
 			// The one exception: the first fill of the operator's own
 			// approval key, the Secret the platform ships for it.
 			key := find(t, objs, "Secret", "cairn-migration-approval-key")
@@ -331,8 +317,34 @@ func TestSecretSwitchPolicyMatchesTheServiceAccount(t *testing.T) {
 				}
 			}
 		}
-		find(t, objs, "ValidatingAdmissionPolicyBinding", "cairn-migration-secret-switch")
 	}
+}
+
+// policyMatchConditions finds, in the objects built from dir, the
+// ValidatingAdmissionPolicy policy (and its binding) and returns its
+// matchConditions when the first names operator op's ServiceAccount as the
+// platform installs it and a second (the approval key's first fill)
+// follows; otherwise it reports an error and returns nil.
+func policyMatchConditions(t *testing.T, dir string, objs []*unstructured.Unstructured, op, policy string) []any {
+	t.Helper()
+	var sa *unstructured.Unstructured
+	for _, o := range ofKind(objs, "ServiceAccount") {
+		if strings.HasPrefix(o.GetName(), "cairn-"+op+"-") {
+			sa = o
+		}
+	}
+	if sa == nil {
+		t.Fatalf("%s: no %s ServiceAccount", dir, op)
+	}
+	vap := find(t, objs, "ValidatingAdmissionPolicy", policy)
+	find(t, objs, "ValidatingAdmissionPolicyBinding", policy)
+	conds, _, _ := unstructured.NestedSlice(vap.Object, "spec", "matchConditions")
+	want := fmt.Sprintf("request.userInfo.username == 'system:serviceaccount:%s:%s'", sa.GetNamespace(), sa.GetName())
+	if len(conds) != 2 || strings.TrimSpace(conds[0].(map[string]any)["expression"].(string)) != want {
+		t.Errorf("%s: the policy's matchConditions are %v, want exactly %s and the approval key's first fill", dir, conds, want)
+		return nil
+	}
+	return conds
 }
 
 // backupJob is the sample BackupJob in ns.

@@ -60,26 +60,6 @@ func jobElsewhere(g Gomega, ns string) *batchv1.Job {
 	return &list.Items[0]
 }
 
-func finishJob(g Gomega, job *batchv1.Job, succeed bool) {
-	now := metav1.Now()
-	job.Status.StartTime = &now
-	if succeed {
-		job.Status.Succeeded = 1
-		job.Status.CompletionTime = &now
-		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		}
-	} else {
-		job.Status.Failed = 4
-		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "store unreachable", LastTransitionTime: now},
-		}
-	}
-	g.Expect(env.Client.Status().Update(context.Background(), job)).To(Succeed())
-}
-
 // A Delete-policy BackupJob whose namespace is deleted still deletes its
 // artifacts (issue 30): its S3 credentials Secret is kept by the operator's
 // finalizer while the namespace is swept, the delete Job runs in the
@@ -131,7 +111,7 @@ func TestNamespaceDeletionRunsTheArtifactDeleteInTheOperatorNamespace(t *testing
 		g.Expect(env.Client.Get(ctx, key, &backupv1.BackupJob{})).To(Succeed())
 	}).WithTimeout(2 * time.Second).Should(Succeed())
 
-	finishJob(g, job, true)
+	finishJob(g, job, metav1.Now(), true, "")
 	g.Eventually(func(g Gomega) {
 		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))).To(BeTrue(), "BackupJob still there")
 		g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, secKey, &corev1.Secret{}))).To(BeTrue(), "credentials Secret still kept")
@@ -178,7 +158,7 @@ func TestNamespaceDeletionStoreDownDeadline(t *testing.T) {
 	before := deleted.Add(time.Hour - 2*time.Second)
 	clock.Store(&before)
 	t.Cleanup(func() { clock.Store(nil) })
-	finishJob(g, job, false)
+	finishJob(g, job, metav1.Now(), false, "store unreachable")
 	var stored *backupv1.BackupJob
 	g.Eventually(func(g Gomega) {
 		stored = get(g, key)
