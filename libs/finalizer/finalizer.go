@@ -60,7 +60,7 @@ type Finalizer struct {
 	// (default 5s).
 	PollInterval time.Duration
 	// RetryInterval is how soon to look again when cleanup failed (default
-	// 30s). Neither interval ever goes past the deadline: the pass after the
+	// 5s). Neither interval ever goes past the deadline: the pass after the
 	// last one is at the deadline, to the second.
 	RetryInterval time.Duration
 	// Client removes the finalizer (a merge patch of metadata.finalizers).
@@ -133,7 +133,7 @@ func (f *Finalizer) Finalize(ctx context.Context, obj client.Object, cleanup Cle
 		if err != nil {
 			wait = f.RetryInterval
 			if wait <= 0 {
-				wait = 30 * time.Second
+				wait = 5 * time.Second
 			}
 		}
 		if left := deadline.Sub(now()); left < wait {

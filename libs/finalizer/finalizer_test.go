@@ -113,7 +113,8 @@ func TestCleanupDoneRemovesFinalizer(t *testing.T) {
 
 func TestStoreDownUntilDeadline(t *testing.T) {
 	now := time.Now()
-	f := &finalizer.Finalizer{Name: name, Deadline: 10 * time.Minute, Client: env.Client, Recorder: recorder(t), Now: func() time.Time { return now }}
+	f := &finalizer.Finalizer{Name: name, Deadline: 10 * time.Minute, RetryInterval: 30 * time.Second,
+		Client: env.Client, Recorder: recorder(t), Now: func() time.Time { return now }}
 	w := deleting(t, f, nil)
 	down := finalizer.Cleanup{
 		Run:        func(context.Context) (bool, error) { return false, errors.New("store unreachable") },
