@@ -72,25 +72,9 @@ func TestNamespaceDeletionRunsTheArtifactDeleteInTheOperatorNamespace(t *testing
 	g := NewWithT(t)
 	ctx := context.Background()
 	creds := deleteCredentials(t)
-	ns := newNamespace(t)
-	bj := backupJob(ns, "orders")
-	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
-	create(t, bj)
-	key := client.ObjectKeyFromObject(bj)
-	converged(t, key, backupv1.PhaseScheduled)
+	ns, key := sweptBackupJob(t)
 	secKey := client.ObjectKey{Namespace: ns, Name: "s3-credentials"}
-	g.Eventually(func(g Gomega) {
-		sec := &corev1.Secret{}
-		g.Expect(env.Client.Get(ctx, secKey, sec)).To(Succeed())
-		g.Expect(sec.Finalizers).To(ContainElement(controller.CredentialsFinalizer))
-	}).WithTimeout(30 * time.Second).Should(Succeed())
-
-	// The namespace is deleted; the namespace controller's sweep deletes
-	// the Secrets and the BackupJob.
-	terminate(t, ns)
-	g.Expect(env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-credentials"}})).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-db-credentials"}})).To(Succeed())
-	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
 
 	var job *batchv1.Job
 	g.Eventually(func(g Gomega) { job = jobElsewhere(g, ns) }).WithTimeout(30 * time.Second).Should(Succeed())
@@ -135,20 +119,7 @@ func TestNamespaceDeletionStoreDownDeadline(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	creds := deleteCredentials(t)
-	ns := newNamespace(t)
-	bj := backupJob(ns, "orders")
-	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
-	create(t, bj)
-	key := client.ObjectKeyFromObject(bj)
-	converged(t, key, backupv1.PhaseScheduled)
-	g.Eventually(func(g Gomega) {
-		sec := &corev1.Secret{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3-credentials"}, sec)).To(Succeed())
-		g.Expect(sec.Finalizers).To(ContainElement(controller.CredentialsFinalizer))
-	}).WithTimeout(30 * time.Second).Should(Succeed())
-	terminate(t, ns)
-	g.Expect(env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-credentials"}})).To(Succeed())
-	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
+	ns, key := sweptBackupJob(t)
 
 	var job *batchv1.Job
 	g.Eventually(func(g Gomega) { job = jobElsewhere(g, ns) }).WithTimeout(30 * time.Second).Should(Succeed())
@@ -240,6 +211,32 @@ func TestCredentialsReleasedWhenNoLongerNeeded(t *testing.T) {
 	g.Eventually(held).WithTimeout(30 * time.Second).Should(BeTrue())
 	update(t, key, func(bj *backupv1.BackupJob) { bj.Spec.DeletionPolicy = backupv1.DeletionPolicyRetain })
 	g.Eventually(held).WithTimeout(30 * time.Second).Should(BeFalse())
+}
+
+// sweptBackupJob makes a Delete-policy BackupJob on S3, waits until its
+// credentials Secret carries the operator's finalizer, deletes its
+// namespace, and deletes the Secret and the BackupJob as the namespace
+// controller's sweep would.
+func sweptBackupJob(t *testing.T) (string, client.ObjectKey) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bj := backupJob(ns, "orders")
+	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
+	create(t, bj)
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-credentials"}}
+	g.Eventually(func(g Gomega) {
+		sec := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(secret), sec)).To(Succeed())
+		g.Expect(sec.Finalizers).To(ContainElement(controller.CredentialsFinalizer))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	terminate(t, ns)
+	g.Expect(env.Client.Delete(ctx, secret)).To(Succeed())
+	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
+	return ns, key
 }
 
 // namespaceEvent is the note of the Warning Event with reason about
