@@ -81,8 +81,13 @@ var exactRBAC = map[string]map[string]rules{
 			// Secrets: watched as metadata (libs/references), the keys of a
 			// referenced one read live. RBAC has no metadata-only verb, so
 			// this is every Secret's data cluster-wide (docs/security.md;
-			// platform/components/namespaced narrows it).
-			"/secrets":                readOnly,
+			// platform/components/namespaced narrows it). patch (issue
+			// 30): the finalizer backup.cairn.dev/artifact-delete on a
+			// Delete-policy BackupJob's S3 credentials Secret, and the keys
+			// of cairn-system/cairn-backup-delete-credentials — nothing
+			// else, whatever RBAC says: the ValidatingAdmissionPolicy
+			// cairn-backup-secret-writes (TestBackupSecretWritesPolicy).
+			"/secrets":                {"get", "list", "patch", "watch"},
 			"/persistentvolumeclaims": readOnly,
 			"events.k8s.io/events":    createPatch,
 		},

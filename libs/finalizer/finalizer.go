@@ -38,6 +38,16 @@ type Cleanup struct {
 	// LeftBehind describes, for a human, what would remain if cleanup stopped
 	// now (e.g. "CronJob ns/x; artifacts under s3://bucket/prefix").
 	LeftBehind func(ctx context.Context) string
+	// Abandon, when set, runs when cleanup is given up (deadline, escape
+	// hatch) just before the finalizer goes: it drops what cleanup holds for
+	// itself (e.g. credentials it captured). Errors are not fatal: they are
+	// added to the Warning Event.
+	Abandon func(ctx context.Context) error
+	// AlsoReportOn, when set and returning an object, is another object the
+	// Warning Event is about, its note starting with about (e.g. "BackupJob
+	// ns/x"): the Namespace of an object whose namespace is being deleted,
+	// where new Events are refused (and would go with the namespace).
+	AlsoReportOn func(ctx context.Context) (regarding client.Object, about string)
 }
 
 // Finalizer is one named finalizer with a cleanup deadline.
@@ -46,8 +56,13 @@ type Finalizer struct {
 	Name string
 	// Deadline after the deletion request when cleanup is abandoned.
 	Deadline time.Duration
-	// PollInterval is how soon to look again when cleanup is not done yet.
+	// PollInterval is how soon to look again when cleanup is not done yet
+	// (default 5s).
 	PollInterval time.Duration
+	// RetryInterval is how soon to look again when cleanup failed (default
+	// 5s). Neither interval ever goes past the deadline: the pass after the
+	// last one is at the deadline, to the second.
+	RetryInterval time.Duration
 	// Client removes the finalizer (a merge patch of metadata.finalizers).
 	Client client.Client
 	// Recorder emits the Warning Event when cleanup is abandoned.
@@ -75,8 +90,14 @@ func (f *Finalizer) Ensure(ctx context.Context, obj client.Object) (bool, error)
 type Result struct {
 	// Removed is true when the finalizer is gone: the object may disappear.
 	Removed bool
-	// RequeueAfter is set when cleanup must be looked at again.
+	// RequeueAfter is set when cleanup must be looked at again: never later
+	// than the deadline.
 	RequeueAfter time.Duration
+	// Err is why the last cleanup step failed, for the object's condition.
+	// It is not returned as an error: the work queue's exponential backoff
+	// would decide when the deadline is next looked at (issue 30); the
+	// failed step is tried again after RetryInterval, or at the deadline.
+	Err error
 }
 
 // Finalize runs cleanup for an object being deleted that still holds the
@@ -105,16 +126,20 @@ func (f *Finalizer) Finalize(ctx context.Context, obj client.Object, cleanup Cle
 
 	done, err := cleanup.Run(ctx)
 	if err != nil || !done {
-		// Look again at the latest by the deadline; an error also goes through
-		// the work queue's backoff.
 		wait := f.PollInterval
 		if wait <= 0 {
 			wait = 5 * time.Second
 		}
-		if left := deadline.Sub(now()); left < wait {
-			wait = left + time.Millisecond
+		if err != nil {
+			wait = f.RetryInterval
+			if wait <= 0 {
+				wait = 5 * time.Second
+			}
 		}
-		return Result{RequeueAfter: wait}, err
+		if left := deadline.Sub(now()); left < wait {
+			wait = max(left, time.Millisecond)
+		}
+		return Result{RequeueAfter: wait, Err: err}, nil
 	}
 	if err := f.remove(ctx, obj); err != nil {
 		return Result{}, err
@@ -129,12 +154,27 @@ func (f *Finalizer) abandon(ctx context.Context, obj client.Object, cleanup Clea
 			left = l
 		}
 	}
+	// Where else to report is decided before Abandon releases what cleanup held.
+	var other client.Object
+	var about string
+	if cleanup.AlsoReportOn != nil {
+		other, about = cleanup.AlsoReportOn(ctx)
+	}
+	if cleanup.Abandon != nil {
+		if err := cleanup.Abandon(ctx); err != nil {
+			left += fmt.Sprintf(" (and releasing what cleanup held failed: %v)", err)
+		}
+	}
 	if err := f.remove(ctx, obj); err != nil {
 		return Result{}, err
 	}
 	if f.Recorder != nil {
 		f.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Finalize",
 			"%s; finalizer %s removed; left behind: %s", why, f.Name, left)
+		if other != nil {
+			f.Recorder.Eventf(other, nil, corev1.EventTypeWarning, reason, "Finalize",
+				"%s: %s; finalizer %s removed; left behind: %s", about, why, f.Name, left)
+		}
 	}
 	return Result{Removed: true}, nil
 }

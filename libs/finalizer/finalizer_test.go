@@ -113,18 +113,34 @@ func TestCleanupDoneRemovesFinalizer(t *testing.T) {
 
 func TestStoreDownUntilDeadline(t *testing.T) {
 	now := time.Now()
-	f := &finalizer.Finalizer{Name: name, Deadline: 10 * time.Minute, Client: env.Client, Recorder: recorder(t), Now: func() time.Time { return now }}
+	f := &finalizer.Finalizer{Name: name, Deadline: 10 * time.Minute, RetryInterval: 30 * time.Second,
+		Client: env.Client, Recorder: recorder(t), Now: func() time.Time { return now }}
 	w := deleting(t, f, nil)
 	down := finalizer.Cleanup{
 		Run:        func(context.Context) (bool, error) { return false, errors.New("store unreachable") },
 		LeftBehind: func(context.Context) string { return "artifacts under s3://bucket/ns/w" },
 	}
 	res, err := f.Finalize(context.Background(), w, down)
-	if err == nil || res.Removed {
-		t.Fatalf("before the deadline a failing cleanup must keep the finalizer: %+v %v", res, err)
+	// The failure is for the condition (res.Err), not for the work queue:
+	// its exponential backoff would decide when the deadline is looked at.
+	if err != nil || res.Err == nil || res.Removed {
+		t.Fatalf("before the deadline a failing cleanup must keep the finalizer and report its error in Err: %+v %v", res, err)
 	}
 	if res.RequeueAfter <= 0 || res.RequeueAfter > 10*time.Minute {
 		t.Fatalf("RequeueAfter %s, want within the deadline", res.RequeueAfter)
+	}
+	// Five seconds before the deadline the next look is at the deadline, to
+	// the second — not a retry interval later.
+	now = w.DeletionTimestamp.Add(10*time.Minute - 5*time.Second)
+	res, err = f.Finalize(context.Background(), w, down)
+	if err != nil || res.Removed || res.RequeueAfter != 5*time.Second {
+		t.Fatalf("5s before the deadline: %+v %v, want RequeueAfter exactly 5s", res, err)
+	}
+	// A cleanup that is merely not done polls, capped the same way.
+	waiting := finalizer.Cleanup{Run: func(context.Context) (bool, error) { return false, nil }}
+	now = w.DeletionTimestamp.Add(10*time.Minute - 300*time.Millisecond)
+	if res, err = f.Finalize(context.Background(), w, waiting); err != nil || res.Err != nil || res.RequeueAfter != 300*time.Millisecond {
+		t.Fatalf("300ms before the deadline, cleanup not done: %+v %v, want RequeueAfter exactly 300ms", res, err)
 	}
 	now = w.DeletionTimestamp.Add(10*time.Minute + time.Second)
 	res, err = f.Finalize(context.Background(), w, down)
@@ -135,6 +151,25 @@ func TestStoreDownUntilDeadline(t *testing.T) {
 	e := waitEvent(t, w, finalizer.CleanupDeadlineExceededReason)
 	if e.Type != "Warning" || !strings.Contains(e.Note, "artifacts under s3://bucket/ns/w") {
 		t.Fatalf("event %s %q does not say what was left behind", e.Type, e.Note)
+	}
+}
+
+// An abandoned cleanup releases what it held (Abandon) before the finalizer
+// goes, and a failure to do so is in the Event.
+func TestAbandonReleases(t *testing.T) {
+	f := &finalizer.Finalizer{Name: name, Deadline: time.Hour, Client: env.Client, Recorder: recorder(t)}
+	w := deleting(t, f, map[string]string{finalizer.SkipCleanupAnnotation: "true"})
+	released := false
+	res, err := f.Finalize(context.Background(), w, finalizer.Cleanup{
+		Run:        func(context.Context) (bool, error) { return false, nil },
+		LeftBehind: func(context.Context) string { return "artifacts" },
+		Abandon:    func(context.Context) error { released = true; return errors.New("credentials copy still there") },
+	})
+	if err != nil || !res.Removed || !released {
+		t.Fatalf("abandon: %+v err=%v released=%v", res, err, released)
+	}
+	if e := waitEvent(t, w, finalizer.CleanupSkippedReason); !strings.Contains(e.Note, "credentials copy still there") {
+		t.Fatalf("event note %q does not name the failed release", e.Note)
 	}
 }
 

@@ -256,7 +256,14 @@ func (r *Reconciler[T, S]) reconcileDelete(ctx context.Context, p *Pass[T, S]) (
 	if r.Cleanup != nil {
 		cleanup = r.Cleanup(p)
 	}
+	// A failed cleanup step is in res.Err: it goes into the Deleting
+	// condition, and the pass is looked at again at res.RequeueAfter (never
+	// after the deadline) rather than at the work queue's backoff. err is
+	// the finalizer's own failure (its removal patch).
 	res, err := r.Finalizer.Finalize(ctx, p.Obj, cleanup)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if res.Removed {
 		if r.Forget != nil {
 			r.Forget(client.ObjectKeyFromObject(p.Obj))
@@ -264,13 +271,18 @@ func (r *Reconciler[T, S]) reconcileDelete(ctx context.Context, p *Pass[T, S]) (
 		log.Info("cleanup finished; finalizer removed")
 		return ctrl.Result{}, nil
 	}
+	if res.Err != nil {
+		log.Info("cleanup step failed; retrying", "after", res.RequeueAfter, "error", res.Err.Error())
+	}
 	if r.Deleting != nil {
-		r.Deleting(p, err)
-		if werr := r.write(ctx, p); werr != nil && !apierrors.IsNotFound(werr) && err == nil {
-			err = werr
+		// One condition, rewritten only when its reason or message changes
+		// (status.Write compares): no write while a cleanup just waits.
+		r.Deleting(p, res.Err)
+		if werr := r.write(ctx, p); werr != nil && !apierrors.IsNotFound(werr) {
+			return ctrl.Result{}, werr
 		}
 	}
-	return ctrl.Result{RequeueAfter: res.RequeueAfter}, err
+	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
 }
 
 // TransitionEvent emits the one generic Event of a stored transition: when

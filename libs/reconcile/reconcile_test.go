@@ -285,6 +285,43 @@ func TestDeletionRunsCleanupAndForgets(t *testing.T) {
 	g.Expect(h.forgotten.Load()).To(Equal(int64(2)))
 }
 
+// A failing cleanup step is not an error for the work queue (its backoff
+// would decide when the deadline is looked at): the pass asks to be looked
+// at again within the deadline, the error is in the Deleting condition, and
+// a pass that fails the same way again writes nothing (issue 30).
+func TestFailingCleanupRequeuesWithoutBackoffOrWrites(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	h := newHarness(t, setNote("live"))
+	h.r.Finalizer.Deadline = time.Hour
+	h.r.Cleanup = func(p *reconcile.Pass[*testtype.Widget, []string]) finalizer.Cleanup {
+		return finalizer.Cleanup{Run: func(context.Context) (bool, error) { return false, errors.New("store unreachable") }}
+	}
+	h.r.Deleting = func(p *reconcile.Pass[*testtype.Widget, []string], err error) {
+		msg := "cleaning up"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		conditions.MarkReconciling(p.Obj, cairnv1.DeletingReason, msg)
+	}
+	key := h.create(t, "down")
+	_, _ = h.pass(key)
+	_, _ = h.pass(key)
+	g.Expect(env.Client.Delete(ctx, h.get(t, key))).To(Succeed())
+	res, err := h.pass(key)
+	g.Expect(err).NotTo(HaveOccurred(), "a failed cleanup step must not go to the work queue's backoff")
+	g.Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+	g.Expect(res.RequeueAfter).To(BeNumerically("<=", time.Hour))
+	w := h.get(t, key)
+	g.Expect(conditions.Get(w, cairnv1.ReconcilingCondition).Message).To(ContainSubstring("store unreachable"))
+	rv := w.ResourceVersion
+	for range 3 {
+		_, err = h.pass(key)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(h.get(t, key).ResourceVersion).To(Equal(rv), "the same failure again must not rewrite status")
+}
+
 // The generic transition Event: reason is Ready's reason, Warning when Stalled.
 func TestTransitionEvent(t *testing.T) {
 	g := NewWithT(t)

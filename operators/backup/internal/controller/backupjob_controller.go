@@ -7,6 +7,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -44,6 +45,7 @@ import (
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets;persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // BackupJobReconciler reconciles BackupJobs.
@@ -56,6 +58,10 @@ type BackupJobReconciler struct {
 	AgentImage string
 	// CleanupDeadline bounds cleanup after a deletion request.
 	CleanupDeadline time.Duration
+	// OperatorNamespace is where an artifact delete runs when the
+	// BackupJob's namespace is being deleted (deleteElsewhere); it holds
+	// DeleteCredentialsSecret. Empty: such deletes cannot run.
+	OperatorNamespace string
 	// ResultGrace is how long a finished run waits for its pod's result to
 	// reach the cache before it is recorded without an artifact.
 	ResultGrace time.Duration
@@ -66,9 +72,12 @@ type BackupJobReconciler struct {
 	// manager, and none is an error.
 	Guard *access.Guard
 
-	skeleton *reconcile.Reconciler[*backupv1.BackupJob, state]
-	refs     *references.Checker
-	cronJobs *ownership.Applier
+	// terminating holds the UIDs of BackupJobs whose namespace refused
+	// their delete Job (being deleted): for the abandon Event's target.
+	terminating sync.Map
+	skeleton    *reconcile.Reconciler[*backupv1.BackupJob, state]
+	refs        *references.Checker
+	cronJobs    *ownership.Applier
 }
 
 func (r *BackupJobReconciler) now() time.Time {
@@ -116,10 +125,11 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 		Recorder: r.Recorder,
 		New:      func() *backupv1.BackupJob { return &backupv1.BackupJob{} },
 		Finalizer: &finalizer.Finalizer{Name: backupv1.CleanupFinalizer, Deadline: r.CleanupDeadline,
-			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder, Now: r.Now},
+			PollInterval: 2 * time.Second, RetryInterval: 15 * time.Second, Client: r.Client, Recorder: r.Recorder, Now: r.Now},
 		Steps: []reconcile.Step[*backupv1.BackupJob, state]{
 			{Name: "validate", Run: r.validate},
 			{Name: "references", Run: r.checkReferences},
+			{Name: "protect-credentials", Run: r.protectCredentials},
 			{Name: "cronjob", Run: r.ensureCronJob},
 			{Name: "runs", Run: r.observeRuns},
 			{Name: "run-now", Run: r.runNow},
@@ -137,6 +147,9 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 	refs := func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) }
 	referrers := func(kind string) handler.EventHandler {
 		return ownership.EnqueueReferrersInNamespace(r.Client, &backupv1.BackupJobList{}, references.GroupKind(kind), refs)
+	}
+	if err := setupCredentialsReleaser(mgr, r.Client, opts); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupjob").

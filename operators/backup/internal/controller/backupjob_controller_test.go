@@ -387,15 +387,7 @@ func TestDeletionPolicyDeleteRunsTheArtifactDeleteJob(t *testing.T) {
 	// Still there while the delete Job runs.
 	g.Consistently(func() error { return env.Client.Get(ctx, key, &backupv1.BackupJob{}) }).WithTimeout(2 * time.Second).Should(Succeed())
 
-	now := metav1.Now()
-	job.Status.StartTime = &now
-	job.Status.Succeeded = 1
-	job.Status.CompletionTime = &now
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}
-	g.Expect(env.Client.Status().Update(ctx, job)).To(Succeed())
+	finishJob(g, job, metav1.Now(), true, "")
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
 	}).WithTimeout(30 * time.Second).Should(BeTrue())
@@ -414,14 +406,7 @@ func TestUnreachableStoreEscapeHatch(t *testing.T) {
 
 	var job *batchv1.Job
 	g.Eventually(func(g Gomega) { job = deleteJobOf(g, ns) }).WithTimeout(30 * time.Second).Should(Succeed())
-	now := metav1.Now()
-	job.Status.StartTime = &now
-	job.Status.Failed = 4
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
-		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "store unreachable", LastTransitionTime: now},
-	}
-	g.Expect(env.Client.Status().Update(ctx, job)).To(Succeed())
+	finishJob(g, job, metav1.Now(), false, "store unreachable")
 	g.Eventually(func(g Gomega) {
 		c := get(g, key).Status.Conditions
 		g.Expect(c).To(ContainElement(And(
@@ -499,15 +484,7 @@ func metricValue(g Gomega, name, ns, result string) float64 {
 // completeJob marks a Job complete, as the Job controller would.
 func completeJob(t *testing.T, job *batchv1.Job) {
 	t.Helper()
-	now := metav1.Now()
-	job.Status.StartTime = &now
-	job.Status.Succeeded = 1
-	job.Status.CompletionTime = &now
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}
-	NewWithT(t).Expect(env.Client.Status().Update(context.Background(), job)).To(Succeed())
+	finishJob(NewWithT(t), job, metav1.Now(), true, "")
 }
 
 func TestRunNowWaitsWhileSuspended(t *testing.T) {

@@ -20,14 +20,36 @@ import (
 
 // cleanup is the finalizer's work for a BackupJob being deleted: first the
 // CronJob and every run Job with its pods (no new run can start), then, with
-// deletionPolicy Delete, one agent Job that deletes the stored artifacts. The
+// deletionPolicy Delete, one agent Job that deletes the stored artifacts
+// (in the operator's namespace when bj's namespace is being deleted, see
+// deleteElsewhere). The
 // finalizer goes when that is done, or at the cleanup deadline, or with the
 // escape-hatch annotation — then a Warning Event says what was left behind.
 func (r *BackupJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 	bj := p.Obj
 	return finalizer.Cleanup{
-		Run:        func(ctx context.Context) (bool, error) { return r.cleanupStep(ctx, bj) },
+		Run: func(ctx context.Context) (bool, error) {
+			done, err := r.cleanupStep(ctx, bj)
+			if done {
+				r.terminating.Delete(bj.UID)
+			}
+			return done, err
+		},
 		LeftBehind: func(ctx context.Context) string { return r.leftBehind(ctx, bj) },
+		// A delete given up drops its Job in the operator's namespace and
+		// the credentials it was handed.
+		Abandon: func(ctx context.Context) error {
+			r.terminating.Delete(bj.UID)
+			return r.releaseElsewhere(ctx, bj)
+		},
+		// Events in a namespace being deleted are refused: say it on the
+		// Namespace too, whose Events outlive it.
+		AlsoReportOn: func(ctx context.Context) (client.Object, string) {
+			if !r.inTerminatingNamespace(ctx, bj) {
+				return nil, ""
+			}
+			return namespaceRef(bj.Namespace), "BackupJob " + bj.Namespace + "/" + bj.Name
+		},
 	}
 }
 
@@ -81,7 +103,17 @@ func (r *BackupJobReconciler) cleanupStep(ctx context.Context, bj *backupv1.Back
 	job := &batchv1.Job{}
 	err = r.Client.Get(ctx, client.ObjectKeyFromObject(want), job)
 	if apierrors.IsNotFound(err) {
-		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+		if started, err := r.startedElsewhere(ctx, bj); err != nil || started {
+			if err != nil {
+				return false, err
+			}
+			return r.deleteElsewhere(ctx, bj)
+		}
+		if err := r.Client.Create(ctx, want); namespaceTerminating(err) {
+			// The namespace is being deleted: no new Job may run in it.
+			r.terminating.Store(bj.UID, true)
+			return r.deleteElsewhere(ctx, bj)
+		} else if err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, err
 		}
 		r.Recorder.Eventf(bj, want, "Normal", "DeletingArtifacts", "Cleanup", "started Job %s to delete the stored artifacts", want.Name)
@@ -129,6 +161,7 @@ func (r *BackupJobReconciler) leftBehind(ctx context.Context, bj *backupv1.Backu
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(deleteJob(bj, "")), job); err == nil && metav1.IsControlledBy(job, bj) {
 			done = agentjob.JobOutcome(job).Succeeded
 		}
+		done = done || r.elsewhereSucceeded(ctx, bj)
 		if !done {
 			parts = append(parts, "stored artifacts at "+storeLocation(bj.Spec.Storage)+" under "+bj.Namespace+"/"+bj.Name)
 		}

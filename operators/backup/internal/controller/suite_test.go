@@ -115,6 +115,7 @@ func startOperator(ctx context.Context) error {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
 			CleanupDeadline: time.Hour, ResultGrace: 3 * time.Second,
+			OperatorNamespace: o.LeaderElectionNamespace,
 			Now: func() time.Time {
 				if t := clock.Load(); t != nil {
 					return *t
@@ -230,7 +231,14 @@ func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, 
 	}
 	g.Expect(env.Client.Status().Update(ctx, pod)).To(Succeed())
 
-	start := metav1.NewTime(now.Add(-time.Minute))
+	finishJob(g, job, metav1.NewTime(now.Add(-time.Minute)), succeed, "Job has reached the specified backoff limit")
+	return job
+}
+
+// finishJob plays the Job controller: job started at start and is now
+// complete, or failed (backoff limit exceeded) with message msg.
+func finishJob(g Gomega, job *batchv1.Job, start metav1.Time, succeed bool, msg string) {
+	now := metav1.Now()
 	job.Status.StartTime = &start
 	if succeed {
 		job.Status.Succeeded = 1
@@ -243,11 +251,10 @@ func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, 
 		job.Status.Failed = ptr.Deref(job.Spec.BackoffLimit, 0) + 1
 		job.Status.Conditions = []batchv1.JobCondition{
 			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: msg, LastTransitionTime: now},
 		}
 	}
-	g.Expect(env.Client.Status().Update(ctx, job)).To(Succeed())
-	return job
+	g.Expect(env.Client.Status().Update(context.Background(), job)).To(Succeed())
 }
 
 func agentResult(artifact string) string {

@@ -6,6 +6,8 @@ package operator
 import (
 	"context"
 	"flag"
+	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,9 +48,25 @@ func New(version string) manager.Operator {
 			r := &controller.BackupJobReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage, CleanupDeadline: cleanupDeadline,
+				// Artifact deletes of namespaces being deleted run in the
+				// operator's own namespace (the pod's, like its Lease).
+				OperatorNamespace: podNamespace(o.LeaderElectionNamespace),
 			}
 			return r.SetupWithManager(mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,
 	}
+}
+
+// podNamespace is ns, or else the namespace of the pod the operator runs in
+// ("" outside a pod: deletes for namespaces being deleted cannot run).
+func podNamespace(ns string) string {
+	if ns != "" {
+		return ns
+	}
+	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

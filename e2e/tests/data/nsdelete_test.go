@@ -1,0 +1,217 @@
+package data_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/e2e/fixtures"
+	"cairn.dev/e2e/platform"
+)
+
+// Issue 30: deleting a namespace keeps deletionPolicy's promise. A
+// namespace holds two BackupJobs on the real S3 server (versitygw) — one of
+// its own, one owned by a ProtectionPlan — with two artifacts each. With
+// Delete the namespace is gone within a minute and the bucket holds none of
+// their artifacts or catalog entries (the delete ran in the operator's
+// namespace: the tenant's refuses new Jobs); with Retain they all stay.
+func TestNamespaceDeletionKeepsDeletionPolicy(t *testing.T) {
+	for _, policy := range []backupv1.DeletionPolicy{backupv1.DeletionPolicyDelete, backupv1.DeletionPolicyRetain} {
+		t.Run(string(policy), func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			e := mariadb()
+			ns := namespace(t, e)
+			src := dbName(ns, "shop")
+			g.Expect(e.seed(src, 100)).To(Succeed())
+			own := backupJob(ns, "orders", e, src, fixtures.Yearly, s3Storage(ns+"/orders"))
+			own.Spec.DeletionPolicy = policy
+			g.Expect(env.Client.Create(ctx, own)).To(Succeed())
+			plan := yearlyPlan(ns, e, src, ns+"/plan", policy)
+			g.Expect(env.Client.Create(ctx, plan)).To(Succeed())
+			owned := &backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: plan.Name}}
+			for _, bj := range []*backupv1.BackupJob{own, owned} {
+				g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(bj), &backupv1.BackupJob{}) }).
+					WithTimeout(time.Minute).Should(Succeed())
+				for _, id := range []string{"one", "two"} {
+					before := time.Now()
+					fixtures.SetRunNow(g, env.Client, bj, id)
+					waitSucceeded(t, bj, before, 2*time.Minute)
+				}
+			}
+			g.Expect(objectsUnder(t, ns+"/")).To(ContainElements(
+				HavePrefix(ns+"/orders/"), HavePrefix(ns+"/plan/")))
+			g.Expect(artifacts(t, fixtures.Get(g, env.Client, own))).To(HaveLen(2))
+			g.Expect(artifacts(t, fixtures.Get(g, env.Client, owned))).To(HaveLen(2))
+			stored := objectsUnder(t, ns+"/")
+
+			start := time.Now()
+			g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+			g.Eventually(func() bool {
+				return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+			}).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "the namespace is gone within a minute")
+			t.Logf("namespace %s (%s) gone %s after the delete", ns, policy, time.Since(start).Round(time.Second))
+			if policy == backupv1.DeletionPolicyDelete {
+				g.Expect(objectsUnder(t, ns+"/")).To(BeEmpty(), "no artifact or catalog entry of the deleted namespace is left")
+			} else {
+				g.Expect(objectsUnder(t, ns+"/")).To(ConsistOf(stored), "Retain keeps every artifact and catalog entry")
+			}
+			// The handed-over credentials are gone with the delete.
+			sec := &corev1.Secret{}
+			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: "cairn-system", Name: "cairn-backup-delete-credentials"}, sec)).To(Succeed())
+			g.Expect(sec.Data).To(BeEmpty())
+		})
+	}
+}
+
+// A PVC store cannot be reached once its namespace is being deleted (a
+// claim is mounted only in its namespace, and no pod may start there): the
+// namespace still goes within a minute, and a Warning Event on the
+// Namespace says the artifacts were not deleted and where they are.
+func TestNamespaceDeletionPVCStoreReportsWhatStays(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	e := postgres()
+	ns := namespace(t, e)
+	src := dbName(ns, "shop")
+	g.Expect(e.seed(src, 100)).To(Succeed())
+	bj := backupJob(ns, "orders", e, src, fixtures.Yearly, pvcStorage(t, ns, "backups"))
+	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	before := time.Now()
+	fixtures.SetRunNow(g, env.Client, bj, "one")
+	waitSucceeded(t, bj, before, 2*time.Minute)
+	g.Expect(artifacts(t, bj)).To(HaveLen(1))
+
+	g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "the namespace is gone within a minute")
+	g.Eventually(func(g Gomega) {
+		g.Expect(namespaceEvents(g, ns, "ArtifactsNotDeleted")).To(ContainElement(ContainSubstring("PVC backups/cairn")))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// The store is down when the namespace is deleted: the delete (in the
+// operator's namespace) cannot reach it, so at the cleanup deadline (here
+// 40s: a backup operator started with --cleanup-deadline) the finalizer
+// goes, the namespace with it, and a Warning Event on the Namespace names
+// what was left and where.
+func TestNamespaceDeletionStoreDownDeadline(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	restart := withBackupOperator(t, "--cleanup-deadline=40s")
+	defer restart()
+	e := postgres()
+	ns := namespace(t, e)
+	down := s3Storage(ns + "/down")
+	down.S3.Endpoint = "127.0.0.1:1" // nothing listens
+	bj := backupJob(ns, "orders", e, dbName(ns, "shop"), fixtures.Yearly, down)
+	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
+	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		sec := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s3"}, sec)).To(Succeed())
+		g.Expect(sec.Finalizers).To(ContainElement("backup.cairn.dev/artifact-delete"))
+	}).WithTimeout(time.Minute).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+	}).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(BeTrue(), "the namespace goes at the cleanup deadline")
+	g.Eventually(func(g Gomega) {
+		g.Expect(namespaceEvents(g, ns, "CleanupDeadlineExceeded")).To(ContainElement(And(
+			ContainSubstring("BackupJob "+ns+"/orders"),
+			ContainSubstring("s3://"+platform.Bucket+"/"+ns+"/down (endpoint 127.0.0.1:1)"))))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// yearlyPlan is a ProtectionPlan backing up src to an S3 prefix, verifying
+// only every thousandth backup (no restore runs here).
+func yearlyPlan(ns string, e engine, src, prefix string, policy backupv1.DeletionPolicy) *platformv1.ProtectionPlan {
+	return &platformv1.ProtectionPlan{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
+		Spec: platformv1.ProtectionPlanSpec{
+			Database: cairnv1.DatabaseRef{Engine: e.name, Host: "127.0.0.1", Port: int32(e.port), Database: src,
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
+			TimeZone: "UTC",
+			Backup:   platformv1.BackupTemplate{Schedule: fixtures.Yearly, RetentionDays: 7, Storage: s3Storage(prefix)},
+			Verification: platformv1.VerificationSpec{
+				EveryNBackups: ptr.To[int32](1000),
+				RestoreInto: platformv1.ScratchDatabase{Host: "127.0.0.1", Port: int32(e.port), Database: src + "_verify",
+					CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
+			},
+			Objectives:     platformv1.Objectives{RPO: metav1.Duration{Duration: 24 * 366 * time.Hour}},
+			DeletionPolicy: policy,
+		},
+	}
+}
+
+// objectsUnder lists every object (artifacts and catalog) under prefix in
+// the bucket.
+func objectsUnder(t *testing.T, prefix string) []string {
+	t.Helper()
+	var out []string
+	for obj := range env.Servers.S3.Client().ListObjects(context.Background(), platform.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		out = append(out, obj.Key)
+	}
+	return out
+}
+
+// namespaceEvents are the notes of the Warning Events with reason about
+// namespace ns (stored in "default": they outlive it).
+func namespaceEvents(g Gomega, ns, reason string) []string {
+	list := &eventsv1.EventList{}
+	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(metav1.NamespaceDefault))).To(Succeed())
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Namespace" && e.Regarding.Name == ns && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+			notes = append(notes, e.Note)
+		}
+	}
+	return notes
+}
+
+// withBackupOperator replaces the package's backup operator by one started
+// with extra flags; the returned func puts a default one back.
+func withBackupOperator(t *testing.T, extra ...string) func() {
+	t.Helper()
+	old := env.Operators["backup"]
+	if err := old.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	suffix := fmt.Sprintf("-%d", time.Now().UnixNano())
+	op, err := env.StartOperator(context.Background(), "backup", suffix, extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Operators["backup"] = op
+	return func() {
+		if t.Failed() {
+			t.Logf("--- %s log (last 60 lines)\n%s", op.Name, op.Tail(60))
+		}
+		_ = op.Stop()
+		next, err := env.StartOperator(context.Background(), "backup", strings.Replace(suffix, "-", "-default-", 1), nil)
+		if err != nil {
+			t.Fatalf("starting a default backup operator again: %v", err)
+		}
+		env.Operators["backup"] = next
+	}
+}

@@ -1,0 +1,243 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1 "cairn.dev/apis/backup/v1"
+	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/finalizer"
+)
+
+// DeleteCredentialsSecret is the Secret, in the operator's namespace, that
+// holds the S3 credentials of the artifact deletes running there: shipped
+// empty (deploy/backup/admission), its keys written by the operator for one
+// delete Job (<job>.accessKeyID, <job>.secretAccessKey) and removed when
+// that Job is done or given up.
+const DeleteCredentialsSecret = "cairn-backup-delete-credentials"
+
+// Labels of an artifact delete Job run in the operator's namespace. It has
+// no BackupJobLabel: its events must not map to a BackupJob of the
+// operator's namespace; the finalizer looks at it on every poll.
+const (
+	// ForNamespaceLabel names the namespace of the BackupJob it deletes for.
+	ForNamespaceLabel = "backup.cairn.dev/for-namespace"
+	// forUIDAnnotation holds that BackupJob's UID (the Job's name is derived
+	// from it; the annotation is checked, so a Job someone else made with
+	// that name is never taken for ours).
+	forUIDAnnotation = "backup.cairn.dev/for-uid"
+	// elsewhereTTL removes a finished delete Job the operator did not
+	// (a restart between its end and the operator's next look).
+	elsewhereTTL = int32(3600)
+)
+
+// namespaceTerminating: the API refused a create because the namespace is
+// being deleted (the NamespaceLifecycle admission plugin).
+func namespaceTerminating(err error) bool {
+	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
+// elsewhereJob renders the artifact delete Job of bj in the operator's
+// namespace ns: the Job deleteJob renders, its S3 credentials read from the
+// keys of DeleteCredentialsSecret written for it.
+func elsewhereJob(bj *backupv1.BackupJob, image, ns string, deadline time.Duration) *batchv1.Job {
+	job := deleteJob(bj, image)
+	job.Namespace = ns
+	labels := map[string]string{ManagedByLabel: ManagedByValue, RunKindLabel: runDelete, ForNamespaceLabel: bj.Namespace}
+	job.Labels = labels
+	job.Annotations = map[string]string{forUIDAnnotation: string(bj.UID)}
+	job.Spec.Template.Labels = labels
+	job.Spec.TTLSecondsAfterFinished = ptr.To(elsewhereTTL)
+	job.Spec.ActiveDeadlineSeconds = ptr.To(max(int64(deadline.Seconds()), 1))
+	keys := map[string]string{agentjob.S3AccessKeyIDKey: credKey(job.Name, agentjob.S3AccessKeyIDKey),
+		agentjob.S3SecretAccessKeyKey: credKey(job.Name, agentjob.S3SecretAccessKeyKey)}
+	for i := range job.Spec.Template.Spec.Containers {
+		for j := range job.Spec.Template.Spec.Containers[i].Env {
+			ref := job.Spec.Template.Spec.Containers[i].Env[j].ValueFrom
+			if ref == nil || ref.SecretKeyRef == nil {
+				continue
+			}
+			ref.SecretKeyRef.Name = DeleteCredentialsSecret
+			ref.SecretKeyRef.Key = keys[ref.SecretKeyRef.Key]
+		}
+	}
+	return job
+}
+
+func credKey(job, key string) string { return job + "." + key }
+
+// deleteElsewhere runs bj's artifact delete when bj's namespace is being
+// deleted and refuses new Jobs: for an S3 store, in the operator's own
+// namespace, with the credentials read from the tenant's Secret (kept by
+// CredentialsFinalizer) into keys of DeleteCredentialsSecret. A PVC store
+// cannot be reached any more (a claim is mounted only in its namespace):
+// nothing is deleted, a Warning Event says what stays where, and cleanup
+// ends at once — waiting until the deadline would not change it.
+func (r *BackupJobReconciler) deleteElsewhere(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
+	if bj.Spec.Storage.S3 == nil {
+		note := fmt.Sprintf("deletionPolicy Delete: namespace %s is being deleted and no pod may mount its claims any more: the stored artifacts at %s under %s/%s were NOT deleted by Cairn; they go with the claim's volume only if its reclaim policy is Delete",
+			bj.Namespace, storeLocation(bj.Spec.Storage), bj.Namespace, bj.Name)
+		r.Recorder.Eventf(bj, nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup", "%s", note)
+		r.Recorder.Eventf(namespaceRef(bj.Namespace), nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup",
+			"BackupJob %s/%s: %s", bj.Namespace, bj.Name, note)
+		return true, nil
+	}
+	if r.OperatorNamespace == "" {
+		return false, fmt.Errorf("namespace %s is being deleted (no new Jobs) and the operator's namespace is unknown: the artifact delete cannot run elsewhere", bj.Namespace)
+	}
+	remaining := bj.DeletionTimestamp.Add(r.CleanupDeadline).Sub(r.now())
+	want := elsewhereJob(bj, r.AgentImage, r.OperatorNamespace, remaining)
+	job := &batchv1.Job{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job)
+	if apierrors.IsNotFound(err) {
+		if err := r.captureCredentials(ctx, bj, want.Name); err != nil {
+			return false, err
+		}
+		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err
+		}
+		r.Recorder.Eventf(bj, nil, corev1.EventTypeNormal, "DeletingArtifacts", "Cleanup",
+			"namespace %s is being deleted: started Job %s/%s to delete the stored artifacts at %s", bj.Namespace, want.Namespace, want.Name, storeLocation(bj.Spec.Storage))
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if job.Annotations[forUIDAnnotation] != string(bj.UID) {
+		return false, fmt.Errorf("job %s/%s exists and was not started for this BackupJob; delete or rename it, or set %s=true", job.Namespace, job.Name, finalizer.SkipCleanupAnnotation)
+	}
+	o := agentjob.JobOutcome(job)
+	switch {
+	case !o.Finished:
+		return false, nil
+	case o.Succeeded:
+		return true, r.releaseElsewhere(ctx, bj)
+	default:
+		return false, fmt.Errorf("the artifact delete Job %s/%s failed (%s %s); it is not retried: fix the store and delete the Job, or set %s=true", job.Namespace, job.Name, o.Reason, o.Message, finalizer.SkipCleanupAnnotation)
+	}
+}
+
+// captureCredentials copies the two S3 keys of bj's credentials Secret
+// (read live: the cache holds Secrets as metadata only) into
+// DeleteCredentialsSecret, under keys of the delete Job named job.
+func (r *BackupJobReconciler) captureCredentials(ctx context.Context, bj *backupv1.BackupJob, job string) error {
+	src := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: bj.Namespace, Name: bj.Spec.Storage.S3.CredentialsSecretRef.Name}
+	if err := r.APIReader.Get(ctx, key, src); err != nil {
+		return fmt.Errorf("reading the S3 credentials Secret %s for the artifact delete: %w", key, err)
+	}
+	data := map[string][]byte{}
+	for _, k := range []string{agentjob.S3AccessKeyIDKey, agentjob.S3SecretAccessKeyKey} {
+		v, ok := src.Data[k]
+		if !ok {
+			return fmt.Errorf("the S3 credentials Secret %s has no key %s", key, k)
+		}
+		data[credKey(job, k)] = v
+	}
+	return r.patchDeleteCredentials(ctx, data)
+}
+
+// patchDeleteCredentials sets (value) or removes (nil) keys of
+// DeleteCredentialsSecret: a JSON merge patch of those keys only, so deletes
+// running at once for other BackupJobs keep theirs.
+func (r *BackupJobReconciler) patchDeleteCredentials(ctx context.Context, data map[string][]byte) error {
+	body, err := json.Marshal(map[string]any{"data": data})
+	if err != nil {
+		return err
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.OperatorNamespace, Name: DeleteCredentialsSecret}}
+	if err := r.Client.Patch(ctx, sec, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return fmt.Errorf("writing the delete credentials into %s/%s: %w", r.OperatorNamespace, DeleteCredentialsSecret, err)
+	}
+	return nil
+}
+
+// releaseElsewhere deletes bj's delete Job in the operator's namespace (and
+// its pods) and the credentials it was given. Safe to repeat; nothing to do
+// when no delete ran there.
+func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1.BackupJob) error {
+	if r.OperatorNamespace == "" || bj.Spec.Storage.S3 == nil {
+		return nil
+	}
+	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second)
+	job, err := r.jobElsewhere(ctx, bj)
+	if err != nil {
+		return err
+	}
+	if job != nil {
+		if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.OperatorNamespace, Name: DeleteCredentialsSecret}, sec); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	drop := map[string][]byte{}
+	for _, k := range []string{agentjob.S3AccessKeyIDKey, agentjob.S3SecretAccessKeyKey} {
+		if _, ok := sec.Data[credKey(want.Name, k)]; ok {
+			drop[credKey(want.Name, k)] = nil
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	return r.patchDeleteCredentials(ctx, drop)
+}
+
+// jobElsewhere reads bj's delete Job in the operator's namespace (live: the
+// cache may not cover that namespace); nil when there is none for bj.
+func (r *BackupJobReconciler) jobElsewhere(ctx context.Context, bj *backupv1.BackupJob) (*batchv1.Job, error) {
+	if r.OperatorNamespace == "" || bj.Spec.Storage.S3 == nil {
+		return nil, nil
+	}
+	job := &batchv1.Job{}
+	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second)
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if job.Annotations[forUIDAnnotation] != string(bj.UID) {
+		return nil, nil
+	}
+	return job, nil
+}
+
+// startedElsewhere: bj's delete already runs in the operator's namespace
+// (so no create is tried, and refused, in bj's namespace on every poll).
+func (r *BackupJobReconciler) startedElsewhere(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
+	job, err := r.jobElsewhere(ctx, bj)
+	return job != nil, err
+}
+
+// elsewhereSucceeded: bj's delete Job in the operator's namespace finished
+// successfully (for leftBehind).
+func (r *BackupJobReconciler) elsewhereSucceeded(ctx context.Context, bj *backupv1.BackupJob) bool {
+	job, err := r.jobElsewhere(ctx, bj)
+	return err == nil && job != nil && agentjob.JobOutcome(job).Succeeded
+}
+
+// inTerminatingNamespace: bj's namespace refused its delete Job (seen by
+// this process) or its delete runs in the operator's namespace.
+func (r *BackupJobReconciler) inTerminatingNamespace(ctx context.Context, bj *backupv1.BackupJob) bool {
+	if _, ok := r.terminating.Load(bj.UID); ok {
+		return true
+	}
+	started, err := r.startedElsewhere(ctx, bj)
+	return err == nil && started
+}
+
+// namespaceRef is namespace ns as the object an Event is about (Events
+// about a namespace are stored in "default" and outlive it).
+func namespaceRef(ns string) *corev1.Namespace {
+	return &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}}
+}
