@@ -61,8 +61,10 @@ type convTable struct {
 	pk     string   // quoted single-column primary key; "" compares whole
 	pkType string   // its type, for the key list's cast
 	keys   []string // the keys that still differ; nil: every row
-	stable int      // rounds in a row the difference was confirmed
-	done   bool
+	// confirmed: per differing key, the rounds in a row it differed with
+	// the source's row unchanged across the round.
+	confirmed map[string]int
+	done      bool
 }
 
 // convergeVerify is verify in Continuous mode with direct transfer.
@@ -185,26 +187,29 @@ func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method str
 			if err != nil {
 				return fmt.Errorf("source: %w", err)
 			}
-			moving := false
+			confirmed, final := map[string]int{}, 0
 			for _, k := range diff {
-				if again[k] != before[i][k] {
-					moving = true
-					break
+				if again[k] == before[i][k] {
+					confirmed[k] = w.confirmed[k] + 1
+					if confirmed[k] >= confirmRounds {
+						final++
+					}
 				}
 			}
-			if moving {
-				w.stable = 0
-			} else {
-				w.stable++
-			}
+			w.confirmed = confirmed
 			w.check.State = result.StateCatchingUp
 			if w.pk != "" {
 				w.keys, w.check.Rows = diff, len(diff)
 			}
-			if w.stable >= confirmRounds {
+			if final > 0 {
+				// Rows the source kept unchanged, twice, that the target
+				// holds differently after applying every change up to them.
 				w.check.State, w.done = result.StateDiffers, true
+				if w.pk != "" {
+					w.check.Rows = final
+				}
 			}
-			a.log.Info("re-checked a differing table", "table", w.check.Table, "round", round, "rows", len(diff), "confirmed", !moving)
+			a.log.Info("re-checked a differing table", "table", w.check.Table, "round", round, "rows", len(diff), "confirmed", len(confirmed))
 		}
 	}
 	for _, w := range work {

@@ -299,6 +299,9 @@ func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *result.M
 		a.log.Warn("target side of the replication cleanup failed; dropping the source's slot and publication anyway", "error", tgtErr)
 		res.Actions = append(res.Actions, "target not cleaned up: "+tgtErr.Error())
 	}
+	if cutover && res.Verification != nil && res.Verification.Mismatched > 0 {
+		return nil // the exact check failed: replication stays for the abort
+	}
 	if err := a.dropSourceReplication(ctx, src, res); err != nil {
 		return err
 	}
@@ -383,6 +386,9 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 			return fmt.Errorf("sequences: %w", err)
 		}
 		res.Actions = append(res.Actions, "copied sequence values to the target")
+		if differs, err := a.exactCheck(ctx, sc, res); err != nil || differs {
+			return err // a difference: nothing dropped, the abort does it
+		}
 	}
 	for _, s := range []string{"ALTER SUBSCRIPTION " + sub + " DISABLE", "ALTER SUBSCRIPTION " + sub + " SET (slot_name = NONE)", "DROP SUBSCRIPTION " + sub} {
 		if _, err := tgt.Exec(ctx, s); err != nil {
