@@ -162,3 +162,7 @@ func TestMigrateContinuousUnderLoad1000(t *testing.T) {
 }
 
 func TestMigrateContinuousDiffers(t *testing.T) { suite.MigrateContinuousDiffers(t, e(t)) }
+
+func TestMigrateContinuousTruncateAndSequences(t *testing.T) {
+	suite.MigrateContinuousTruncateAndSequences(t, e(t))
+}
