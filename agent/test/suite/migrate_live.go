@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"cairn.dev/agent/result"
+	"cairn.dev/agent/test/load"
 )
 
 // liveSeed adds to db the tables a live load writes: live_events (bigint
@@ -36,11 +37,11 @@ INSERT INTO live_log (v) SELECT i FROM generate_series(1, 2000) i`)
 func MigrateContinuousUnderLoad(t *testing.T, e *Env, rows, rate int) {
 	m := newMigration(t, e, "mig_live", "CAIRN_MIGRATE_MODE=Continuous")
 	liveSeed(t, e, m.src, rows)
-	dsn := pgDSN(e.DB.AgentEnv(m.src))
-	load, err := StartLoad(dsn, "live_events", rate, 10*time.Minute)
+	dsn := load.DSN(e.DB.AgentEnv(m.src))
+	ld, err := load.Start(dsn, "live_events", rate, 10*time.Minute)
 	check(t, err)
-	defer load.Stop()
-	logLoad, err := StartLoad(dsn, "live_log", max(rate/10, 10), 10*time.Minute)
+	defer ld.Stop()
+	logLoad, err := load.Start(dsn, "live_log", max(rate/10, 10), 10*time.Minute)
 	check(t, err)
 	defer logLoad.Stop()
 	start := time.Now()
@@ -49,15 +50,15 @@ func MigrateContinuousUnderLoad(t *testing.T, e *Env, rows, rate int) {
 	}
 	m.ok(t, "copy")
 	m.ok(t, "replication-start")
-	before := load.Written()
+	before := ld.Written()
 	v := m.ok(t, "verify")
-	during := load.Written() - before
+	during := ld.Written() - before
 	ready := time.Since(start)
 	if v.Verification == nil || v.Verification.Mismatched != 0 {
 		t.Fatalf("verify under a load of %d rows/s: %+v %q", rate, v.Verification, v.Actions)
 	}
 	if during == 0 {
-		t.Fatalf("the load wrote nothing while verify ran: it did not test convergence (%s)", load.FirstError())
+		t.Fatalf("the load wrote nothing while verify ran: it did not test convergence (%s)", ld.FirstError())
 	}
 	for _, it := range v.Verification.Items {
 		if it.State == "" {
@@ -67,10 +68,10 @@ func MigrateContinuousUnderLoad(t *testing.T, e *Env, rows, rate int) {
 	st := m.ok(t, "replication-status")
 	t.Logf("verify: %q; %d rows written during it; create → verified %s; lag then %d bytes, %.3f s",
 		v.Actions, during, ready.Round(time.Millisecond), st.Replication.LagBytes, st.Replication.LagSeconds)
-	stats, logStats := load.Stop(), logLoad.Stop()
+	stats, logStats := ld.Stop(), logLoad.Stop()
 	t.Logf("load on live_events: %s; on live_log (no primary key): %s", stats, logStats)
 	if stats.Errors > 0 || logStats.Errors > 0 {
-		t.Errorf("the load's writes failed on the source: %s %s", load.FirstError(), logLoad.FirstError())
+		t.Errorf("the load's writes failed on the source: %s %s", ld.FirstError(), logLoad.FirstError())
 	}
 	m.ok(t, "cutover", "CAIRN_CUTOVER_SOURCE_READ_ONLY=true")
 	stop := m.ok(t, "replication-stop")
@@ -111,15 +112,15 @@ func MigrateContinuousDiffers(t *testing.T, e *Env) {
 	// the target has.
 	_, err := e.DB.SQL(m.dst, "INSERT INTO live_events (id, v) VALUES (0, 0)")
 	check(t, err)
-	load, err := StartLoad(pgDSN(e.DB.AgentEnv(m.src)), "live_events", 200, 10*time.Minute)
+	ld, err := load.Start(load.DSN(e.DB.AgentEnv(m.src)), "live_events", 200, 10*time.Minute)
 	check(t, err)
-	defer load.Stop()
+	defer ld.Stop()
 	v := m.ok(t, "verify").Verification
 	if v == nil || v.Mismatched != 1 || v.Items[0].Table != "public.live_events" || v.Items[0].State != result.StateDiffers ||
 		v.Items[0].Rechecks < 2 || v.Items[0].Rows != 1 {
 		t.Fatalf("verify with a row only on the target: %+v", v)
 	}
-	t.Logf("load: %s", load.Stop())
+	t.Logf("load: %s", ld.Stop())
 	m.ok(t, "cutover", "CAIRN_CUTOVER_SOURCE_READ_ONLY=true")
 	stop := m.ok(t, "replication-stop")
 	if stop.Verification == nil || stop.Verification.Mismatched != 1 {

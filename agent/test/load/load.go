@@ -1,4 +1,7 @@
-package suite
+// Package load is a steady write load on a PostgreSQL table, for the tests
+// of a Continuous migration (the agent's suite and the e2e): it writes only
+// to the server it is given, paced, bounded in time, and measures itself.
+package load
 
 import (
 	"context"
@@ -47,9 +50,9 @@ func (s LoadStats) String() string {
 // loadWorkers is how many connections a load writes over.
 const loadWorkers = 4
 
-// StartLoad starts writing to table (schema-qualified, quoted as needed)
+// Start starts writing to table (schema-qualified, quoted as needed)
 // at rate rows per second for at most maxRun.
-func StartLoad(dsn, table string, rate int, maxRun time.Duration) (*Load, error) {
+func Start(dsn, table string, rate int, maxRun time.Duration) (*Load, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), maxRun)
 	l := &Load{Table: table, Rate: rate, cancel: cancel}
 	var conns []*pgx.Conn
@@ -164,9 +167,9 @@ func (l *Load) FirstError() string {
 	return ""
 }
 
-// pgDSN is a pgx connection string from an agent environment's
+// DSN is a pgx connection string from an agent environment's
 // CAIRN_DB_* settings.
-func pgDSN(env []string) string {
+func DSN(env []string) string {
 	get := func(k string) string {
 		for _, kv := range env {
 			if v, ok := strings.CutPrefix(kv, k+"="); ok {
