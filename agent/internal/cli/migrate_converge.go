@@ -363,10 +363,10 @@ func convergeSummary(v *result.Verification) string {
 	for _, it := range v.Items {
 		switch it.State {
 		case result.StateCatchingUp:
-			s += fmt.Sprintf("; %s catching up (%d rows still moving after %d re-checks, lag %d bytes)", it.Table, it.Rows, it.Rechecks, it.LagBytes)
+			s += fmt.Sprintf("; %s catching up (%d row(s) still moving after %d re-checks, lag %d bytes)", it.Table, it.Rows, it.Rechecks, it.LagBytes)
 		case result.StateDiffers:
 			if it.Rechecks > 0 {
-				s += fmt.Sprintf("; %s differs after %d re-checks (%d rows, unchanged on the source)", it.Table, it.Rechecks, it.Rows)
+				s += fmt.Sprintf("; %s differs after %d re-checks (%d row(s) unchanged on the source)", it.Table, it.Rechecks, it.Rows)
 			} else {
 				s += fmt.Sprintf("; %s differs (%s)", it.Table, it.Reason)
 			}

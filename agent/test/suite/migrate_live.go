@@ -156,7 +156,7 @@ func MigrateContinuousTruncateAndSequences(t *testing.T, e *Env) {
 	if v == nil || v.Mismatched != 0 || v.CatchingUp != 0 {
 		t.Fatalf("verify after a TRUNCATE on the source: %+v", v)
 	}
-	if got, err := e.DB.SQL(m.dst, "SELECT count(*), min(id) FROM live_log"); err != nil || got != "5\t2001" {
+	if got, err := e.DB.SQL(m.dst, "SELECT count(*), min(id) FROM live_log"); err != nil || got != "5|2001" {
 		t.Errorf("target live_log after the source's TRUNCATE and 5 inserts: %q %v, want 5 rows from id 2001", got, err)
 	}
 	seq := "SELECT last_value FROM live_log_id_seq"
