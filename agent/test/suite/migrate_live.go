@@ -36,6 +36,7 @@ INSERT INTO live_log (v) SELECT i FROM generate_series(1, 2000) i`)
 // every row the load inserted and none it deleted.
 func MigrateContinuousUnderLoad(t *testing.T, e *Env, rows, rate int) {
 	m := newMigration(t, e, "mig_live", "CAIRN_MIGRATE_MODE=Continuous")
+	m.abortOnCleanup(t)
 	liveSeed(t, e, m.src, rows)
 	dsn := load.DSN(e.DB.AgentEnv(m.src))
 	ld, err := load.Start(dsn, "live_events", rate, 10*time.Minute)
@@ -101,6 +102,7 @@ func MigrateContinuousUnderLoad(t *testing.T, e *Env, rows, rate int) {
 // drops it.
 func MigrateContinuousDiffers(t *testing.T, e *Env) {
 	m := newMigration(t, e, "mig_live_bad", "CAIRN_MIGRATE_MODE=Continuous")
+	m.abortOnCleanup(t)
 	liveSeed(t, e, m.src, 20000)
 	m.ok(t, "precheck")
 	m.ok(t, "copy")
@@ -145,6 +147,7 @@ func MigrateContinuousDiffers(t *testing.T, e *Env) {
 // (sequences included) are then equal.
 func MigrateContinuousTruncateAndSequences(t *testing.T, e *Env) {
 	m := newMigration(t, e, "mig_live_trunc", "CAIRN_MIGRATE_MODE=Continuous")
+	m.abortOnCleanup(t)
 	liveSeed(t, e, m.src, 1000)
 	m.ok(t, "precheck")
 	m.ok(t, "copy")
@@ -175,4 +178,11 @@ func MigrateContinuousTruncateAndSequences(t *testing.T, e *Env) {
 		t.Errorf("after cutover the target differs:\n%s\nsource:\n%s", dst, src)
 	}
 	_, _ = e.DB.SQL("postgres", "ALTER DATABASE "+m.src+" RESET default_transaction_read_only")
+}
+
+// abortOnCleanup runs abort when the test ends (before its databases are
+// dropped): a test that failed midway leaves no slot behind to hold the
+// source database for the next one.
+func (m *migration) abortOnCleanup(t *testing.T) {
+	t.Cleanup(func() { m.e.Agent.Run(append(append([]string{}, m.env...), "CAIRN_CUTOVER_SOURCE_READ_ONLY=true"), "migrate", "abort") })
 }
