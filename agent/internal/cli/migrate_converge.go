@@ -73,16 +73,11 @@ func (a *app) convergeVerify(ctx context.Context, sc, tc engine.Conn, res *resul
 	if err != nil {
 		return err
 	}
-	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+	src, tgt, closeBoth, err := connectPair(ctx, sc, tc)
 	if err != nil {
-		return fmt.Errorf("source: %w", err)
+		return err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
-	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
-	if err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	defer tgt.Close(context.WithoutCancel(ctx))
+	defer closeBoth()
 	for _, c := range []*pgx.Conn{src, tgt} {
 		for _, s := range inventory.OutputSettings {
 			if _, err := c.Exec(ctx, s); err != nil {

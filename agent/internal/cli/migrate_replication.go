@@ -167,17 +167,30 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *res
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
+// connectPair connects to the source and the target databases; closeBoth
+// closes both.
+func connectPair(ctx context.Context, sc, tc engine.Conn) (src, tgt *pgx.Conn, closeBoth func(), err error) {
+	src, err = inventory.ConnectPostgres(ctx, sc, sc.Database)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("source: %w", err)
+	}
+	tgt, err = inventory.ConnectPostgres(ctx, tc, tc.Database)
+	if err != nil {
+		src.Close(context.WithoutCancel(ctx))
+		return nil, nil, nil, fmt.Errorf("target: %w", err)
+	}
+	return src, tgt, func() {
+		src.Close(context.WithoutCancel(ctx))
+		tgt.Close(context.WithoutCancel(ctx))
+	}, nil
+}
+
 func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
-	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+	src, tgt, closeBoth, err := connectPair(ctx, sc, tc)
 	if err != nil {
-		return fmt.Errorf("source: %w", err)
+		return err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
-	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
-	if err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	defer tgt.Close(context.WithoutCancel(ctx))
+	defer closeBoth()
 	if err := a.fillStatus(ctx, src, tgt, res); err != nil {
 		return err
 	}
