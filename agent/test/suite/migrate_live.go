@@ -184,5 +184,7 @@ func MigrateContinuousTruncateAndSequences(t *testing.T, e *Env) {
 // dropped): a test that failed midway leaves no slot behind to hold the
 // source database for the next one.
 func (m *migration) abortOnCleanup(t *testing.T) {
-	t.Cleanup(func() { m.e.Agent.Run(append(append([]string{}, m.env...), "CAIRN_CUTOVER_SOURCE_READ_ONLY=true"), "migrate", "abort") })
+	t.Cleanup(func() {
+		m.e.Agent.Run(append(append([]string{}, m.env...), "CAIRN_CUTOVER_SOURCE_READ_ONLY=true"), "migrate", "abort")
+	})
 }
