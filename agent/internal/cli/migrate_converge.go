@@ -369,3 +369,38 @@ func convergeSummary(v *result.Verification) string {
 	}
 	return s
 }
+
+// syncPoll is how often waitReplicated looks at the subscription.
+const syncPoll = time.Second
+
+// waitReplicated waits (until ctx ends: the Job's deadline) for a
+// Continuous migration's subscription to have synchronised every table,
+// and records how long it waited. The lag is not waited for here: under
+// a steady write load it never reaches 0; convergeVerify compares at WAL
+// positions the target has applied.
+func (a *app) waitReplicated(ctx context.Context, src, tgt *pgx.Conn, names result.Replication, res *result.MigrationResult) error {
+	start := time.Now()
+	for {
+		st := &result.MigrationResult{Replication: &result.Replication{Publication: names.Publication, Subscription: names.Subscription, Slot: names.Slot}}
+		if err := a.fillStatus(ctx, src, tgt, st); err != nil {
+			return err
+		}
+		r := st.Replication
+		if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && r.RetainedWALBytes > max {
+			return fmt.Errorf("retained WAL %d bytes above limit %d while waiting to verify: slot %s on the source keeps WAL the target has not confirmed (lag %d bytes, %d of %d tables synced)",
+				r.RetainedWALBytes, max, r.Slot, r.LagBytes, r.SyncedTables, r.Tables)
+		}
+		if r.Tables > 0 && r.SyncedTables == r.Tables {
+			res.Actions = append(res.Actions, fmt.Sprintf("waited %s for the subscription to synchronise %d tables before comparing (lag then %d bytes)",
+				time.Since(start).Round(time.Millisecond), r.Tables, r.LagBytes))
+			return nil
+		}
+		a.log.Info("waiting for replication before verifying", "synced", r.SyncedTables, "tables", r.Tables, "lagBytes", r.LagBytes)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replication did not catch up before the step's deadline (%d of %d tables synchronised, lag %d bytes): %w",
+				r.SyncedTables, r.Tables, r.LagBytes, ctx.Err())
+		case <-time.After(syncPoll):
+		}
+	}
+}
