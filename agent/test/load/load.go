@@ -5,7 +5,6 @@ package load
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -105,7 +104,11 @@ func Start(dsn, table string, rate int, maxRun time.Duration) (*Load, error) {
 			defer l.wg.Done()
 			defer c.Close(context.Background())
 			for op := range ops {
-				l.write(ctx, c, op)
+				// Not ctx: a statement under way when the load stops
+				// finishes and is counted (the counts are exact).
+				wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				l.write(wctx, c, op)
+				cancel()
 			}
 		}()
 	}
@@ -137,7 +140,7 @@ func (l *Load) write(ctx context.Context, c *pgx.Conn, op int) {
 			l.deleted.Add(tag.RowsAffected())
 		}
 	}
-	if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+	if err != nil {
 		l.errs.Add(1)
 		l.firstErr.CompareAndSwap(nil, err.Error())
 	}
