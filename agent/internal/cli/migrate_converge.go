@@ -358,7 +358,11 @@ func convergeSummary(v *result.Verification) string {
 	for _, it := range v.Items {
 		switch it.State {
 		case result.StateCatchingUp:
-			s += fmt.Sprintf("; %s catching up (%d row(s) still moving after %d re-checks, lag %d bytes)", it.Table, it.Rows, it.Rechecks, it.LagBytes)
+			what := fmt.Sprintf("%d row(s) still moving", it.Rows)
+			if it.Rows == 0 {
+				what = "written through every round, compared whole"
+			}
+			s += fmt.Sprintf("; %s catching up (%s after %d re-checks, lag %d bytes)", it.Table, what, it.Rechecks, it.LagBytes)
 		case result.StateDiffers:
 			if it.Rechecks > 0 {
 				s += fmt.Sprintf("; %s differs after %d re-checks (%d row(s) unchanged on the source)", it.Table, it.Rechecks, it.Rows)
