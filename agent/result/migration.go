@@ -172,6 +172,13 @@ type Verification struct {
 	Tables     int    `json:"tables"`
 	Matched    int    `json:"matched"`
 	Mismatched int    `json:"mismatched"`
+	// CatchingUp (Continuous verification): tables still being written
+	// when the re-checks ended — not found different, not found equal;
+	// cutover's exact check decides. They do not fail verification.
+	CatchingUp int `json:"catchingUp,omitempty"`
+	// Rechecks (Continuous verification): the most re-checks any table
+	// took.
+	Rechecks int `json:"rechecks,omitempty"`
 	// Items: mismatches first, then matched tables, each sorted by name.
 	Items []TableCheck `json:"items,omitempty"`
 	// Truncated is how many matched tables were left out of Items to fit
@@ -189,7 +196,28 @@ type TableCheck struct {
 	// Reason when !Match: "rows differ", "content differs", "missing on
 	// target", "only on target".
 	Reason string `json:"r,omitempty"`
+	// State (Continuous verification): StateMatched, StateCatchingUp or
+	// StateDiffers; only StateDiffers counts in Mismatched.
+	State string `json:"st,omitempty"`
+	// Rechecks (Continuous verification): how many times the table (or its
+	// differing rows) was compared again after the target had applied the
+	// source's changes up to the source's WAL position read after the
+	// source was read.
+	Rechecks int `json:"n,omitempty"`
+	// Rows (Continuous verification, not matched): how many rows (by
+	// primary key) still differ; 0 when compared as a whole table.
+	Rows int `json:"k,omitempty"`
+	// LagBytes (StateCatchingUp): how far the target was behind the source
+	// when the re-checks ended.
+	LagBytes int64 `json:"lag,omitempty"`
 }
+
+// States of a table in a Continuous migration's verification.
+const (
+	StateMatched    = "matched"
+	StateCatchingUp = "catchingUp"
+	StateDiffers    = "differs"
+)
 
 // Replication is the state of a Continuous migration's logical replication.
 type Replication struct {
@@ -198,6 +226,10 @@ type Replication struct {
 	Slot         string `json:"slot"`
 	// LagBytes: source's current WAL LSN minus what the subscription confirmed.
 	LagBytes int64 `json:"lagBytes"`
+	// LagSeconds: the source's walsender's replay_lag for the subscription
+	// (how long ago the last change the target applied was written); 0
+	// when caught up or unknown.
+	LagSeconds float64 `json:"lagSeconds,omitempty"`
 	// RetainedWALBytes: WAL the slot keeps on the source.
 	RetainedWALBytes int64 `json:"retainedWalBytes"`
 	// SyncedTables / Tables: tables whose initial sync finished.

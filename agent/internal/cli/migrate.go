@@ -280,11 +280,15 @@ func (a *app) verifyStep(ctx context.Context, res *result.MigrationResult) error
 	}
 	if m.Mode == "Continuous" && a.cfg.Artifact == "" {
 		// The rows reach the target by the subscription's own table
-		// synchronisation: compare only once every table is synchronised
-		// and the target has applied what the source wrote so far.
-		if err := a.waitReplicated(ctx, res); err != nil {
+		// synchronisation, and the source may be written meanwhile:
+		// compare once every table is synchronised, at WAL positions the
+		// target has applied, re-checking what differs
+		// (migrate_converge.go).
+		sc, err := a.source()
+		if err != nil {
 			return err
 		}
+		return a.convergeVerify(ctx, sc, tc, res)
 	}
 	method := m.Verify
 	var src *inventory.Inventory

@@ -167,17 +167,30 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *res
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
+// connectPair connects to the source and the target databases; closeBoth
+// closes both.
+func connectPair(ctx context.Context, sc, tc engine.Conn) (src, tgt *pgx.Conn, closeBoth func(), err error) {
+	src, err = inventory.ConnectPostgres(ctx, sc, sc.Database)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("source: %w", err)
+	}
+	tgt, err = inventory.ConnectPostgres(ctx, tc, tc.Database)
+	if err != nil {
+		src.Close(context.WithoutCancel(ctx))
+		return nil, nil, nil, fmt.Errorf("target: %w", err)
+	}
+	return src, tgt, func() {
+		src.Close(context.WithoutCancel(ctx))
+		tgt.Close(context.WithoutCancel(ctx))
+	}, nil
+}
+
 func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
-	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
+	src, tgt, closeBoth, err := connectPair(ctx, sc, tc)
 	if err != nil {
-		return fmt.Errorf("source: %w", err)
+		return err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
-	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
-	if err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	defer tgt.Close(context.WithoutCancel(ctx))
+	defer closeBoth()
 	if err := a.fillStatus(ctx, src, tgt, res); err != nil {
 		return err
 	}
@@ -198,6 +211,13 @@ func (a *app) fillStatus(ctx context.Context, src, tgt *pgx.Conn, res *result.Mi
 	}
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
+	}
+	// The subscription's walsender names itself after the subscription
+	// (application_name in its conninfo); replay_lag is NULL when idle.
+	err = src.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM max(replay_lag)), 0)::float8 FROM pg_stat_replication
+WHERE application_name = $1`, r.Subscription).Scan(&r.LagSeconds)
+	if err != nil {
+		return fmt.Errorf("source: replication lag: %w", err)
 	}
 	err = tgt.QueryRow(ctx, `SELECT count(*) FILTER (WHERE r.srsubstate = 'r'), count(*)
 FROM pg_subscription s JOIN pg_subscription_rel r ON r.srsubid = s.oid WHERE s.subname = $1`, r.Subscription).Scan(&r.SyncedTables, &r.Tables)
@@ -292,6 +312,9 @@ func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *result.M
 		a.log.Warn("target side of the replication cleanup failed; dropping the source's slot and publication anyway", "error", tgtErr)
 		res.Actions = append(res.Actions, "target not cleaned up: "+tgtErr.Error())
 	}
+	if cutover && res.Verification != nil && res.Verification.Mismatched > 0 {
+		return nil // the exact check failed: replication stays for the abort
+	}
 	if err := a.dropSourceReplication(ctx, src, res); err != nil {
 		return err
 	}
@@ -376,6 +399,9 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 			return fmt.Errorf("sequences: %w", err)
 		}
 		res.Actions = append(res.Actions, "copied sequence values to the target")
+		if differs, err := a.exactCheck(ctx, sc, res); err != nil || differs {
+			return err // a difference: nothing dropped, the abort does it
+		}
 	}
 	for _, s := range []string{"ALTER SUBSCRIPTION " + sub + " DISABLE", "ALTER SUBSCRIPTION " + sub + " SET (slot_name = NONE)", "DROP SUBSCRIPTION " + sub} {
 		if _, err := tgt.Exec(ctx, s); err != nil {
@@ -392,36 +418,55 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 // retained-WAL limit (the slot is then dropped by the abort), and when
 // ctx ends (the Job's deadline).
 func (a *app) waitCaughtUp(ctx context.Context, src *pgx.Conn, res *result.MigrationResult) error {
-	n := res.Replication
-	var stopLSN string
-	if err := src.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&stopLSN); err != nil {
-		return fmt.Errorf("source: %w", err)
+	stopLSN, err := currentLSN(ctx, src)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
+	if _, err := a.waitConfirmed(ctx, src, res.Replication.Slot, stopLSN); err != nil {
+		return err
+	}
+	res.Actions = append(res.Actions, fmt.Sprintf("the target applied every change up to the source's WAL position %s, read after writes stopped (waited %s)",
+		stopLSN, time.Since(start).Round(time.Millisecond)))
+	return nil
+}
+
+// currentLSN is the source's current WAL write position.
+func currentLSN(ctx context.Context, src *pgx.Conn) (string, error) {
+	var lsn string
+	if err := src.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return "", fmt.Errorf("source: %w", err)
+	}
+	return lsn, nil
+}
+
+// waitConfirmed waits until the slot's confirmed position has reached
+// lsn (the target applied every change committed before it) and returns
+// the lag it last saw (0 once reached). It fails above the retained-WAL
+// limit and when ctx ends.
+func (a *app) waitConfirmed(ctx context.Context, src *pgx.Conn, slot, lsn string) (int64, error) {
 	for {
 		var done bool
 		var lag, retained int64
 		err := src.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false),
   coalesce($2::pg_lsn - confirmed_flush_lsn, 0)::bigint, coalesce(pg_current_wal_lsn() - restart_lsn, 0)::bigint
-FROM pg_replication_slots WHERE slot_name = $1`, n.Slot, stopLSN).Scan(&done, &lag, &retained)
+FROM pg_replication_slots WHERE slot_name = $1`, slot, lsn).Scan(&done, &lag, &retained)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("replication slot %s does not exist on the source", n.Slot)
+			return 0, fmt.Errorf("replication slot %s does not exist on the source", slot)
 		}
 		if err != nil {
-			return fmt.Errorf("source: %w", err)
+			return 0, fmt.Errorf("source: %w", err)
 		}
 		if done {
-			res.Actions = append(res.Actions, fmt.Sprintf("the target applied every change up to the source's WAL position %s, read after writes stopped (waited %s)",
-				stopLSN, time.Since(start).Round(time.Millisecond)))
-			return nil
+			return 0, nil
 		}
 		if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && retained > max {
-			return fmt.Errorf("retained WAL %d bytes above limit %d while waiting for the target to catch up (slot %s, %d bytes behind %s)", retained, max, n.Slot, lag, stopLSN)
+			return lag, fmt.Errorf("retained WAL %d bytes above limit %d while waiting for the target to catch up (slot %s, %d bytes behind %s)", retained, max, slot, lag, lsn)
 		}
-		a.log.Info("waiting for the target to catch up before stopping replication", "stopLSN", stopLSN, "lagBytes", lag)
+		a.log.Debug("waiting for the target to catch up", "lsn", lsn, "lagBytes", lag)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the target did not catch up with the source's WAL position %s before the step's deadline (%d bytes behind): %w", stopLSN, lag, ctx.Err())
+			return lag, fmt.Errorf("the target did not catch up with the source's WAL position %s before the deadline (%d bytes behind): %w", lsn, lag, ctx.Err())
 		case <-time.After(catchUpPoll):
 		}
 	}
@@ -429,74 +474,3 @@ FROM pg_replication_slots WHERE slot_name = $1`, n.Slot, stopLSN).Scan(&done, &l
 
 // catchUpPoll is how often waitCaughtUp looks at the slot.
 const catchUpPoll = 200 * time.Millisecond
-
-// syncPoll is how often waitReplicated looks at the subscription, and
-// lagGrace how long it waits for lag 0 once every table is synchronised.
-const (
-	syncPoll = time.Second
-	lagGrace = 2 * time.Minute
-)
-
-// waitReplicated waits (until ctx ends: the Job's deadline) for a
-// Continuous migration's subscription to have synchronised every table and
-// caught up with the source (lag 0), and records how long it waited.
-func (a *app) waitReplicated(ctx context.Context, res *result.MigrationResult) error {
-	names, err := a.replicationNames()
-	if err != nil {
-		return err
-	}
-	sc, err := a.source()
-	if err != nil {
-		return err
-	}
-	tc, err := a.target()
-	if err != nil {
-		return err
-	}
-	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
-	if err != nil {
-		return fmt.Errorf("source: %w", err)
-	}
-	defer src.Close(context.WithoutCancel(ctx))
-	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
-	if err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	defer tgt.Close(context.WithoutCancel(ctx))
-	start := time.Now()
-	var syncedAt time.Time
-	for {
-		st := &result.MigrationResult{Replication: &result.Replication{Publication: names.Publication, Subscription: names.Subscription, Slot: names.Slot}}
-		if err := a.fillStatus(ctx, src, tgt, st); err != nil {
-			return err
-		}
-		r := st.Replication
-		if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && r.RetainedWALBytes > max {
-			return fmt.Errorf("retained WAL %d bytes above limit %d while waiting to verify: slot %s on the source keeps WAL the target has not confirmed (lag %d bytes, %d of %d tables synced)",
-				r.RetainedWALBytes, max, r.Slot, r.LagBytes, r.SyncedTables, r.Tables)
-		}
-		synced := r.Tables > 0 && r.SyncedTables == r.Tables
-		if synced && r.LagBytes == 0 {
-			res.Actions = append(res.Actions, fmt.Sprintf("waited %s for the subscription to synchronise %d tables and catch up before comparing",
-				time.Since(start).Round(time.Millisecond), r.Tables))
-			return nil
-		}
-		if synced && syncedAt.IsZero() {
-			syncedAt = time.Now()
-		}
-		if synced && time.Since(syncedAt) > lagGrace {
-			// A source written without pause never shows lag 0: compare
-			// anyway, and say that what is in flight may differ.
-			res.Warnings = append(res.Warnings, fmt.Sprintf("compared while the source is being written (lag %d bytes after %s): rows in flight may show as mismatches; verify again with the source quiet, or rely on cutover's wait for lag 0",
-				r.LagBytes, lagGrace))
-			return nil
-		}
-		a.log.Info("waiting for replication before verifying", "synced", r.SyncedTables, "tables", r.Tables, "lagBytes", r.LagBytes)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("replication did not catch up before the step's deadline (%d of %d tables synchronised, lag %d bytes): %w",
-				r.SyncedTables, r.Tables, r.LagBytes, ctx.Err())
-		case <-time.After(syncPoll):
-		}
-	}
-}

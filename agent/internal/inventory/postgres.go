@@ -306,7 +306,22 @@ func pgLargeObjects(ctx context.Context, tx pgx.Tx, method string) (*Table, erro
 	return t, nil
 }
 
-func pgCount(ctx context.Context, tx pgx.Tx, t *Table, method string) error {
+// RowHash is the SQL expression of the hash of one row of the table
+// aliased t that a checksum sums: MD5 of the row's text (OutputSettings).
+const RowHash = "md5(ROW(t.*)::text)"
+
+// rowQuerier is a connection or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Count fills t's row count (and checksum, method Checksum) in q's own
+// snapshot: one statement. q must have OutputSettings.
+func Count(ctx context.Context, q rowQuerier, t *Table, method string) error {
+	return pgCount(ctx, q, t, method)
+}
+
+func pgCount(ctx context.Context, tx rowQuerier, t *Table, method string) error {
 	name := QualifiedName(*t)
 	if method == MethodRowCount {
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM ONLY "+name).Scan(&t.Rows); err != nil {
@@ -315,7 +330,7 @@ func pgCount(ctx context.Context, tx pgx.Tx, t *Table, method string) error {
 		return nil
 	}
 	var sum string
-	err := tx.QueryRow(ctx, "SELECT count(*), coalesce(sum(('x' || left(md5(ROW(t.*)::text), 16))::bit(64)::bigint), 0)::text FROM ONLY "+
+	err := tx.QueryRow(ctx, "SELECT count(*), coalesce(sum(('x' || left("+RowHash+", 16))::bit(64)::bigint), 0)::text FROM ONLY "+
 		name+" AS t").Scan(&t.Rows, &sum)
 	if err != nil {
 		return fmt.Errorf("checksum %s: %w", t.Key(), err)

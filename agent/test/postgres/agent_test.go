@@ -152,3 +152,17 @@ func TestMigrateCutoverSourceChanged(t *testing.T) { suite.MigrateCutoverSourceC
 func TestMigrateCutoverReadOnlyHalfway(t *testing.T) { suite.MigrateCutoverReadOnlyHalfway(t, e(t)) }
 
 func TestMigrateReplicationNeverLeaks(t *testing.T) { suite.MigrateReplicationNeverLeaks(t, e(t)) }
+
+func TestMigrateContinuousUnderLoad100(t *testing.T) {
+	suite.MigrateContinuousUnderLoad(t, e(t), 300000, 100)
+}
+
+func TestMigrateContinuousUnderLoad1000(t *testing.T) {
+	suite.MigrateContinuousUnderLoad(t, e(t), 300000, 1000)
+}
+
+func TestMigrateContinuousDiffers(t *testing.T) { suite.MigrateContinuousDiffers(t, e(t)) }
+
+func TestMigrateContinuousTruncateAndSequences(t *testing.T) {
+	suite.MigrateContinuousTruncateAndSequences(t, e(t))
+}

@@ -511,9 +511,10 @@ func MigrateContinuous(t *testing.T, e *Env) {
 		t.Errorf("repeated replication-start acted: %q", again.Actions)
 	}
 	// verify at once (as the operator runs it): it waits for the initial
-	// table synchronisation and the lag to reach 0, then compares.
-	if v := m.ok(t, "verify"); v.Verification == nil || v.Verification.Mismatched != 0 || len(v.Actions) != 1 ||
-		!strings.HasPrefix(v.Actions[0], "waited ") {
+	// table synchronisation, then compares at a WAL position the target
+	// has applied.
+	if v := m.ok(t, "verify"); v.Verification == nil || v.Verification.Mismatched != 0 || len(v.Actions) != 2 ||
+		!strings.HasPrefix(v.Actions[0], "waited ") || !strings.HasPrefix(v.Actions[1], "compared at WAL positions the target had applied: 2 of 2 tables matched") {
 		t.Fatalf("verify right after replication-start: %+v %q", v.Verification, v.Actions)
 	}
 	synced := func(what string) *result.Replication {

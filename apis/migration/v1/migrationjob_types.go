@@ -544,6 +544,12 @@ type Verification struct {
 	Tables     int32 `json:"tables"`
 	Matched    int32 `json:"matched"`
 	Mismatched int32 `json:"mismatched"`
+	// CatchingUp (Continuous mode) is how many tables were still being
+	// written when verification's re-checks ended: not found different,
+	// not found equal; they do not fail verification, and cutover compares
+	// every table exactly once the writes are stopped.
+	// +optional
+	CatchingUp int32 `json:"catchingUp,omitempty"`
 	// Items: mismatches first, then matched tables (matched ones may be
 	// left out to fit: Truncated counts them).
 	// +optional
@@ -568,6 +574,23 @@ type TableVerification struct {
 	// on target", "only on target".
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// State (Continuous mode): matched, catchingUp or differs (a
+	// difference confirmed with the source's rows unchanged; only this
+	// fails verification).
+	// +optional
+	State string `json:"state,omitempty"`
+	// Rechecks (Continuous mode) is how many times the table's differing
+	// rows were compared again, each time once the target had applied the
+	// source's changes up to a WAL position read after the source's read.
+	// +optional
+	Rechecks int32 `json:"rechecks,omitempty"`
+	// Rows (Continuous mode, not matched) is how many rows, by primary
+	// key, still differed; 0 for a table compared whole.
+	// +optional
+	Rows int32 `json:"rows,omitempty"`
+	// LagBytes (catchingUp) is how far the target was behind then.
+	// +optional
+	LagBytes int64 `json:"lagBytes,omitempty"`
 }
 
 // ReplicationStatus is the state of a Continuous migration's replication.
@@ -581,6 +604,11 @@ type ReplicationStatus struct {
 	Slot string `json:"slot,omitempty"`
 	// LagBytes is how far the subscription is behind the source.
 	LagBytes int64 `json:"lagBytes"`
+	// LagSeconds is the source's replay lag for the subscription, in
+	// seconds with milliseconds ("0.412"): how long ago the change the
+	// target last applied was written; "0" when caught up.
+	// +optional
+	LagSeconds string `json:"lagSeconds,omitempty"`
 	// RetainedWALBytes is the WAL the slot keeps on the source.
 	RetainedWALBytes int64 `json:"retainedWALBytes"`
 	// SyncedTables of Tables finished their initial sync.
@@ -712,6 +740,9 @@ type StepStatus struct {
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.progress.tablesTotal`
 // +kubebuilder:printcolumn:name="Bytes",type=integer,JSONPath=`.status.progress.bytes`
 // +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=`.status.verification.summary`
+// +kubebuilder:printcolumn:name="Lag-Bytes",type=integer,JSONPath=`.status.replication.lagBytes`,priority=1
+// +kubebuilder:printcolumn:name="Lag-Seconds",type=string,JSONPath=`.status.replication.lagSeconds`,priority=1
+// +kubebuilder:printcolumn:name="Catching-Up",type=integer,JSONPath=`.status.verification.catchingUp`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 48",message="metadata.name: at most 48 characters (step Jobs are named <name>-<step>, at most 63)"
 type MigrationJob struct {

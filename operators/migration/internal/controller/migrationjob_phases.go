@@ -273,13 +273,7 @@ func (r *MigrationJobReconciler) verify(ctx context.Context, p *pass) error {
 	}
 	v := mj.Status.Verification
 	if v.Mismatched > 0 {
-		var bad []string
-		for _, it := range v.Items {
-			if !it.Match {
-				bad = append(bad, fmt.Sprintf("%s (%s: source %d rows, target %d)", it.Table, it.Reason, it.SourceRows, it.TargetRows))
-			}
-		}
-		msg := fmt.Sprintf("%d of %d table(s) differ: %s", v.Mismatched, v.Tables, strings.Join(bad, ", "))
+		msg := fmt.Sprintf("%d of %d table(s) differ: %s", v.Mismatched, v.Tables, strings.Join(differingTables(v), ", "))
 		conditions.Set(mj, migrationv1.VerifiedCondition, metav1.ConditionFalse, migrationv1.VerificationFailedReason, msg)
 		return r.fail(p, migrationv1.VerificationFailedReason, "verification failed: "+msg+"; the source is untouched, no cutover was done")
 	}
@@ -377,6 +371,9 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 			if err := r.recordReplication(p)(res); err != nil {
 				return err
 			}
+			if err := recordExactCheck(mj, res); err != nil {
+				return err
+			}
 			mj.Status.Replication.Stopped = true
 			return nil
 		}})
@@ -408,6 +405,9 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	}
 	if spec.Mode == migrationv1.ModeContinuous {
 		actions = append(actions, "stopped replication after the target applied every change written before the stop (sequences synced)")
+		if v := mj.Status.Verification; spec.Verify != migrationv1.VerifyNone && v != nil {
+			actions = append(actions, "compared exactly with writes stopped: "+strings.TrimSuffix(v.Summary, atCutover))
+		}
 	}
 	if s := spec.Cutover.SwitchSecret; s != nil {
 		if err := r.switchSecret(ctx, mj, spec); err != nil {
@@ -506,6 +506,7 @@ func (r *MigrationJobReconciler) recordReplication(p *pass) func(*result.Migrati
 		rep := res.Replication
 		rs.Publication, rs.Subscription, rs.Slot = rep.Publication, rep.Subscription, rep.Slot
 		rs.LagBytes, rs.RetainedWALBytes = rep.LagBytes, rep.RetainedWALBytes
+		rs.LagSeconds = lagSeconds(rep.LagSeconds)
 		rs.SyncedTables, rs.Tables = int32(rep.SyncedTables), int32(rep.Tables)
 		rs.NotReplicated = rep.NotReplicated
 		if len(rs.NotReplicated) > 64 {
@@ -616,17 +617,21 @@ func (r *MigrationJobReconciler) wait(p *pass, reason, format string, args ...an
 func verificationStatus(v *result.Verification) *migrationv1.Verification {
 	out := &migrationv1.Verification{
 		Method: migrationv1.VerifyMethod(v.Method), Tables: int32(v.Tables), Matched: int32(v.Matched),
-		Mismatched: int32(v.Mismatched), Truncated: int32(v.Truncated),
+		Mismatched: int32(v.Mismatched), Truncated: int32(v.Truncated), CatchingUp: int32(v.CatchingUp),
 	}
 	for _, it := range v.Items {
 		out.Items = append(out.Items, migrationv1.TableVerification{Table: it.Table, SourceRows: it.SourceRows,
-			TargetRows: it.TargetRows, Match: it.Match, Reason: it.Reason})
+			TargetRows: it.TargetRows, Match: it.Match, Reason: it.Reason, State: it.State, Rechecks: int32(it.Rechecks),
+			Rows: int32(it.Rows), LagBytes: it.LagBytes})
 	}
 	if len(out.Items) > 1000 {
 		out.Truncated += int32(len(out.Items) - 1000)
 		out.Items = out.Items[:1000]
 	}
 	out.Summary = fmt.Sprintf("%d/%d tables match (%s)", v.Matched, v.Tables, v.Method)
+	if v.CatchingUp > 0 {
+		out.Summary += fmt.Sprintf(", %d catching up", v.CatchingUp)
+	}
 	if v.Mismatched > 0 {
 		out.Summary = fmt.Sprintf("%d/%d tables differ (%s)", v.Mismatched, v.Tables, v.Method)
 	}
