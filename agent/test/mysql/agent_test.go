@@ -149,4 +149,6 @@ func TestMigrateNoReloadFallsBack(t *testing.T) { suite.MigrateNoReloadFallsBack
 
 func TestMigrateCutoverSourceChanged(t *testing.T) { suite.MigrateCutoverSourceChanged(t, e(t)) }
 
-func TestMigrateRecopyFailureKeepsTriggers(t *testing.T) { suite.MigrateRecopyFailureKeepsTriggers(t, e(t)) }
+func TestMigrateRecopyFailureKeepsTriggers(t *testing.T) {
+	suite.MigrateRecopyFailureKeepsTriggers(t, e(t))
+}
