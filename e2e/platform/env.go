@@ -205,11 +205,21 @@ func (e *Env) upInstalled(ctx context.Context, certs map[string]*Certs) error {
 		return err
 	}
 	e.Opts.Logf("installed the platform as shipped (%d objects, Deployments included) in %s", len(e.Manifests), time.Since(start).Round(time.Millisecond))
+	if e.Opts.ExternalData {
+		return nil // the caller starts the pod runner, then WaitOperators
+	}
+	return e.WaitOperators(ctx)
+}
+
+// WaitOperators waits until every operator's Deployment has rolled out
+// (Installed).
+func (e *Env) WaitOperators(ctx context.Context) error {
+	start := time.Now()
 	for _, name := range OperatorNames(e.Manifests) {
 		if err := WaitDeployment(ctx, e.Client, name, 3*time.Minute); err != nil {
 			return err
 		}
-		e.Opts.Logf("%s operator: Deployment rolled out %s after the install", name, time.Since(start).Round(time.Millisecond))
+		e.Opts.Logf("%s operator: Deployment rolled out (%s)", name, time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
