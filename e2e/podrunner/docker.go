@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,16 @@ func (d *dockerRuntime) PodNetwork(ctx context.Context) (string, error) {
 	for _, c := range n.IPAM.Config {
 		if c.Gateway != "" {
 			return c.Gateway, nil
+		}
+	}
+	// Docker 20.10 leaves the default bridge's gateway out of its IPAM
+	// configuration: it is the address of the bridge's interface (docker0).
+	if ifc, err := net.InterfaceByName(n.Options["com.docker.network.bridge.name"]); err == nil {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.IP.String(), nil
+			}
 		}
 	}
 	return "", errors.New("Docker's bridge network has no gateway address")
