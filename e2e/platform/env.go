@@ -217,6 +217,7 @@ func (e *Env) WaitOperators(ctx context.Context) error {
 	start := time.Now()
 	for _, name := range OperatorNames(e.Manifests) {
 		if err := WaitDeployment(ctx, e.Client, name, 3*time.Minute); err != nil {
+			e.dumpOperatorPods()
 			return err
 		}
 		e.Opts.Logf("%s operator: Deployment rolled out (%s)", name, time.Since(start).Round(time.Millisecond))
