@@ -119,14 +119,16 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 		if len(cs.Name) > 200 {
 			cs.Name = cs.Name[:200]
 		}
-		if own {
-			// As the kubelet does: the API server's address for in-cluster
-			// configuration (here the host's, as the pod's network reaches it).
-			cs.OwnNetwork, cs.Hostname = true, pod.Name
-			cs.Env = append(cs.Env, "KUBERNETES_SERVICE_HOST="+p.podGateway, "KUBERNETES_SERVICE_PORT="+p.apiPort)
-		}
 		for _, e := range c.Env {
 			cs.Env = append(cs.Env, e.Name+"="+e.Value) // valueFrom resolved by virtual-kubelet
+		}
+		if own {
+			// The API server's address for in-cluster configuration: the
+			// host's, as the pod's network reaches it, in place of the
+			// kubernetes Service's ClusterIP that virtual-kubelet puts in the
+			// env as the kubelet does (no kube-proxy routes it here).
+			cs.OwnNetwork, cs.Hostname = true, pod.Name
+			cs.Env = append(cs.Env, "KUBERNETES_SERVICE_HOST="+p.podGateway, "KUBERNETES_SERVICE_PORT="+p.apiPort)
 		}
 		if psc.FSGroup != nil {
 			cs.Groups = append(cs.Groups, *psc.FSGroup)
