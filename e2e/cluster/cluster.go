@@ -129,6 +129,25 @@ componentsPatches:
     value: "true"
 `)
 
+// hostSANs adds every IPv4 address of the host's interfaces, down ones too,
+// to the API server's serving certificate: pods on a network of their own
+// (the pod runner's, Docker's bridge) reach it at the bridge's address, and
+// kwokctl adds only the addresses of the interfaces that are up (docker0 is
+// down while no container runs).
+func hostSANs() []byte {
+	out := "options:\n  kubeApiserverCertSANs:\n"
+	ifs, _ := net.Interfaces()
+	for _, ifc := range ifs {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				out += "  - " + ipn.IP.String() + "\n"
+			}
+		}
+	}
+	return []byte(out)
+}
+
 // FakeTaint is the taint (effect NoSchedule) of the kwok nodes of a cluster
 // with RealPods: no pod lands on a fake kubelet there.
 const FakeTaint = "cairn.dev/fake-kubelet"
@@ -205,6 +224,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	config := Stages
 	if o.RealPods {
 		config = append(append(append([]byte{}, Stages...), "\n"...), kwokOwnNodesOnly...)
+		config = append(config, hostSANs()...)
 	}
 	if err := os.WriteFile(stages, config, 0o644); err != nil {
 		return nil, err
