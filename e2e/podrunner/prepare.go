@@ -122,6 +122,9 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 		for _, e := range c.Env {
 			cs.Env = append(cs.Env, e.Name+"="+e.Value) // valueFrom resolved by virtual-kubelet
 		}
+		// $(VAR) in command and args from the container's env, as the kubelet
+		// expands them (the operators' Deployments pass --agent-image=$(AGENT_IMAGE)).
+		cs.Command, cs.Args = expandAll(c.Command, c.Env), expandAll(c.Args, c.Env)
 		if own {
 			// The API server's address for in-cluster configuration: the
 			// host's, as the pod's network reaches it, in place of the
@@ -399,4 +402,48 @@ func mkdirLike(dir, volume string) error {
 		}
 	}
 	return os.Chmod(dir, fi.Mode()&(os.ModePerm|os.ModeSetgid))
+}
+
+// expandAll expands $(NAME) references to env's values in each of in, with
+// the kubelet's rules: $$ is a literal $, an unknown NAME stays as written.
+func expandAll(in []string, env []corev1.EnvVar) []string {
+	if in == nil {
+		return nil
+	}
+	vars := map[string]string{}
+	for _, e := range env {
+		vars[e.Name] = e.Value
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		var b strings.Builder
+		for j := 0; j < len(s); j++ {
+			if s[j] != '$' || j+1 >= len(s) {
+				b.WriteByte(s[j])
+				continue
+			}
+			switch next := s[j+1]; {
+			case next == '$':
+				b.WriteByte('$')
+				j++
+			case next == '(':
+				end := strings.IndexByte(s[j+2:], ')')
+				if end < 0 {
+					b.WriteByte('$')
+					continue
+				}
+				name := s[j+2 : j+2+end]
+				if v, ok := vars[name]; ok {
+					b.WriteString(v)
+				} else {
+					b.WriteString(s[j : j+3+end])
+				}
+				j += 2 + end
+			default:
+				b.WriteByte('$')
+			}
+		}
+		out[i] = b.String()
+	}
+	return out
 }
