@@ -26,14 +26,29 @@ const operator = "backup"
 func runningPods(t *testing.T, g Gomega) []string {
 	t.Helper()
 	g.Expect(platform.WaitDeployment(ctx, k8s, operator, 3*time.Minute)).To(Succeed())
+	var names []string
+	// A pod the ReplicaSet replaced may still be on its way out.
+	g.Eventually(func() ([]string, error) {
+		pods, err := platform.OperatorPods(ctx, k8s, operator)
+		names = nil
+		for _, p := range pods {
+			names = append(names, p.Name)
+		}
+		return names, err
+	}).WithTimeout(time.Minute).WithPolling(200*time.Millisecond).Should(HaveLen(2), "two replicas as shipped")
+	return names
+}
+
+// running says whether pod is one of the operator's running pods.
+func running(g Gomega, pod string) bool {
 	pods, err := platform.OperatorPods(ctx, k8s, operator)
 	g.Expect(err).NotTo(HaveOccurred())
-	var names []string
 	for _, p := range pods {
-		names = append(names, p.Name)
+		if p.Name == pod {
+			return true
+		}
 	}
-	g.Expect(names).To(HaveLen(2), "two replicas as shipped")
-	return names
+	return false
 }
 
 // leader waits until one of pods holds the Lease and returns it.
@@ -61,9 +76,14 @@ func TestLeaderKilledLeaseMoves(t *testing.T) {
 	}
 	killed := time.Now()
 	g.Expect(env.Cluster.Pods.Kill(platform.Namespace, old, "manager")).To(Succeed())
-	g.Eventually(func() (string, error) { return platform.LeaderPod(ctx, k8s, operator) }).
-		WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).Should(Equal(standby), "the standby takes the Lease over")
-	t.Logf("the Lease moved from %s to %s %s after the kill", old, standby, time.Since(killed).Round(100*time.Millisecond))
+	var holder string
+	g.Eventually(func() bool {
+		holder, _ = platform.LeaderPod(ctx, k8s, operator)
+		return holder != "" && holder != old && running(g, holder)
+	}).WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).Should(BeTrue(), "a running replica takes the Lease over from %s", old)
+	g.Expect(running(g, old)).To(BeFalse(), "the killed pod ended")
+	t.Logf("the Lease moved from %s to %s (the standby before the kill: %s) %s after the kill", old, holder, standby,
+		time.Since(killed).Round(100*time.Millisecond))
 	g.Expect(platform.WaitDeployment(ctx, k8s, operator, 3*time.Minute)).To(Succeed())
 }
 
