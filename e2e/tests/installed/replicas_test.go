@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,18 +63,24 @@ func leader(g Gomega, pods []string) string {
 	return holder
 }
 
+// leaderAndStandby returns the operator's two running pods, the Lease's
+// holder first.
+func leaderAndStandby(t *testing.T, g Gomega) (string, string) {
+	pods := runningPods(t, g)
+	old := leader(g, pods)
+	if pods[0] == old {
+		return old, pods[1]
+	}
+	return old, pods[0]
+}
+
 // The leader's container is SIGKILLed: the standby, already running, takes
 // the Lease over (it waits for the dead leader's lease to expire, 15 s as
 // shipped), and the ReplicaSet brings the Deployment back to two ready
 // replicas.
 func TestLeaderKilledLeaseMoves(t *testing.T) {
 	g := NewWithT(t)
-	pods := runningPods(t, g)
-	old := leader(g, pods)
-	standby := pods[0]
-	if standby == old {
-		standby = pods[1]
-	}
+	old, standby := leaderAndStandby(t, g)
 	killed := time.Now()
 	g.Expect(env.Cluster.Pods.Kill(platform.Namespace, old, "manager")).To(Succeed())
 	var holder string
@@ -111,12 +118,7 @@ func endpointIPs(g Gomega) []string {
 // validating webhook's message, each of ten times.
 func TestWebhookAnswersThroughStandby(t *testing.T) {
 	g := NewWithT(t)
-	pods := runningPods(t, g)
-	old := leader(g, pods)
-	standby := pods[0]
-	if standby == old {
-		standby = pods[1]
-	}
+	old, standby := leaderAndStandby(t, g)
 	ns := fixtures.Namespace(t, k8s, "e2e-installed-")
 	g.Expect(env.Cluster.Pods.Kill(platform.Namespace, old, "manager")).To(Succeed())
 	// The dead pod leaves the Service's endpoints (its phase is Failed).
@@ -124,7 +126,9 @@ func TestWebhookAnswersThroughStandby(t *testing.T) {
 	only := endpointIPs(g)
 	held, err := platform.LeaderPod(ctx, k8s, operator)
 	g.Expect(err).NotTo(HaveOccurred())
-	t.Logf("one endpoint left (%v); the Lease still names %s", only, held)
+	sp := &corev1.Pod{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: platform.Namespace, Name: standby}, sp)).To(Succeed())
+	t.Logf("one endpoint left (%v; the standby %s is %s); the Lease still names %s", only, standby, sp.Status.PodIP, held)
 	for i := range 10 {
 		bj := fixtures.BackupJob(ns, fmt.Sprintf("db-%d", i), fixtures.Yearly, "db.example", 1)
 		g.Expect(k8s.Create(ctx, bj)).To(Succeed(), "admitted while one replica is dead")
