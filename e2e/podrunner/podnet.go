@@ -302,3 +302,49 @@ func (p *provider) setReady(st *podState, container string, ready bool) {
 	setCondition(st.pod, corev1.PodReady, status, reason, now)
 	p.publish(st)
 }
+
+// running records that the pod's containers started: phase Running, the
+// pod's address (its own network's, else the host's), each container ready
+// at once unless it has a readiness probe, whose runs (and the liveness
+// probe's) start here.
+func (p *provider) running(st *podState, started map[string]instance, all []preparedContainer) {
+	p.mu.Lock()
+	now := metav1.Now()
+	st.pod.Status.Phase = corev1.PodRunning
+	ip := p.hostIP
+	for _, inst := range started {
+		if a := inst.IP(); a != "" {
+			ip = a
+			st.pod.Status.PodIP, st.pod.Status.PodIPs = a, []corev1.PodIP{{IP: a}}
+		}
+	}
+	allReady := true
+	for i := range st.pod.Status.ContainerStatuses {
+		s := &st.pod.Status.ContainerStatuses[i]
+		s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+		// Ready at once, unless a readiness probe says so (podnet.go).
+		s.Ready, s.Started = containerSpecOf(st.pod, s.Name).ReadinessProbe == nil, ptrTo(true)
+		allReady = allReady && s.Ready
+		s.ImageID = specImage(all, s.Name)
+		s.ContainerID = "cairn-pod-runner://" + specName(all, s.Name)
+	}
+	if allReady {
+		setCondition(st.pod, corev1.ContainersReady, corev1.ConditionTrue, "", now)
+		setCondition(st.pod, corev1.PodReady, corev1.ConditionTrue, "", now)
+	}
+	p.publish(st)
+	p.mu.Unlock()
+	for _, c := range st.pod.Spec.Containers {
+		p.probe(st, c, ip, started[c.Name])
+	}
+}
+
+// containerSpecOf is the pod's container of that name (empty if none).
+func containerSpecOf(pod *corev1.Pod, name string) corev1.Container {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	return corev1.Container{}
+}

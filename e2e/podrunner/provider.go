@@ -230,35 +230,7 @@ func (p *provider) run(st *podState) {
 		}
 		started[cs.name] = inst
 	}
-	p.mu.Lock()
-	now := metav1.Now()
-	st.pod.Status.Phase = corev1.PodRunning
-	ip := p.hostIP
-	for _, inst := range started {
-		if a := inst.IP(); a != "" {
-			ip = a
-			st.pod.Status.PodIP, st.pod.Status.PodIPs = a, []corev1.PodIP{{IP: a}}
-		}
-	}
-	allReady := true
-	for i := range st.pod.Status.ContainerStatuses {
-		s := &st.pod.Status.ContainerStatuses[i]
-		s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
-		// Ready at once, unless a readiness probe says so (podnet.go).
-		s.Ready, s.Started = containerSpecOf(st.pod, s.Name).ReadinessProbe == nil, ptrTo(true)
-		allReady = allReady && s.Ready
-		s.ImageID = specImage(all, s.Name)
-		s.ContainerID = "cairn-pod-runner://" + specName(all, s.Name)
-	}
-	if allReady {
-		setCondition(st.pod, corev1.ContainersReady, corev1.ConditionTrue, "", now)
-		setCondition(st.pod, corev1.PodReady, corev1.ConditionTrue, "", now)
-	}
-	p.publish(st)
-	p.mu.Unlock()
-	for _, c := range st.pod.Spec.Containers {
-		p.probe(st, c, ip, started[c.Name])
-	}
+	p.running(st, started, all)
 
 	exits := map[string]exitStatus{}
 	for name, inst := range started {
@@ -555,16 +527,6 @@ func setCondition(pod *corev1.Pod, t corev1.PodConditionType, s corev1.Condition
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// containerSpecOf is the pod's container name (empty if none).
-func containerSpecOf(pod *corev1.Pod, name string) corev1.Container {
-	for _, c := range pod.Spec.Containers {
-		if c.Name == name {
-			return c
-		}
-	}
-	return corev1.Container{}
-}
 
 // gracePeriod is how long a deleted pod's containers get between SIGTERM and
 // SIGKILL: the deletion's grace period, else the pod's, else 30 s.
