@@ -99,26 +99,12 @@ type Options struct {
 	// (AgentRepository:<any tag>); default $CAIRN_AGENT_IMAGE, else
 	// DefaultAgentImage (`make images`).
 	AgentImage string
+	// Images are more entries of the pod runner's image map (repository →
+	// local image), e.g. the operators' images of an installed platform.
+	Images map[string]string
 	// Logf receives progress lines; nil discards them.
 	Logf func(format string, args ...any)
 }
-
-// kwokOwnNodesOnly makes kwok manage only the nodes `kwokctl scale node`
-// creates (annotated kwok.x-k8s.io/node=fake): kwokctl's binary runtime
-// starts kwok with --manage-all-nodes=true, which would also play the pods
-// of the pod runner's node.
-var kwokOwnNodesOnly = []byte(`---
-apiVersion: config.kwok.x-k8s.io/v1alpha1
-kind: KwokctlConfiguration
-componentsPatches:
-- name: kwok-controller
-  extraArgs:
-  - key: manage-all-nodes
-    value: "false"
-    override: true
-  - key: manage-nodes-with-annotation-selector
-    value: kwok.x-k8s.io/node=fake
-`)
 
 // FakeTaint is the taint (effect NoSchedule) of the kwok nodes of a cluster
 // with RealPods: no pod lands on a fake kubelet there.
@@ -196,6 +182,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	config := Stages
 	if o.RealPods {
 		config = append(append(append([]byte{}, Stages...), "\n"...), kwokOwnNodesOnly...)
+		config = append(config, hostSANs()...)
 	}
 	if err := os.WriteFile(stages, config, 0o644); err != nil {
 		return nil, err
@@ -231,7 +218,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		if !o.ExternalPodRunner {
-			if c.Pods, err = startPodRunner(ctx, c.Config, c.Workdir, o.PodRunnerNode, o.AgentImage, c.logf); err != nil {
+			if c.Pods, err = startPodRunner(ctx, c.Config, c.Workdir, o.PodRunnerNode, o.AgentImage, o.Images, c.logf); err != nil {
 				return nil, err
 			}
 		}
@@ -495,19 +482,23 @@ func (c *Cluster) taintKwokNodes(ctx context.Context) error {
 // to, keeping its folders under workdir/podrunner. image is the local agent
 // image (empty: $CAIRN_AGENT_IMAGE, else DefaultAgentImage).
 func StartPodRunner(ctx context.Context, cfg *rest.Config, workdir, image string, logf func(string, ...any)) (*podrunner.Runner, error) {
-	return startPodRunner(ctx, cfg, workdir, "", image, logf)
+	return startPodRunner(ctx, cfg, workdir, "", image, nil, logf)
 }
 
 // startPodRunner is StartPodRunner with the node's name (empty: the default).
-func startPodRunner(ctx context.Context, cfg *rest.Config, workdir, node, image string, logf func(string, ...any)) (*podrunner.Runner, error) {
+func startPodRunner(ctx context.Context, cfg *rest.Config, workdir, node, image string, more map[string]string, logf func(string, ...any)) (*podrunner.Runner, error) {
 	if image == "" {
 		image = os.Getenv("CAIRN_AGENT_IMAGE")
 	}
 	if image == "" {
 		image = DefaultAgentImage
 	}
+	images := map[string]string{AgentRepository: image}
+	for repo, local := range more {
+		images[repo] = local
+	}
 	return podrunner.Start(ctx, podrunner.Options{NodeName: node, Config: cfg, Dir: filepath.Join(workdir, "podrunner"),
-		Images: map[string]string{AgentRepository: image}, Logf: logf})
+		Images: images, Logf: logf})
 }
 
 // portBelowEphemeral returns a free TCP port below the kernel's ephemeral

@@ -25,6 +25,12 @@ type Certs struct {
 
 // NewCerts generates the CA and the serving certificate into dir.
 func NewCerts(dir string) (*Certs, error) {
+	return newCerts(dir, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+}
+
+// newCerts generates a CA and a serving certificate for dnsNames and ips
+// into dir.
+func newCerts(dir string, dnsNames []string, ips []net.IP) (*Certs, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -56,13 +62,13 @@ func NewCerts(dir string) (*Certs, error) {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		Subject:      pkix.Name{CommonName: commonName(dnsNames, ips)},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
@@ -79,4 +85,11 @@ func NewCerts(dir string) (*Certs, error) {
 		return nil, err
 	}
 	return &Certs{Dir: dir, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}, nil
+}
+
+func commonName(dnsNames []string, ips []net.IP) string {
+	if len(ips) > 0 {
+		return ips[0].String()
+	}
+	return dnsNames[0]
 }

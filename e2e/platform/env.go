@@ -71,6 +71,15 @@ type Options struct {
 	ExternalData bool
 	// AgentImage is cluster.Options.AgentImage.
 	AgentImage string
+	// Installed runs the operators as the platform installs them (needs
+	// RealData; installed.go): `kustomize build` of a local overlay of
+	// platform/ (images from `make images`, webhook certificates the
+	// no-cert-manager way) applied whole, the Deployments' pods — two
+	// replicas each — running as containers on the pod runner, their
+	// webhooks reached through their Services. No operator process is
+	// started (Operators and Binaries are ignored); Up waits until every
+	// Deployment has rolled out.
+	Installed bool
 	// Logf receives progress lines.
 	Logf func(string, ...any)
 }
@@ -108,6 +117,12 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if err := os.MkdirAll(o.BinDir, 0o755); err != nil {
 		return nil, err
 	}
+	if o.Installed {
+		if !o.RealData {
+			return nil, errors.New("platform: Installed needs RealData (the pod runner runs the operators' pods)")
+		}
+		o.Operators, o.Binaries = nil, nil
+	}
 	for _, name := range append(append([]string{}, o.Operators...), o.Binaries...) {
 		if err := ensureBinary(ctx, o, name); err != nil {
 			return nil, err
@@ -117,6 +132,25 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var certs map[string]*Certs
+	var images map[string]string
+	if o.Installed {
+		if certs, err = WebhookCerts(filepath.Join(o.Dir, "certs"), OperatorNames(objs)); err != nil {
+			return nil, err
+		}
+		overlay := filepath.Join(o.Dir, "overlay")
+		if err := WriteOverlay(overlay, filepath.Join(o.Root, "platform"), objs, certs); err != nil {
+			return nil, err
+		}
+		if objs, err = Manifests(overlay); err != nil {
+			return nil, err
+		}
+		images = map[string]string{}
+		for _, name := range OperatorNames(objs) {
+			img := OperatorImage(name)
+			images[img[:strings.LastIndex(img, ":")]] = img // the runner checks they are on the engine
+		}
+	}
 	var servers *Servers
 	if o.RealData && !o.ExternalData {
 		if servers, err = StartServers(o.Logf); err != nil {
@@ -124,7 +158,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Name: o.ClusterName, Nodes: o.Nodes, Workdir: filepath.Join(o.Dir, "kwok"),
-		RealPods: o.RealData, ExternalPodRunner: o.ExternalData, AgentImage: o.AgentImage, Logf: o.Logf})
+		RealPods: o.RealData, ExternalPodRunner: o.ExternalData, AgentImage: o.AgentImage, Images: images, Logf: o.Logf})
 	if err != nil {
 		servers.Stop()
 		return nil, err
@@ -137,6 +171,9 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 	}()
 	if e.Client, err = c.Client(Scheme()); err != nil {
 		return nil, err
+	}
+	if o.Installed {
+		return e, e.upInstalled(ctx, certs)
 	}
 	for _, name := range OperatorNames(objs) {
 		if e.Services[name], err = NewService(name, filepath.Join(o.Dir, "certs", name), !o.Detach); err != nil {
@@ -158,6 +195,34 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		e.Operators[name] = op
 	}
 	return e, nil
+}
+
+// upInstalled applies the overlay's objects whole and waits until every
+// operator's Deployment has rolled out.
+func (e *Env) upInstalled(ctx context.Context, certs map[string]*Certs) error {
+	start := time.Now()
+	if err := InstallShipped(ctx, e.Client, e.Manifests, certs); err != nil {
+		return err
+	}
+	e.Opts.Logf("installed the platform as shipped (%d objects, Deployments included) in %s", len(e.Manifests), time.Since(start).Round(time.Millisecond))
+	if e.Opts.ExternalData {
+		return nil // the caller starts the pod runner, then WaitOperators
+	}
+	return e.WaitOperators(ctx)
+}
+
+// WaitOperators waits until every operator's Deployment has rolled out
+// (Installed).
+func (e *Env) WaitOperators(ctx context.Context) error {
+	start := time.Now()
+	for _, name := range OperatorNames(e.Manifests) {
+		if err := WaitDeployment(ctx, e.Client, name, 3*time.Minute); err != nil {
+			e.dumpOperatorPods()
+			return err
+		}
+		e.Opts.Logf("%s operator: Deployment rolled out (%s)", name, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
 }
 
 // ensureBinary builds operator name into o.BinDir unless it is there.

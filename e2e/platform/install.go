@@ -166,15 +166,8 @@ func Install(ctx context.Context, c client.Client, objs []*unstructured.Unstruct
 			rest = append(rest, o)
 		}
 	}
-	for _, o := range crds {
-		if err := apply(ctx, c, o); err != nil {
-			return nil, err
-		}
-	}
-	for _, o := range crds {
-		if err := waitEstablished(ctx, c, o.GetName()); err != nil {
-			return nil, err
-		}
+	if err := applyCRDs(ctx, c, crds); err != nil {
+		return nil, err
 	}
 	for _, group := range [][]*unstructured.Unstructured{nss, rest} {
 		for _, o := range group {
@@ -184,6 +177,21 @@ func Install(ctx context.Context, c client.Client, objs []*unstructured.Unstruct
 		}
 	}
 	return skipped, nil
+}
+
+// applyCRDs applies crds and waits until each is Established.
+func applyCRDs(ctx context.Context, c client.Client, crds []*unstructured.Unstructured) error {
+	for _, o := range crds {
+		if err := apply(ctx, c, o); err != nil {
+			return err
+		}
+	}
+	for _, o := range crds {
+		if err := waitEstablished(ctx, c, o.GetName()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func apply(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -60,9 +64,29 @@ func RunTests(m *testing.M, o Options, env **Env, ready ...func(*Env)) int {
 		for _, op := range e.Processes {
 			fmt.Printf("--- %s operator log (last 60 lines)\n%s\n", op.Name, op.Tail(60))
 		}
+		e.dumpOperatorPods()
 	}
 	if err := e.Down(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: stopping:", err)
 	}
 	return code
+}
+
+// dumpOperatorPods prints the end of each operator pod's log (Installed).
+func (e *Env) dumpOperatorPods() {
+	if !e.Opts.Installed || e.Cluster.Pods == nil {
+		return
+	}
+	pods := &corev1.PodList{}
+	if err := e.Client.List(context.Background(), pods, client.InNamespace(Namespace)); err != nil {
+		fmt.Printf("--- operator pods: %v\n", err)
+		return
+	}
+	for _, p := range pods.Items {
+		lines := strings.Split(strings.TrimRight(e.Cluster.Pods.Logs(p.Namespace, p.Name, "manager"), "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		fmt.Printf("--- pod %s (%s) log (last %d lines)\n%s\n", p.Name, p.Status.Phase, len(lines), strings.Join(lines, "\n"))
+	}
 }

@@ -3,8 +3,10 @@ package podrunner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -25,7 +28,10 @@ import (
 const NodeLabel = "cairn.dev/pod-runner-node"
 
 // dockerRuntime runs containers on the local Docker engine with the host's
-// network (pods reach the databases and S3 the harness starts on loopback).
+// network (pods reach the databases and S3 the harness starts on loopback),
+// or, for pods that serve ports (OwnNetwork), on Docker's default bridge:
+// each such pod has its own address, as on a cluster, so two replicas listen
+// on the same ports.
 type dockerRuntime struct {
 	cli     *client.Client
 	node    string
@@ -55,7 +61,32 @@ func newDockerRuntime(ctx context.Context, node string) (*dockerRuntime, error) 
 }
 
 func (d *dockerRuntime) Describe() string {
-	return "Docker containers (" + d.version + ", host network)"
+	return "Docker containers (" + d.version + ", host network; pods that declare ports on the bridge)"
+}
+
+// PodNetwork returns the gateway of Docker's default bridge: the host's
+// address as its containers reach it.
+func (d *dockerRuntime) PodNetwork(ctx context.Context) (string, error) {
+	n, err := d.cli.NetworkInspect(ctx, "bridge", network.InspectOptions{})
+	if err != nil {
+		return "", fmt.Errorf("inspecting Docker's bridge network: %w", err)
+	}
+	for _, c := range n.IPAM.Config {
+		if c.Gateway != "" {
+			return c.Gateway, nil
+		}
+	}
+	// Docker 20.10 leaves the default bridge's gateway out of its IPAM
+	// configuration: it is the address of the bridge's interface (docker0).
+	if ifc, err := net.InterfaceByName(n.Options["com.docker.network.bridge.name"]); err == nil {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.IP.String(), nil
+			}
+		}
+	}
+	return "", errors.New("Docker's bridge network has no gateway address")
 }
 
 // imagePresent reports whether the engine has the image (no pull is ever made).
@@ -86,8 +117,13 @@ func (d *dockerRuntime) Start(ctx context.Context, c containerSpec) (instance, e
 			cfg.User += ":" + strconv.FormatInt(*c.GID, 10)
 		}
 	}
+	netMode := container.NetworkMode("host")
+	if c.OwnNetwork {
+		netMode = "bridge"
+		cfg.Hostname = c.Hostname
+	}
 	host := &container.HostConfig{
-		NetworkMode:    "host",
+		NetworkMode:    netMode,
 		ReadonlyRootfs: c.ReadOnlyRootfs,
 		CapDrop:        c.CapDrop,
 		CapAdd:         c.CapAdd,
@@ -119,6 +155,18 @@ func (d *dockerRuntime) Start(ctx context.Context, c containerSpec) (instance, e
 		_ = d.cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
 		return nil, err
 	}
+	if c.OwnNetwork {
+		info, err := d.cli.ContainerInspect(ctx, created.ID)
+		if err == nil && info.NetworkSettings != nil {
+			if n, ok := info.NetworkSettings.Networks["bridge"]; ok {
+				inst.ip = n.IPAddress
+			}
+		}
+		if inst.ip == "" {
+			_ = d.cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+			return nil, fmt.Errorf("container %s has no address on Docker's bridge (%v)", c.Name, err)
+		}
+	}
 	go inst.wait(waitCh, errCh)
 	return inst, nil
 }
@@ -143,6 +191,7 @@ func (d *dockerRuntime) Cleanup(ctx context.Context) error {
 type dockerInstance struct {
 	d    *dockerRuntime
 	id   string
+	ip   string
 	done chan struct{}
 
 	mu   sync.Mutex
@@ -194,6 +243,12 @@ func (i *dockerInstance) readLogs(ctx context.Context) string {
 	var out bytes.Buffer
 	_, _ = stdcopy.StdCopy(&out, &out, rc)
 	return out.String()
+}
+
+func (i *dockerInstance) IP() string { return i.ip }
+
+func (i *dockerInstance) Kill() {
+	_ = i.d.cli.ContainerKill(context.Background(), i.id, "KILL")
 }
 
 func (i *dockerInstance) Wait() exitStatus {

@@ -3,8 +3,11 @@ package podrunner
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestRepository(t *testing.T) {
@@ -65,5 +68,14 @@ func TestTermMessage(t *testing.T) {
 	}
 	if got := termMessage(fallback, "c", exitStatus{Code: 0}, "fine\n"); got != "" {
 		t.Errorf("no fallback on success, got %q", got)
+	}
+}
+
+func TestExpandAll(t *testing.T) {
+	env := []corev1.EnvVar{{Name: "AGENT_IMAGE", Value: "ghcr.io/cairn-dev/agent:v1"}, {Name: "E", Value: ""}}
+	got := expandAll([]string{"--agent-image=$(AGENT_IMAGE)", "$$(AGENT_IMAGE)", "$(UNKNOWN)", "a$(E)b", "$(", "x$"}, env)
+	want := []string{"--agent-image=ghcr.io/cairn-dev/agent:v1", "$(AGENT_IMAGE)", "$(UNKNOWN)", "ab", "$(", "x$"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("expandAll = %q, want %q", got, want)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,7 +107,15 @@ func Start(ctx context.Context, o Options) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &provider{node: o.NodeName, rt: rt, dir: o.Dir, logf: o.Logf, hostIP: "127.0.0.1", pods: map[string]*podState{}, cs: cs,
+	apiURL, err := url.Parse(o.Config.Host)
+	if err != nil {
+		return nil, fmt.Errorf("podrunner: the API server's address %q: %w", o.Config.Host, err)
+	}
+	apiPort := apiURL.Port()
+	if apiPort == "" {
+		apiPort = "443"
+	}
+	p := &provider{node: o.NodeName, rt: rt, dir: o.Dir, logf: o.Logf, hostIP: "127.0.0.1", apiPort: apiPort, pods: map[string]*podState{}, cs: cs,
 		image: func(img string) string {
 			if local, ok := o.Images[repository(img)]; ok {
 				return local
@@ -242,6 +251,23 @@ func (r *Runner) ClaimDir(namespace, claim string) string { return r.p.ClaimDir(
 // Logs returns a pod container's output, while the runner knows the pod.
 func (r *Runner) Logs(namespace, pod, container string) string {
 	return r.p.Logs(namespace, pod, container)
+}
+
+// Kill SIGKILLs a running container of a pod, as a crash would. The pod then
+// ends (the runner does not restart a container in place): its controller
+// replaces it.
+func (r *Runner) Kill(namespace, pod, container string) error {
+	r.p.mu.Lock()
+	var inst instance
+	if st, ok := r.p.pods[key(namespace, pod)]; ok {
+		inst = st.running[container]
+	}
+	r.p.mu.Unlock()
+	if inst == nil {
+		return fmt.Errorf("podrunner: container %s of pod %s/%s is not running", container, namespace, pod)
+	}
+	inst.Kill()
+	return nil
 }
 
 // Stop stops the node's controllers, then every pod it still runs

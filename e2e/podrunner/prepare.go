@@ -70,8 +70,15 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 			}
 			volumes[v.Name], readOnly[v.Name] = dir, true
 			continue
+		case v.Projected != nil:
+			dir = filepath.Join(st.dir, "volumes", v.Name)
+			if err := p.projectAll(ctx, st, v, dir, psc.FSGroup); err != nil {
+				return nil, err
+			}
+			volumes[v.Name], readOnly[v.Name] = dir, true
+			continue
 		default:
-			return nil, fmt.Errorf("volume %s: only emptyDir, persistentVolumeClaim, hostPath, configMap and secret volumes are supported by the pod runner", v.Name)
+			return nil, fmt.Errorf("volume %s: only emptyDir, persistentVolumeClaim, hostPath, configMap, secret and projected volumes are supported by the pod runner", v.Name)
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
@@ -90,6 +97,10 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 			return nil, err
 		}
 		volumes[v.Name] = dir
+	}
+	own, err := p.ownNetwork(ctx, pod)
+	if err != nil {
+		return nil, err
 	}
 	out := &preparedPod{}
 	for i, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
@@ -110,6 +121,17 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 		}
 		for _, e := range c.Env {
 			cs.Env = append(cs.Env, e.Name+"="+e.Value) // valueFrom resolved by virtual-kubelet
+		}
+		// $(VAR) in command and args from the container's env, as the kubelet
+		// expands them (the operators' Deployments pass --agent-image=$(AGENT_IMAGE)).
+		cs.Command, cs.Args = expandAll(c.Command, c.Env), expandAll(c.Args, c.Env)
+		if own {
+			// The API server's address for in-cluster configuration: the
+			// host's, as the pod's network reaches it, in place of the
+			// kubernetes Service's ClusterIP that virtual-kubelet puts in the
+			// env as the kubelet does (no kube-proxy routes it here).
+			cs.OwnNetwork, cs.Hostname = true, pod.Name
+			cs.Env = append(cs.Env, "KUBERNETES_SERVICE_HOST="+p.podGateway, "KUBERNETES_SERVICE_PORT="+p.apiPort)
 		}
 		if psc.FSGroup != nil {
 			cs.Groups = append(cs.Groups, *psc.FSGroup)
@@ -192,58 +214,75 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 // out).
 func (p *provider) project(ctx context.Context, ns string, v corev1.Volume, dir string, fsGroup *int64) error {
 	var (
-		data        = map[string][]byte{}
-		items       []corev1.KeyToPath
-		defaultMode *int32
-		optional    bool
-		err         error
-		what        string
+		files []projectedFile
+		err   error
 	)
 	if cm := v.ConfigMap; cm != nil {
-		items, defaultMode, optional, what = cm.Items, cm.DefaultMode, cm.Optional != nil && *cm.Optional, "configmap "+cm.Name
-		var obj *corev1.ConfigMap
-		if obj, err = p.cs.CoreV1().ConfigMaps(ns).Get(ctx, cm.Name, metav1.GetOptions{}); err == nil {
-			for k, val := range obj.Data {
-				data[k] = []byte(val)
-			}
-			for k, val := range obj.BinaryData {
-				data[k] = val
-			}
-		}
+		files, err = p.configMapFiles(ctx, ns, v.Name, cm.Name, cm.Items, cm.DefaultMode, cm.Optional)
 	} else {
 		sec := v.Secret
-		items, defaultMode, optional, what = sec.Items, sec.DefaultMode, sec.Optional != nil && *sec.Optional, "secret "+sec.SecretName
-		var obj *corev1.Secret
-		if obj, err = p.cs.CoreV1().Secrets(ns).Get(ctx, sec.SecretName, metav1.GetOptions{}); err == nil {
-			data = obj.Data
+		files, err = p.secretFiles(ctx, ns, v.Name, sec.SecretName, sec.Items, sec.DefaultMode, sec.Optional)
+	}
+	if err != nil {
+		return err
+	}
+	return writeProjected(dir, files, fsGroup)
+}
+
+// projectedFile is one file of a configMap, Secret or projected volume.
+type projectedFile struct {
+	path string
+	data []byte
+	mode int32
+}
+
+func (p *provider) configMapFiles(ctx context.Context, ns, volume, name string, items []corev1.KeyToPath, defaultMode *int32, optional *bool) ([]projectedFile, error) {
+	data := map[string][]byte{}
+	obj, err := p.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		for k, val := range obj.Data {
+			data[k] = []byte(val)
+		}
+		for k, val := range obj.BinaryData {
+			data[k] = val
 		}
 	}
+	return keyFiles(volume, "configmap "+name, data, err, items, defaultMode, optional != nil && *optional)
+}
+
+func (p *provider) secretFiles(ctx context.Context, ns, volume, name string, items []corev1.KeyToPath, defaultMode *int32, optional *bool) ([]projectedFile, error) {
+	var data map[string][]byte
+	obj, err := p.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err == nil {
+		data = obj.Data
+	}
+	return keyFiles(volume, "secret "+name, data, err, items, defaultMode, optional != nil && *optional)
+}
+
+// keyFiles turns an object's keys (read with err) into files: every key, or
+// only items at their paths.
+func keyFiles(volume, what string, data map[string][]byte, err error, items []corev1.KeyToPath, defaultMode *int32, optional bool) ([]projectedFile, error) {
 	switch {
 	case apierrors.IsNotFound(err) && optional:
 		data = nil
 	case apierrors.IsNotFound(err):
-		return &errVolumeSource{fmt.Sprintf("volume %s: %s not found", v.Name, what)}
+		return nil, &errVolumeSource{fmt.Sprintf("volume %s: %s not found", volume, what)}
 	case err != nil:
-		return fmt.Errorf("volume %s: reading %s: %w", v.Name, what, err)
+		return nil, fmt.Errorf("volume %s: reading %s: %w", volume, what, err)
 	}
 	if len(items) == 0 {
 		for k := range data {
 			items = append(items, corev1.KeyToPath{Key: k, Path: k})
 		}
 	}
-	if err := os.RemoveAll(dir); err != nil { // a retry after a missing key starts afresh
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
+	var files []projectedFile
 	for _, it := range items {
 		b, ok := data[it.Key]
 		if !ok {
 			if optional {
 				continue
 			}
-			return &errVolumeSource{fmt.Sprintf("volume %s: %s has no key %q", v.Name, what, it.Key)}
+			return nil, &errVolumeSource{fmt.Sprintf("volume %s: %s has no key %q", volume, what, it.Key)}
 		}
 		mode := int32(corev1.SecretVolumeSourceDefaultMode) // 0644, the same for configMaps
 		if defaultMode != nil {
@@ -252,13 +291,29 @@ func (p *provider) project(ctx context.Context, ns string, v corev1.Volume, dir 
 		if it.Mode != nil {
 			mode = *it.Mode
 		}
-		file := filepath.Join(dir, filepath.Clean("/"+it.Path))
+		files = append(files, projectedFile{path: it.Path, data: b, mode: mode})
+	}
+	return files, nil
+}
+
+// writeProjected writes files into dir, afresh (a retry after a missing key
+// starts over); with an fsGroup they belong to that group, group-readable.
+func writeProjected(dir string, files []projectedFile, fsGroup *int64) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		file := filepath.Join(dir, filepath.Clean("/"+f.path))
 		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(file, b, 0o600); err != nil {
+		if err := os.WriteFile(file, f.data, 0o600); err != nil {
 			return err
 		}
+		mode := f.mode
 		if fsGroup != nil {
 			if err := os.Chown(file, -1, int(*fsGroup)); err != nil {
 				return err
@@ -347,4 +402,48 @@ func mkdirLike(dir, volume string) error {
 		}
 	}
 	return os.Chmod(dir, fi.Mode()&(os.ModePerm|os.ModeSetgid))
+}
+
+// expandAll expands $(NAME) references to env's values in each of in, with
+// the kubelet's rules: $$ is a literal $, an unknown NAME stays as written.
+func expandAll(in []string, env []corev1.EnvVar) []string {
+	if in == nil {
+		return nil
+	}
+	vars := map[string]string{}
+	for _, e := range env {
+		vars[e.Name] = e.Value
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		var b strings.Builder
+		for j := 0; j < len(s); j++ {
+			if s[j] != '$' || j+1 >= len(s) {
+				b.WriteByte(s[j])
+				continue
+			}
+			switch next := s[j+1]; {
+			case next == '$':
+				b.WriteByte('$')
+				j++
+			case next == '(':
+				end := strings.IndexByte(s[j+2:], ')')
+				if end < 0 {
+					b.WriteByte('$')
+					continue
+				}
+				name := s[j+2 : j+2+end]
+				if v, ok := vars[name]; ok {
+					b.WriteString(v)
+				} else {
+					b.WriteString(s[j : j+3+end])
+				}
+				j += 2 + end
+			default:
+				b.WriteByte('$')
+			}
+		}
+		out[i] = b.String()
+	}
+	return out
 }

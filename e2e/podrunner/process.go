@@ -38,6 +38,9 @@ func (p *processRuntime) Describe() string {
 
 func (p *processRuntime) Cleanup(context.Context) error { return nil }
 
+// PodNetwork: processes share the host's network.
+func (p *processRuntime) PodNetwork(context.Context) (string, error) { return "", nil }
+
 func (p *processRuntime) Start(_ context.Context, c containerSpec) (instance, error) {
 	bin, ok := p.entrypoints[c.Image]
 	if !ok {
@@ -133,6 +136,10 @@ func (i *processInstance) Stop(grace time.Duration) {
 }
 
 func (i *processInstance) Logs() string { return i.out.String() }
+
+func (i *processInstance) IP() string { return "" }
+
+func (i *processInstance) Kill() { _ = syscall.Kill(-i.cmd.Process.Pid, syscall.SIGKILL) }
 
 func (i *processInstance) Exec(context.Context, []string, api.AttachIO) error {
 	return errdefs.InvalidInput("exec is not supported when pods run as local processes")

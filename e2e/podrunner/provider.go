@@ -34,6 +34,10 @@ type provider struct {
 	image  func(string) string
 	logf   func(string, ...any)
 	hostIP string
+	// podGateway is the host's address from a pod's own network (set once
+	// a pod needs it), apiPort the API server's port: the in-cluster
+	// configuration of pods that serve (podnet.go).
+	podGateway, apiPort string
 	// cs reads the configMaps and Secrets of volumes.
 	cs kubernetes.Interface
 
@@ -226,20 +230,7 @@ func (p *provider) run(st *podState) {
 		}
 		started[cs.name] = inst
 	}
-	p.mu.Lock()
-	now := metav1.Now()
-	st.pod.Status.Phase = corev1.PodRunning
-	for i := range st.pod.Status.ContainerStatuses {
-		s := &st.pod.Status.ContainerStatuses[i]
-		s.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
-		s.Ready, s.Started = true, ptrTo(true)
-		s.ImageID = specImage(all, s.Name)
-		s.ContainerID = "cairn-pod-runner://" + specName(all, s.Name)
-	}
-	setCondition(st.pod, corev1.ContainersReady, corev1.ConditionTrue, "", now)
-	setCondition(st.pod, corev1.PodReady, corev1.ConditionTrue, "", now)
-	p.publish(st)
-	p.mu.Unlock()
+	p.running(st, started, all)
 
 	exits := map[string]exitStatus{}
 	for name, inst := range started {

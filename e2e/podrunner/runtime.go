@@ -18,6 +18,10 @@ type runtime interface {
 	// Cleanup removes whatever the runtime left behind for this node (e.g.
 	// containers of a runner that was killed).
 	Cleanup(ctx context.Context) error
+	// PodNetwork is the address of the host as a container on a network of
+	// its own reaches it (Docker's bridge gateway), or "" when the runtime
+	// gives pods no network of their own (processes).
+	PodNetwork(ctx context.Context) (string, error)
 }
 
 // An instance is one started container.
@@ -26,10 +30,14 @@ type instance interface {
 	Wait() exitStatus
 	// Stop asks the container to stop (SIGTERM) and kills it after grace.
 	Stop(grace time.Duration)
+	// Kill sends SIGKILL, as a crash would.
+	Kill()
 	// Logs returns the container's output so far (stdout and stderr).
 	Logs() string
 	// Exec runs a command in the running container (`kubectl exec`).
 	Exec(ctx context.Context, cmd []string, aio api.AttachIO) error
+	// IP is the container's address on its own network, "" on the host's.
+	IP() string
 }
 
 // containerSpec is what the provider asks a runtime to run, with the pod's
@@ -64,6 +72,11 @@ type containerSpec struct {
 	MemoryLimit, NanoCPUs int64
 	// Labels on the container.
 	Labels map[string]string
+	// OwnNetwork runs the container in a network namespace of its own
+	// (Docker's default bridge) instead of the host's, with Hostname (the
+	// pod's name, as the kubelet sets it).
+	OwnNetwork bool
+	Hostname   string
 }
 
 type hostMount struct {

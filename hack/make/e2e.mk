@@ -2,20 +2,21 @@
 
 # The suite runs one package at a time: each package starts its own control
 # plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok),
-# the operators as local processes and, for real data (tests/data, the demo),
+# the operators (as local processes, or as the installed platform's pods:
+# tests/installed) and, for real data (tests/data, the demo),
 # the pod runner's node and PostgreSQL, MariaDB and versitygw; two at once
 # would crowd 2 cores.
 E2E_FLAGS ?= -count=1 -timeout 45m -v
 E2E_STATE := $(ROOT)/e2e/.state
 
 .PHONY: e2e
-e2e: controlplane agent-deps images ## Run the end-to-end suite (full control plane, operators as local processes; agent pods as real containers on the pod runner against real PostgreSQL, MariaDB and S3; kwok for faults).
+e2e: controlplane agent-deps images ## Run the end-to-end suite (full control plane; the installed platform's operator pods as containers of their images (tests/installed), elsewhere operators as local processes; agent pods as real containers on the pod runner against real PostgreSQL, MariaDB and S3; kwok for faults).
 	go test $(E2E_FLAGS) -p 1 ./e2e/...
 
 .PHONY: demo
-demo: controlplane agent-deps images ## Start a local cluster with the operators, real PostgreSQL/MariaDB/S3 and the samples; show it until the first real backups and restores ran.
+demo: controlplane agent-deps images ## Start a local cluster with the platform as installed (operators' Deployments as containers of their images), real PostgreSQL/MariaDB/S3 and the samples; show it until the first real backups and restores ran.
 	go run ./e2e/cmd/demo up --state $(E2E_STATE)
 
 .PHONY: demo-down
-demo-down: ## Stop the demo's operators and delete its cluster.
+demo-down: ## Stop the demo's data plane (servers, pod runner and the operators' pods) and delete its cluster.
 	go run ./e2e/cmd/demo down --state $(E2E_STATE)

@@ -98,23 +98,11 @@ func up(dir string, timeout time.Duration) (err error) {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	// Every operator the platform installs. Always rebuilt: the Go build cache
-	// makes it quick when nothing changed.
-	objs, err := platform.Manifests(filepath.Join(root, "platform"))
-	if err != nil {
-		return err
-	}
-	operators := platform.OperatorNames(objs)
-	bin := filepath.Join(dir, "bin")
-	for _, op := range operators {
-		start := time.Now()
-		if _, err := platform.Build(ctx, root, bin, op); err != nil {
-			return err
-		}
-		logf("built the %s operator in %s", op, time.Since(start).Round(time.Millisecond))
-	}
-	env, err := platform.Up(ctx, platform.Options{Root: root, Dir: dir, BinDir: bin, Nodes: 1, ClusterName: clusterName,
-		Operators: operators, Detach: true, RealData: true, ExternalData: true, Logf: logf})
+	// The platform as it ships: its Deployments from a local overlay, the
+	// operators' pods — two replicas each, images from `make images` — on
+	// the pod runner the data plane process runs.
+	env, err := platform.Up(ctx, platform.Options{Root: root, Dir: dir, Nodes: 1, ClusterName: clusterName,
+		RealData: true, ExternalData: true, Installed: true, Logf: logf})
 	if err != nil {
 		return err
 	}
@@ -133,17 +121,18 @@ func up(dir string, timeout time.Duration) (err error) {
 	}
 	logf("data plane up in %s (pid %d, log %s/plane.log): PostgreSQL 15 on 127.0.0.1:%d, MariaDB on 127.0.0.1:%d, S3 on %s; agent pods run as %s",
 		time.Since(planeStart).Round(time.Millisecond), pl.Pid, dir, pl.Postgres.Port, pl.MariaDB.Port, pl.S3Endpoint, pl.Runtime)
+	if err := env.WaitOperators(ctx); err != nil {
+		return err
+	}
 	if err := seed(pl, smp); err != nil {
 		return err
 	}
 	if err := mapSamples(smp, pl); err != nil {
 		return err
 	}
-	var pids []string
-	for _, op := range env.Operators {
-		pids = append(pids, strconv.Itoa(op.Cmd.Process.Pid))
-	}
-	if err := os.WriteFile(filepath.Join(dir, "pids"), []byte(strings.Join(pids, "\n")+"\n"), 0o644); err != nil {
+	// No operator process of ours: the operators are pods of the plane's
+	// pod runner. The file marks a running demo.
+	if err := os.WriteFile(filepath.Join(dir, "pids"), nil, 0o644); err != nil {
 		return err
 	}
 	platformUp := time.Since(begin)
@@ -174,7 +163,7 @@ func up(dir string, timeout time.Duration) (err error) {
 		time.Since(begin).Round(time.Second), platformUp.Round(100*time.Millisecond), env.Cluster.Started.Round(100*time.Millisecond),
 		strings.Join(timing, "; "))
 	fmt.Printf("  export KUBECONFIG=%s\n", env.Cluster.Kubeconfig)
-	fmt.Printf("  operator logs: %s/{backup,restore,orchestrator,migration}.log; data plane (servers, pod runner): %s/plane.log\n", dir, dir)
+	fmt.Printf("  operator logs: kubectl -n cairn-system logs deploy/cairn-backup-controller-manager (restore, migration, orchestrator alike); data plane (servers, pod runner): %s/plane.log\n", dir)
 	fmt.Printf("  stop it with: make demo-down\n")
 	return nil
 }
