@@ -1,5 +1,7 @@
 package controller
 
+import backupv1 "cairn.dev/apis/backup/v1"
+
 // Labels on everything the backup operator creates. The cache holds only
 // CronJobs, Jobs and Pods with ManagedByLabel=ManagedByValue, and events of
 // those objects map to their one BackupJob by BackupJobLabel.
@@ -8,7 +10,7 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "cairn-backup-operator"
 	// BackupJobLabel names the owning BackupJob.
-	BackupJobLabel = "backup.cairn.dev/backupjob"
+	BackupJobLabel = backupv1.BackupJobLabel
 	// RunKindLabel says why a Job runs: "scheduled", "run-now" or "delete".
 	RunKindLabel = "backup.cairn.dev/run"
 	// RunNowLabel on a run-now Job holds a hash of the request id.
@@ -22,6 +24,7 @@ const (
 	runScheduled = "scheduled"
 	runNow       = "run-now"
 	runDelete    = "delete"
+	runList      = "list"
 )
 
 func childLabels(backupJob, kind string) map[string]string {
