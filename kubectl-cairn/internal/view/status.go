@@ -198,11 +198,23 @@ func planRow(p *platformv1.ProtectionPlan, bj *backupv1.BackupJob, now time.Time
 func objective(d time.Duration, unknown, met bool) string {
 	switch {
 	case unknown:
-		return d.String() + " ?"
+		return Short(d) + " ?"
 	case met:
-		return d.String() + " ok"
+		return Short(d) + " ok"
 	}
-	return d.String() + " MISSED"
+	return Short(d) + " MISSED"
+}
+
+// Short prints a duration without zero minutes and seconds: 26h, 1h30m, 4s.
+func Short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func migrationRow(mj *migrationv1.MigrationJob) Row {
