@@ -54,7 +54,7 @@ func TestRestoreJobRefusesWhatAdmissionRefuses(t *testing.T) {
 	}{
 		{restoreFlags{into: "orders"}, "is the database backupjob/orders-db backs up"},
 		{restoreFlags{into: "orders", host: "orders-db"}, "is the database backupjob/orders-db backs up"},
-		{restoreFlags{into: "orders", host: "orders-db.shop.svc.cluster.local."}, "is the database backupjob/orders-db backs up"},
+		{restoreFlags{into: "orders", host: "orders-db.shop.svc.cluster.local"}, "is the database backupjob/orders-db backs up"},
 		{restoreFlags{into: "orders", port: 5432}, "is the database backupjob/orders-db backs up"},
 		{restoreFlags{into: "-bad name"}, "spec.target.database"},
 		{restoreFlags{into: "x", host: "http://evil"}, "spec.target.host"},
