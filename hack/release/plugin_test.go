@@ -69,7 +69,7 @@ func TestPluginArchiveAndKrewManifest(t *testing.T) {
 		Spec struct {
 			Version   string
 			Platforms []struct {
-				Selector struct{ MatchLabels map[string]string }
+				Selector         struct{ MatchLabels map[string]string }
 				URI, SHA256, Bin string
 			}
 		}
