@@ -39,16 +39,9 @@ const (
 )
 
 func (o *Options) approve(ctx context.Context, name string, w bool, timeout time.Duration) error {
-	ns, err := o.Namespace()
-	if err != nil {
-		return err
-	}
-	c, err := o.Client()
-	if err != nil {
-		return err
-	}
 	mj := &migrationv1.MigrationJob{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, mj); err != nil {
+	c, err := o.get(ctx, name, mj)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -59,7 +52,7 @@ func (o *Options) approve(ctx context.Context, name string, w bool, timeout time
 	}
 	if plan := mj.Labels[platformv1.PlanLabel]; plan != "" {
 		p := &platformv1.ProtectionPlan{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: plan}, p); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: mj.Namespace, Name: plan}, p); err != nil {
 			return fmt.Errorf("migrationjob/%s belongs to protectionplan/%s: %w", name, plan, err)
 		}
 		if err := c.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(planApprovePatch))); err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/types"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/kubectl-cairn/internal/view"
@@ -35,23 +34,16 @@ artifact, or why it failed (exit code 2).`,
 }
 
 func (o *Options) backup(ctx context.Context, name string, w bool, timeout time.Duration) error {
-	ns, err := o.Namespace()
-	if err != nil {
-		return err
-	}
-	c, err := o.Client()
-	if err != nil {
-		return err
-	}
 	bj := &backupv1.BackupJob{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, bj); err != nil {
+	_, err := o.get(ctx, name, bj)
+	if err != nil {
 		return err
 	}
-	id := o.requestID()
-	if err := o.annotate(ctx, bj, backupv1.RunNowAnnotation, id); err != nil {
+	id, err := o.request(ctx, bj, backupv1.RunNowAnnotation)
+	if err != nil {
 		return err
 	}
-	job, _ := names.Request(ns, name, "now", id)
+	job, _ := names.Request(bj.Namespace, name, "now", id)
 	fmt.Fprintf(o.Streams.Out, "backupjob/%s: backup requested (request %s, Job %s)\n", name, id, job)
 	if bj.Spec.Suspend {
 		fmt.Fprintf(o.Streams.ErrOut, "warning: backupjob/%s is suspended: the run starts when spec.suspend is false\n", name)

@@ -70,11 +70,11 @@ func (o *Options) backupJobOf(ctx context.Context, arg string) (*backupv1.Backup
 // last one).
 func (o *Options) listCatalog(ctx context.Context, bj *backupv1.BackupJob, cached bool, timeout time.Duration) (*backupv1.CatalogListing, error) {
 	if !cached {
-		id := o.requestID()
-		if err := o.annotate(ctx, bj, backupv1.ListCatalogAnnotation, id); err != nil {
+		id, err := o.request(ctx, bj, backupv1.ListCatalogAnnotation)
+		if err != nil {
 			return nil, err
 		}
-		err := o.follow(ctx, bj, timeout, func() (bool, string, error) {
+		err = o.follow(ctx, bj, timeout, func() (bool, string, error) {
 			if cat := bj.Status.Catalog; cat != nil && cat.Request == id {
 				return true, "", nil
 			}

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
@@ -36,20 +35,12 @@ checks and the measured restore time (exit code 2 when it failed).`,
 }
 
 func (o *Options) verify(ctx context.Context, name string, w bool, timeout time.Duration) error {
-	ns, err := o.Namespace()
-	if err != nil {
-		return err
-	}
-	c, err := o.Client()
-	if err != nil {
-		return err
-	}
 	p := &platformv1.ProtectionPlan{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
+	if _, err := o.get(ctx, name, p); err != nil {
 		return err
 	}
-	id := o.requestID()
-	if err := o.annotate(ctx, p, platformv1.VerifyNowAnnotation, id); err != nil {
+	id, err := o.request(ctx, p, platformv1.VerifyNowAnnotation)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Streams.Out, "protectionplan/%s: verification requested (request %s)\n", name, id)

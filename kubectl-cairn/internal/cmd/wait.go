@@ -44,6 +44,27 @@ func (o *Options) follow(ctx context.Context, obj client.Object, timeout time.Du
 	return err
 }
 
+// get reads the object name of obj's kind from the namespace, and returns
+// the client.
+func (o *Options) get(ctx context.Context, name string, obj client.Object) (client.Client, error) {
+	ns, err := o.Namespace()
+	if err != nil {
+		return nil, err
+	}
+	c, err := o.Client()
+	if err != nil {
+		return nil, err
+	}
+	return c, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+}
+
+// request sets the request annotation key of obj to a new id (a run-now,
+// list or verify-now request) and returns the id.
+func (o *Options) request(ctx context.Context, obj client.Object, key string) (string, error) {
+	id := o.requestID()
+	return id, o.annotate(ctx, obj, key, id)
+}
+
 // requestID is a new value for a run-now, list or verify-now annotation.
 func (o *Options) requestID() string {
 	return strconv.FormatInt(o.Now().UnixNano(), 10)
