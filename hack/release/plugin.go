@@ -59,9 +59,24 @@ func BuildPlugin(root, version string, p PluginPlatform, out string) error {
 	return nil
 }
 
+// ArchiveFile is a file put in a plugin archive beside the binary.
+type ArchiveFile struct {
+	Name, Path string
+	Mode       int64
+}
+
+// PluginFiles are the files of every archive besides the binary, from root:
+// the plugin's page as README.md and kubectl's completion hook.
+func PluginFiles(root string) []ArchiveFile {
+	return []ArchiveFile{
+		{Name: "README.md", Path: filepath.Join(root, "docs", "plugin.md"), Mode: 0o644},
+		{Name: "kubectl_complete-cairn", Path: filepath.Join(root, Plugin, "kubectl_complete-cairn"), Mode: 0o755},
+	}
+}
+
 // WritePluginArchive writes dist/<PluginArchiveName> holding the binary
-// (as kubectl-cairn) and docs (name → path), and returns it with its SHA-256.
-func WritePluginArchive(dist, version string, p PluginPlatform, binary string, docs map[string]string) (PluginArchive, error) {
+// (as kubectl-cairn) and files, and returns it with its SHA-256.
+func WritePluginArchive(dist, version string, p PluginPlatform, binary string, files []ArchiveFile) (PluginArchive, error) {
 	a := PluginArchive{Platform: p, File: PluginArchiveName(version, p)}
 	f, err := os.Create(filepath.Join(dist, a.File))
 	if err != nil {
@@ -85,8 +100,8 @@ func WritePluginArchive(dist, version string, p PluginPlatform, binary string, d
 	if err := add(Plugin, binary, 0o755); err != nil {
 		return a, err
 	}
-	for name, path := range docs {
-		if err := add(name, path, 0o644); err != nil {
+	for _, f := range files {
+		if err := add(f.Name, f.Path, f.Mode); err != nil {
 			return a, err
 		}
 	}

@@ -28,7 +28,7 @@ func TestPluginArchiveAndKrewManifest(t *testing.T) {
 	}
 	var archives []PluginArchive
 	for _, p := range PluginPlatforms {
-		a, err := WritePluginArchive(dir, "v0.1.0", p, bin, map[string]string{"README.md": doc})
+		a, err := WritePluginArchive(dir, "v0.1.0", p, bin, []ArchiveFile{{Name: "README.md", Path: doc, Mode: 0o644}, {Name: "kubectl_complete-cairn", Path: bin, Mode: 0o755}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestPluginArchiveAndKrewManifest(t *testing.T) {
 			}
 			files[h.Name] = h.Mode
 		}
-		if files[Plugin] != 0o755 || files["README.md"] != 0o644 {
+		if files[Plugin] != 0o755 || files["README.md"] != 0o644 || files["kubectl_complete-cairn"] != 0o755 {
 			t.Fatalf("%s holds %v", a.File, files)
 		}
 		archives = append(archives, a)

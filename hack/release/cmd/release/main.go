@@ -111,7 +111,6 @@ func plugin(root, version string) error {
 	if err := os.MkdirAll(dist, 0o755); err != nil {
 		return err
 	}
-	docs := map[string]string{"README.md": filepath.Join(root, "docs", "plugin.md")}
 	var archives []release.PluginArchive
 	var sums strings.Builder
 	for _, p := range release.PluginPlatforms {
@@ -119,7 +118,7 @@ func plugin(root, version string) error {
 		if err := release.BuildPlugin(root, version, p, bin); err != nil {
 			return err
 		}
-		a, err := release.WritePluginArchive(dist, version, p, bin, docs)
+		a, err := release.WritePluginArchive(dist, version, p, bin, release.PluginFiles(root))
 		if err != nil {
 			return err
 		}
