@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,6 +132,11 @@ func TestBackupListRestoreAsATenant(t *testing.T) {
 	logs := ok(t, "olga", ns, "logs", "backupjob/shop", "--runs", "1")
 	g.Expect(logs).To(HavePrefix("==> pod/"))
 	g.Expect(logs).To(ContainSubstring(`"command":"backup"`))
+
+	// Completion of names (what kubectl_complete-cairn asks for).
+	comp, err := exec.Command(plugin, "__complete", "backup", "--kubeconfig", env.Cluster.Kubeconfig, "--as", "alice", "-n", ns, "sh").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.Split(string(comp), "\n")).To(ContainElement("shop"))
 
 	// Clear errors: a name that does not exist; a right the user lacks.
 	r = cairn(t, "alice", ns, "backup", "nope")
