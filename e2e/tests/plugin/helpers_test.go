@@ -21,7 +21,6 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/e2e/dbcheck"
-	"cairn.dev/e2e/fixtures"
 	"cairn.dev/e2e/platform"
 )
 
@@ -74,7 +73,9 @@ func tenantNamespace(t *testing.T) string {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := fixtures.Namespace(t, env.Client, "plugin-")
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "plugin-"}}
+	g.Expect(env.Client.Create(ctx, nsObj)).To(Succeed())
+	ns := nsObj.Name
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
 		StringData: map[string]string{"username": platform.PostgresUser, "password": platform.PostgresPassword}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
