@@ -76,6 +76,11 @@ const (
 const (
 	// BackupJobLabel holds the name of the owning BackupJob.
 	BackupJobLabel = "backup.cairn.dev/backupjob"
+	// RunKindLabel says why a Job runs: "scheduled", "run-now", "delete" or
+	// RunKindList (a catalog listing, not a backup run).
+	RunKindLabel = "backup.cairn.dev/run"
+	// RunKindList is RunKindLabel's value on a catalog listing's Job and pods.
+	RunKindList = "list"
 )
 
 // Condition reasons specific to BackupJob.

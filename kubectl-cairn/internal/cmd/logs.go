@@ -8,8 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	backupv1 "cairn.dev/apis/backup/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	"cairn.dev/libs/agentjob"
 )
@@ -54,11 +57,17 @@ func (o *Options) logs(ctx context.Context, w io.Writer, arg string, runs int, t
 	} else {
 		selectors = []client.MatchingLabels{{k.podLabel: obj.GetName()}}
 	}
+	// A BackupJob's catalog listings (kubectl cairn backups) are not runs.
+	notListing, err := labels.NewRequirement(backupv1.RunKindLabel, selection.NotEquals, []string{backupv1.RunKindList})
+	if err != nil {
+		return err
+	}
 	var pods []corev1.Pod
 	seen := map[string]bool{}
 	for _, sel := range selectors {
 		var l corev1.PodList
-		if err := c.List(ctx, &l, client.InNamespace(obj.GetNamespace()), sel); err != nil {
+		sel := labels.SelectorFromSet(labels.Set(sel)).Add(*notListing)
+		if err := c.List(ctx, &l, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return err
 		}
 		for _, p := range l.Items {

@@ -12,7 +12,7 @@ const (
 	// BackupJobLabel names the owning BackupJob.
 	BackupJobLabel = backupv1.BackupJobLabel
 	// RunKindLabel says why a Job runs: "scheduled", "run-now" or "delete".
-	RunKindLabel = "backup.cairn.dev/run"
+	RunKindLabel = backupv1.RunKindLabel
 	// RunNowLabel on a run-now Job holds a hash of the request id.
 	RunNowLabel = "backup.cairn.dev/run-now-id"
 	// jobNameLabel is set by the Job controller on a Job's pods.
@@ -24,7 +24,7 @@ const (
 	runScheduled = "scheduled"
 	runNow       = "run-now"
 	runDelete    = "delete"
-	runList      = "list"
+	runList      = backupv1.RunKindList
 )
 
 func childLabels(backupJob, kind string) map[string]string {
