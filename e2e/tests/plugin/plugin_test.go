@@ -141,7 +141,7 @@ func TestBackupListRestoreAsATenant(t *testing.T) {
 	// Clear errors: a name that does not exist; a right the user lacks.
 	r = cairn(t, "alice", ns, "backup", "nope")
 	g.Expect(r.code).To(Equal(1))
-	g.Expect(r.stderr).To(ContainSubstring(`BackupJob "nope" not found`))
+	g.Expect(r.stderr).To(ContainSubstring(`backupjobs "nope" not found (kubectl cairn status lists what exists)`))
 	r = cairn(t, "olga", ns, "backup", "shop")
 	g.Expect(r.code).To(Equal(1))
 	g.Expect(r.stderr).To(ContainSubstring("forbidden"))
