@@ -23,7 +23,7 @@ BASES := $(patsubst deploy/%/kustomization.yaml,%,$(wildcard deploy/*/kustomizat
 API_GROUP_orchestrator := platform
 api_group = $(or $(API_GROUP_$(1)),$(1))
 # Every Go module of the workspace (go.work) plus the tool modules outside it.
-MODULES := apis libs agent e2e deploy $(addprefix operators/,$(OPERATORS)) hack/controlplane hack/controlplane/etcd hack/tools hack/release
+MODULES := apis libs agent e2e deploy kubectl-cairn $(addprefix operators/,$(OPERATORS)) hack/controlplane hack/controlplane/etcd hack/tools hack/release
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 comma := ,
 
@@ -70,16 +70,17 @@ tidy: ## Run go mod tidy in every module.
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
 
 .PHONY: build
-build: ## Build every operator binary into bin/ (static, CGO_ENABLED=0, -trimpath as `make images`: one build cache), also with GOWORK=off.
+build: ## Build every operator binary and the kubectl plugin (bin/kubectl-cairn) into bin/ (static, CGO_ENABLED=0, -trimpath as `make images`: one build cache), also with GOWORK=off.
 	@for op in $(OPERATORS); do \
 	  (cd operators/$$op && CGO_ENABLED=0 go build -trimpath -o $(ROOT)/bin/$$op-operator . && GOWORK=off CGO_ENABLED=0 go build -trimpath -o /dev/null .); \
 	done
+	cd kubectl-cairn && CGO_ENABLED=0 go build -trimpath -o $(ROOT)/bin/kubectl-cairn . && GOWORK=off CGO_ENABLED=0 go build -trimpath -o /dev/null .
 
 ##@ Test
 
 .PHONY: test
 test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
-	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
+	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... ./kubectl-cairn/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
 	$(MAKE) test-agent
 	$(MAKE) fuzz
 

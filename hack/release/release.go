@@ -34,7 +34,13 @@ func OperatorImage(op string) string { return ImageRegistry + "/" + op + "-opera
 
 // TagPrefix is the prefix of operator op's release tags (also its Go module's
 // version tags, the module being operators/<op>).
-func TagPrefix(op string) string { return "operators/" + op + "/" }
+// The plugin's tags are kubectl-cairn/vX.Y.Z (its module is kubectl-cairn).
+func TagPrefix(op string) string {
+	if op == Plugin {
+		return Plugin + "/"
+	}
+	return "operators/" + op + "/"
+}
 
 // Tag is the release tag of op at version.
 func Tag(op, version string) string { return TagPrefix(op) + version }

@@ -67,3 +67,23 @@ func FuzzPrefix(f *testing.F) {
 		}
 	})
 }
+
+func TestRequest(t *testing.T) {
+	name, h := names.Request("shop", "orders-db", "now", "1700000000")
+	if len(h) != 10 || name != "orders-db-now-"+h {
+		t.Fatalf("Request = %q, %q", name, h)
+	}
+	if again, _ := names.Request("shop", "orders-db", "now", "1700000000"); again != name {
+		t.Fatalf("same request, another name: %q != %q", again, name)
+	}
+	if other, _ := names.Request("shop", "orders-db", "now", "1700000001"); other == name {
+		t.Fatalf("another request, same name %q", other)
+	}
+	long := strings.Repeat("a", 52)
+	if n, _ := names.Request("shop", long, "list", "x"); len(n) > 62 {
+		t.Fatalf("name %q is %d bytes, want at most 62", n, len(n))
+	}
+	if n, _ := names.Request("shop", long, "now", "x"); n[:47] != long[:47] || len(n) != 62 {
+		t.Fatalf("run-now name %q: want the 47-byte prefix the backup operator always used", n)
+	}
+}

@@ -9,6 +9,7 @@ replace (
 )
 
 require (
+	cairn.dev/agent v0.0.0-00010101000000-000000000000
 	cairn.dev/apis v0.0.0
 	cairn.dev/libs v0.0.0
 	github.com/onsi/gomega v1.44.0
@@ -22,7 +23,6 @@ require (
 )
 
 require (
-	cairn.dev/agent v0.0.0-00010101000000-000000000000 // indirect
 	cel.dev/expr v0.25.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

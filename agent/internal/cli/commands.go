@@ -294,7 +294,19 @@ func (a *app) list(ctx context.Context) ([]byte, error) {
 			a.stdout.Write(line)
 		}
 	}
-	return result.Marshal(a.summary("list", st, cat, 0))
+	report := result.Catalog{Summary: a.summary("list", st, cat, 0)}
+	for i := len(cat.Entries) - 1; i >= 0; i-- { // newest first
+		e := cat.Entries[i]
+		ce := result.CatalogEntry{Path: st.Path(job.Key(e.Name)), Size: e.Size, Checksum: e.Checksum, End: e.End, Engine: e.Engine}
+		if inv := e.Inventory; inv != nil {
+			ce.Tables = len(inv.Tables)
+			for _, t := range inv.Tables {
+				ce.Rows += t.Rows
+			}
+		}
+		report.Artifacts = append(report.Artifacts, ce)
+	}
+	return result.MarshalCatalog(report)
 }
 
 func (a *app) summary(cmd string, st store.Store, cat *catalog.Catalog, deleted int) result.Summary {

@@ -64,6 +64,23 @@ const (
 	// RunNowAnnotation starts one backup run now, once per distinct value
 	// (use a request id, e.g. a timestamp): like `kubectl create job --from=cronjob`.
 	RunNowAnnotation = "backup.cairn.dev/run-now"
+	// ListCatalogAnnotation asks for one listing of the store's catalog,
+	// once per distinct value (a request id): the operator runs `agent
+	// list` in a Job with the BackupJob's store credentials and records the
+	// newest artifacts in status.catalog, so whoever may annotate the
+	// BackupJob can see the store's catalog without the store's credentials.
+	ListCatalogAnnotation = "backup.cairn.dev/list-catalog"
+)
+
+// Labels the backup operator puts on its Jobs and their pods.
+const (
+	// BackupJobLabel holds the name of the owning BackupJob.
+	BackupJobLabel = "backup.cairn.dev/backupjob"
+	// RunKindLabel says why a Job runs: "scheduled", "run-now", "delete" or
+	// RunKindList (a catalog listing, not a backup run).
+	RunKindLabel = "backup.cairn.dev/run"
+	// RunKindList is RunKindLabel's value on a catalog listing's Job and pods.
+	RunKindList = "list"
 )
 
 // Condition reasons specific to BackupJob.
@@ -202,6 +219,58 @@ type BackupJobStatus struct {
 	// LastRunNowRequest is the last value of the run-now annotation acted on.
 	// +optional
 	LastRunNowRequest string `json:"lastRunNowRequest,omitempty"`
+
+	// Catalog is the store's catalog as the last listing requested by the
+	// list-catalog annotation found it.
+	// +optional
+	Catalog *CatalogListing `json:"catalog,omitempty"`
+}
+
+// CatalogListing is one listing of the store's catalog.
+type CatalogListing struct {
+	// Request is the list-catalog annotation value this listing answers.
+	Request string `json:"request"`
+	// Time is when the listing finished.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// Count is the number of artifacts in the catalog.
+	// +optional
+	Count int32 `json:"count,omitempty"`
+	// Artifacts are the newest artifacts of the catalog, newest first: as
+	// many as the agent's report holds (Count may be larger).
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Artifacts []CatalogArtifact `json:"artifacts,omitempty"`
+	// Message says why the listing failed; empty when it succeeded.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// CatalogArtifact is one artifact of the store's catalog.
+type CatalogArtifact struct {
+	// Path of the artifact in the store, as a RestoreJob names it.
+	Path string `json:"path"`
+	// Size in bytes of the stored (compressed) artifact.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// Checksum of the stored artifact, "sha256:<hex>".
+	// +optional
+	Checksum string `json:"checksum,omitempty"`
+	// Time is when the backup finished (the data's point in time).
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// Engine is postgres or mysql.
+	// +optional
+	Engine string `json:"engine,omitempty"`
+	// Tables and Rows are what the backup recorded (its inventory).
+	// +optional
+	Tables int32 `json:"tables,omitempty"`
+	// +optional
+	Rows int64 `json:"rows,omitempty"`
+	// EncryptedTo are the recipients the artifact is encrypted to; empty
+	// when it is not encrypted.
+	// +optional
+	EncryptedTo []string `json:"encryptedTo,omitempty"`
 }
 
 // BackupJob backs up one database on a schedule. The backup operator owns one

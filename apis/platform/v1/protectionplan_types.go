@@ -105,6 +105,11 @@ const (
 	// MigrationJobSuffix names the plan's MigrationJob: <plan>-migrate (at
 	// most 48 characters, a MigrationJob's limit).
 	MigrationJobSuffix = "-migrate"
+	// VerifyNowAnnotation asks for one verification of the newest
+	// successful backup now, once per distinct value (a request id), when
+	// no verification is running; the value acted on is recorded in
+	// status.lastVerifyNowRequest.
+	VerifyNowAnnotation = "platform.cairn.dev/verify-now"
 	// MaxNameLength is the longest plan name: verification RestoreJobs are
 	// named <plan>-verify-<n>, and a RestoreJob name is at most 55 characters.
 	MaxNameLength = 40
@@ -350,6 +355,10 @@ type ProtectionPlanStatus struct {
 	// NextVerificationTime is when the verification schedule fires next.
 	// +optional
 	NextVerificationTime *metav1.Time `json:"nextVerificationTime,omitempty"`
+	// LastVerifyNowRequest is the last value of the verify-now annotation
+	// acted on: the verification it started is status.lastVerification.
+	// +optional
+	LastVerifyNowRequest string `json:"lastVerifyNowRequest,omitempty"`
 	// Migration mirrors the plan's MigrationJob, once created.
 	// +optional
 	Migration *MigrationRecord `json:"migration,omitempty"`

@@ -133,6 +133,7 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 			{Name: "cronjob", Run: r.ensureCronJob},
 			{Name: "runs", Run: r.observeRuns},
 			{Name: "run-now", Run: r.runNow},
+			{Name: "catalog", Run: r.listCatalog},
 			{Name: "summarise", Run: r.summarise},
 		},
 		Cleanup:    r.cleanup,

@@ -3,7 +3,6 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,9 +81,7 @@ func desiredCronJob(bj *backupv1.BackupJob, image string) *batchv1.CronJob {
 // runNowJob renders the Job for one run-now request id. Its name derives from
 // the BackupJob and the id, so the same request never starts two Jobs.
 func runNowJob(bj *backupv1.BackupJob, image, id string) *batchv1.Job {
-	sum := sha256.Sum256([]byte(bj.Namespace + "/" + bj.Name + "\x00" + id))
-	h := hex.EncodeToString(sum[:])[:10]
-	prefix := names.Prefix(bj.Name, 47)
+	name, h := names.Request(bj.Namespace, bj.Name, "now", id)
 	spec := runSpec(bj, image, runNow)
 	labels := childLabels(bj.Name, runNow)
 	labels[RunNowLabel] = h
@@ -92,7 +89,7 @@ func runNowJob(bj *backupv1.BackupJob, image, id string) *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   bj.Namespace,
-			Name:        fmt.Sprintf("%s-now-%s", prefix, h),
+			Name:        name,
 			Labels:      labels,
 			Annotations: map[string]string{backupv1.RunNowAnnotation: id},
 		},

@@ -1,5 +1,7 @@
 package controller
 
+import backupv1 "cairn.dev/apis/backup/v1"
+
 // Labels on everything the backup operator creates. The cache holds only
 // CronJobs, Jobs and Pods with ManagedByLabel=ManagedByValue, and events of
 // those objects map to their one BackupJob by BackupJobLabel.
@@ -8,9 +10,9 @@ const (
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "cairn-backup-operator"
 	// BackupJobLabel names the owning BackupJob.
-	BackupJobLabel = "backup.cairn.dev/backupjob"
+	BackupJobLabel = backupv1.BackupJobLabel
 	// RunKindLabel says why a Job runs: "scheduled", "run-now" or "delete".
-	RunKindLabel = "backup.cairn.dev/run"
+	RunKindLabel = backupv1.RunKindLabel
 	// RunNowLabel on a run-now Job holds a hash of the request id.
 	RunNowLabel = "backup.cairn.dev/run-now-id"
 	// jobNameLabel is set by the Job controller on a Job's pods.
@@ -22,6 +24,7 @@ const (
 	runScheduled = "scheduled"
 	runNow       = "run-now"
 	runDelete    = "delete"
+	runList      = backupv1.RunKindList
 )
 
 func childLabels(backupJob, kind string) map[string]string {

@@ -141,7 +141,7 @@ func (r *BackupJobReconciler) listRuns(ctx context.Context, bj *backupv1.BackupJ
 	}
 	var runs []batchv1.Job
 	for _, j := range jobs.Items {
-		if j.Labels[RunKindLabel] == runDelete {
+		if kind := j.Labels[RunKindLabel]; kind == runDelete || kind == runList {
 			continue
 		}
 		ref := metav1.GetControllerOf(&j)

@@ -157,6 +157,15 @@ func (r *ProtectionPlanReconciler) verification(ctx context.Context, p *pass) er
 	return nil
 }
 
+// verifyNowRequest is the verify-now annotation's value when it asks for a
+// verification not started yet, else "".
+func verifyNowRequest(plan *platformv1.ProtectionPlan) string {
+	if id := plan.Annotations[platformv1.VerifyNowAnnotation]; id != plan.Status.LastVerifyNowRequest {
+		return id
+	}
+	return ""
+}
+
 func finished(r platformv1.VerificationResult) bool {
 	return r == platformv1.VerificationSucceeded || r == platformv1.VerificationFailed
 }
@@ -173,6 +182,8 @@ func (r *ProtectionPlanReconciler) due(p *pass) (bool, string) {
 		return true, "the first successful backup"
 	case !finished(lv.Result):
 		return false, ""
+	case verifyNowRequest(plan) != "":
+		return true, fmt.Sprintf("the verify-now request %q", verifyNowRequest(plan))
 	case spec.Verification.EveryNBackups != nil:
 		n := *spec.Verification.EveryNBackups
 		if plan.Status.BackupsSinceVerification >= n {
@@ -221,6 +232,9 @@ func (r *ProtectionPlanReconciler) start(ctx context.Context, p *pass, why strin
 	}
 	plan.Status.Verifications = n
 	plan.Status.LastVerification = lv
+	if id := verifyNowRequest(plan); id != "" {
+		plan.Status.LastVerifyNowRequest = id // this verification answers it
+	}
 	plan.Status.BackupsSinceVerification = 0
 	if err := p.Checkpoint(ctx); err != nil {
 		return fmt.Errorf("recording verification %s: %w", lv.RestoreJob, err)

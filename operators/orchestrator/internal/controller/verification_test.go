@@ -97,3 +97,50 @@ func TestStalledVerificationRestoreJobRollsUp(t *testing.T) {
 	g.Expect(current(g, p).Status.RecoveryPoint).To(BeNil())
 	g.Eventually(eventReasons(p)).WithTimeout(timeout).Should(ContainElement("Warning/" + platformv1.VerificationFailedReason))
 }
+
+// The verify-now annotation starts one verification of the newest backup
+// per distinct value, even when everyNBackups is not reached; the value
+// acted on is recorded, so the same value never starts a second one.
+func TestVerifyNowVerifiesNewestOncePerRequest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startOperator(t, time.Now())
+	ns := namespace(t)
+	p := plan(ns, "orders")
+	p.Spec.Verification.EveryNBackups = new(int32(100))
+	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
+	bj := backupJobOf(t, p)
+	backupSucceeded(t, bj, time.Now().Add(-3*time.Minute), artifact("20260102T180000.000Z"))
+	finishRestore(t, restoreJob(t, ns, "orders-verify-1"), restorev1.PhaseSucceeded, 5*time.Second, "restored")
+	g.Eventually(condition(p, platformv1.RecoverabilityVerifiedCondition)).WithTimeout(timeout).
+		Should(Equal("True/" + platformv1.VerificationSucceededReason))
+	a2 := artifact("20260103T180000.000Z")
+	backupSucceeded(t, bj, time.Now().Add(-2*time.Minute), a2)
+	g.Eventually(func(g Gomega) int32 { return current(g, p).Status.BackupsSinceVerification }).WithTimeout(timeout).Should(Equal(int32(1)))
+
+	annotate := func(id string) {
+		g.Eventually(func() error {
+			cur := &platformv1.ProtectionPlan{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
+				return err
+			}
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			cur.Annotations[platformv1.VerifyNowAnnotation] = id
+			return env.Client.Update(ctx, cur)
+		}).WithTimeout(timeout).Should(Succeed())
+	}
+	annotate("req-1")
+	rj2 := restoreJob(t, ns, "orders-verify-2")
+	g.Expect(rj2.Spec.Source.BackupJob.Artifact).To(Equal(a2.Path))
+	g.Eventually(func(g Gomega) string { return current(g, p).Status.LastVerifyNowRequest }).WithTimeout(timeout).Should(Equal("req-1"))
+	g.Expect(current(g, p).Status.LastVerification.Message).To(ContainSubstring(`the verify-now request "req-1"`))
+	finishRestore(t, rj2, restorev1.PhaseSucceeded, 5*time.Second, "restored")
+	g.Eventually(func(g Gomega) platformv1.VerificationResult { return current(g, p).Status.LastVerification.Result }).
+		WithTimeout(timeout).Should(Equal(platformv1.VerificationSucceeded))
+	g.Consistently(func(g Gomega) []string { return restoreJobNames(g, ns) }).WithTimeout(2*time.Second).
+		Should(ConsistOf("orders-verify-1", "orders-verify-2"), "the same request never starts a second verification")
+	annotate("req-2")
+	g.Expect(restoreJob(t, ns, "orders-verify-3").Spec.Source.BackupJob.Artifact).To(Equal(a2.Path))
+}
