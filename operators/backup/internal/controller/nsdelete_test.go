@@ -36,10 +36,10 @@ func deleteCredentials(t *testing.T) client.ObjectKey {
 	return client.ObjectKeyFromObject(sec)
 }
 
-// terminate deletes namespace ns as `kubectl delete namespace` does and
+// terminateNamespace deletes namespace ns as `kubectl delete namespace` does and
 // waits until the API refuses new objects there (there is no namespace
 // controller here: the test deletes the namespace's objects itself).
-func terminate(t *testing.T, ns string) {
+func terminateNamespace(t *testing.T, ns string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -180,7 +180,7 @@ func TestNamespaceDeletionPVCStoreEndsAtOnceWithEvent(t *testing.T) {
 	create(t, bj)
 	key := client.ObjectKeyFromObject(bj)
 	converged(t, key, backupv1.PhaseScheduled)
-	terminate(t, ns)
+	terminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
@@ -233,7 +233,7 @@ func sweptBackupJob(t *testing.T) (string, client.ObjectKey) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(secret), sec)).To(Succeed())
 		g.Expect(sec.Finalizers).To(ContainElement(controller.CredentialsFinalizer))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
-	terminate(t, ns)
+	terminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, secret)).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
 	return ns, key
