@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cairnv1 "cairn.dev/apis/meta/v1"
@@ -79,10 +80,16 @@ func TestPlanMigrationTemplateImageIsCheckedAtAdmission(t *testing.T) {
 	plain := migrationPlan(ns, "plain", "")
 	plain.Spec.Migration = nil
 	g.Expect(env.Client.Create(ctx, plain)).To(Succeed())
-	upd := &platformv1.ProtectionPlan{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(plain), upd)).To(Succeed())
-	upd.Spec.Migration = migrationPlan(ns, "plain", "registry.example/evil:latest").Spec.Migration
-	err := env.Client.Update(ctx, upd)
+	// The orchestrator writes the new plan too (finalizer, status): read
+	// it again on a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		upd := &platformv1.ProtectionPlan{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(plain), upd); err != nil {
+			return err
+		}
+		upd.Spec.Migration = migrationPlan(ns, "plain", "registry.example/evil:latest").Spec.Migration
+		return env.Client.Update(ctx, upd)
+	})
 	g.Expect(err).To(HaveOccurred(), "an update adding a template with an image outside the allow-list")
 	g.Expect(strings.Contains(err.Error(), "spec.migration.template") && strings.Contains(err.Error(), "spec.image")).To(BeTrue(), "%v", err)
 }
