@@ -390,9 +390,8 @@ func (a *app) waitReplicated(ctx context.Context, src, tgt *pgx.Conn, names resu
 			return err
 		}
 		r := st.Replication
-		if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && r.RetainedWALBytes > max {
-			return fmt.Errorf("retained WAL %d bytes above limit %d while waiting to verify: slot %s on the source keeps WAL the target has not confirmed (lag %d bytes, %d of %d tables synced)",
-				r.RetainedWALBytes, max, r.Slot, r.LagBytes, r.SyncedTables, r.Tables)
+		if err := a.overRetainedWAL(r.RetainedWALBytes, r.Slot, " while waiting to verify", fmt.Sprintf("lag %d bytes, %d of %d tables synced", r.LagBytes, r.SyncedTables, r.Tables)); err != nil {
+			return err
 		}
 		if r.Tables > 0 && r.SyncedTables == r.Tables {
 			res.Actions = append(res.Actions, fmt.Sprintf("waited %s for the subscription to synchronise %d tables before comparing (lag then %d bytes)",

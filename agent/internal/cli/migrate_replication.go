@@ -195,11 +195,19 @@ func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *re
 		return err
 	}
 	r := res.Replication
-	if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && r.RetainedWALBytes > max {
-		return fmt.Errorf("retained WAL %d bytes above limit %d: slot %s on the source keeps WAL the target has not confirmed (lag %d bytes, %d of %d tables synced)",
-			r.RetainedWALBytes, max, r.Slot, r.LagBytes, r.SyncedTables, r.Tables)
+	return a.overRetainedWAL(r.RetainedWALBytes, r.Slot, "", fmt.Sprintf("lag %d bytes, %d of %d tables synced", r.LagBytes, r.SyncedTables, r.Tables))
+}
+
+// overRetainedWAL is the retained-WAL watchdog's one check, made in every
+// phase where a slot exists: an error when slot keeps more WAL on the
+// source than MaxRetainedWALBytes. The operator recognises its "retained
+// WAL … above limit" and drops the replication; while says during what.
+func (a *app) overRetainedWAL(retained int64, slot, while, detail string) error {
+	max := a.cfg.Migrate.MaxRetainedWALBytes
+	if max <= 0 || retained <= max {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("retained WAL %d bytes above limit %d%s: slot %s on the source keeps WAL the target has not confirmed (%s)", retained, max, while, slot, detail)
 }
 
 func (a *app) fillStatus(ctx context.Context, src, tgt *pgx.Conn, res *result.MigrationResult) error {
@@ -460,8 +468,8 @@ FROM pg_replication_slots WHERE slot_name = $1`, slot, lsn).Scan(&done, &lag, &r
 		if done {
 			return 0, nil
 		}
-		if max := a.cfg.Migrate.MaxRetainedWALBytes; max > 0 && retained > max {
-			return lag, fmt.Errorf("retained WAL %d bytes above limit %d while waiting for the target to catch up (slot %s, %d bytes behind %s)", retained, max, slot, lag, lsn)
+		if err := a.overRetainedWAL(retained, slot, " while waiting for the target to catch up", fmt.Sprintf("%d bytes behind %s", lag, lsn)); err != nil {
+			return lag, err
 		}
 		a.log.Debug("waiting for the target to catch up", "lsn", lsn, "lagBytes", lag)
 		select {
