@@ -23,7 +23,7 @@ BASES := $(patsubst deploy/%/kustomization.yaml,%,$(wildcard deploy/*/kustomizat
 API_GROUP_orchestrator := platform
 api_group = $(or $(API_GROUP_$(1)),$(1))
 # Every Go module of the workspace (go.work) plus the tool modules outside it.
-MODULES := apis libs agent e2e deploy kubectl-cairn $(addprefix operators/,$(OPERATORS)) hack/controlplane hack/controlplane/etcd hack/tools hack/release
+MODULES := apis libs agent agent/contract e2e deploy kubectl-cairn $(addprefix operators/,$(OPERATORS)) hack/controlplane hack/controlplane/etcd hack/tools hack/release
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 comma := ,
 
@@ -80,7 +80,7 @@ build: ## Build every operator binary and the kubectl plugin (bin/kubectl-cairn)
 
 .PHONY: test
 test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
-	go test $(GO_TEST_FLAGS) ./apis/... ./libs/... ./kubectl-cairn/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
+	go test $(GO_TEST_FLAGS) ./apis/... ./agent/contract/... ./libs/... ./kubectl-cairn/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
 	cd hack/release && GOWORK=off go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) test-agent
 	$(MAKE) fuzz

@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	cairn.dev/agent/contract v0.0.0-00010101000000-000000000000
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
@@ -31,3 +32,5 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	gopkg.in/ini.v1 v1.67.3 // indirect
 )
+
+replace cairn.dev/agent/contract => ./contract

@@ -3,7 +3,6 @@ module cairn.dev/deploy
 go 1.26.0
 
 replace (
-	cairn.dev/agent => ../agent
 	cairn.dev/apis => ../apis
 	cairn.dev/libs => ../libs
 )
@@ -25,7 +24,7 @@ require (
 )
 
 require (
-	cairn.dev/agent v0.0.0-00010101000000-000000000000 // indirect
+	cairn.dev/agent/contract v0.0.0-00010101000000-000000000000 // indirect
 	cel.dev/expr v0.25.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -117,3 +116,5 @@ require (
 )
 
 replace cairn.dev/hack/release => ../hack/release
+
+replace cairn.dev/agent/contract => ../agent/contract

@@ -10,6 +10,7 @@ replace (
 
 require (
 	cairn.dev/agent v0.0.0-00010101000000-000000000000
+	cairn.dev/agent/contract v0.0.0-00010101000000-000000000000
 	cairn.dev/apis v0.0.0
 	cairn.dev/libs v0.0.0-00010101000000-000000000000
 	github.com/docker/docker v28.5.2+incompatible
@@ -166,3 +167,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace cairn.dev/agent/contract => ../agent/contract

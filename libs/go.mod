@@ -2,13 +2,10 @@ module cairn.dev/libs
 
 go 1.26.0
 
-replace (
-	cairn.dev/agent => ../agent
-	cairn.dev/apis => ../apis
-)
+replace cairn.dev/apis => ../apis
 
 require (
-	cairn.dev/agent v0.0.0-00010101000000-000000000000
+	cairn.dev/agent/contract v0.0.0-00010101000000-000000000000
 	cairn.dev/apis v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.3
 	github.com/onsi/gomega v1.44.0
@@ -109,3 +106,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace cairn.dev/agent/contract => ../agent/contract

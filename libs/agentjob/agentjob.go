@@ -9,6 +9,7 @@ package agentjob
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -17,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/references"
 )
@@ -58,28 +59,80 @@ const (
 // fits in a memory limit of limitMiB: the agent holds one part in memory.
 func MaxPartSizeMiB(limitMiB int64) int64 { return limitMiB - MemoryOverheadMiB }
 
-// Spec says what one agent run does.
+// Spec says what one agent run does: every role (backup, list, prune,
+// delete, restore with checks, every migration step) is rendered from it,
+// with nothing added to the Job afterwards.
 type Spec struct {
-	// Command is the agent command: backup, restore, delete or prune.
-	Command string
+	// Command is the agent command (contract.Command…); Step the migration
+	// step (contract.Step…) when Command is migrate.
+	Command, Step string
 	// Image of the agent.
 	Image string
-	// CatalogKey is the BackupJob "namespace/name" whose catalog the run uses.
+	// CatalogKey is the BackupJob "namespace/name" whose catalog the run
+	// uses (a MigrationJob's for a store transfer).
 	CatalogKey string
-	// Database to dump from or restore into (nil for delete/prune).
+	// Database to dump from, restore into, or migrate from (nil for
+	// delete/prune/list, and for a migration step that only reaches the
+	// target).
 	Database *cairnv1.DatabaseRef
+	// Engine is rendered when Database is nil and a step still needs it
+	// (a migration step that only reaches the target).
+	Engine cairnv1.DatabaseEngine
 	// Storage holding the artifacts.
 	Storage cairnv1.StorageSpec
 	// RetentionDays for backup (prune after success) and prune; 0 = none.
 	RetentionDays int32
-	// Artifact to restore; empty = newest successful in the catalog.
+	// Artifact to restore (or import/verify in a store transfer); empty =
+	// newest successful in the catalog.
 	Artifact string
+	// Restore: the checks and guards of a restore.
+	Restore *RestoreSpec
+	// Migration: the settings of a migration step.
+	Migration *MigrationSpec
+	// Resources replace the agent container's default resources.
+	Resources *corev1.ResourceRequirements
 	// Labels on the pods (and on the Job by the caller).
 	Labels map[string]string
 	// BackoffLimit and ActiveDeadlineSeconds of the Job.
 	BackoffLimit          *int32
 	ActiveDeadlineSeconds *int64
 }
+
+// RestoreSpec is what a restore does besides restoring (contract.EnvChecks…).
+type RestoreSpec struct {
+	// ChecksJSON is the checks to run in the target, as JSON (a list of
+	// contract.Check); empty = none.
+	ChecksJSON string
+	// DropTargetAfterChecks: drop the target after the checks, only if the
+	// restore created it.
+	DropTargetAfterChecks bool
+	// AllowOverwriteSource: the restore may replace the database the backup
+	// was taken of.
+	AllowOverwriteSource bool
+}
+
+// MigrationSpec is a migration step's settings (contract.MigrateVars).
+type MigrationSpec struct {
+	// ID is the MigrationJob's "namespace/name", UID its UID.
+	ID, UID string
+	// Mode, Verify: the MigrationJob's spec.mode and spec.verify.
+	Mode, Verify string
+	// Parallel tables copied and verified at once.
+	Parallel int32
+	// AllowNonEmptyTarget lets precheck pass with included tables on the target.
+	AllowNonEmptyTarget bool
+	// Objects: include and exclude patterns, rendered when set.
+	Objects *Objects
+	// SourceReadOnly, WritersStopped and MaxRetainedWALBytes are rendered
+	// when set (the steps that use them).
+	SourceReadOnly, WritersStopped *bool
+	MaxRetainedWALBytes            *int64
+	// Target database, when the step reaches it.
+	Target *cairnv1.DatabaseRef
+}
+
+// Objects are the include and exclude patterns of a migration.
+type Objects struct{ Include, Exclude []string }
 
 // JobSpec renders the Job spec of one run.
 func JobSpec(s Spec) batchv1.JobSpec {
@@ -96,8 +149,8 @@ func JobSpec(s Spec) batchv1.JobSpec {
 // order, the first match applies):
 //
 //   - FailJob when the agent container exits with a code retrying cannot
-//     fix: an invalid configuration (result.ExitUsage, 2) or a corrupted
-//     artifact (result.ExitCorrupted, 3). The Job fails at once, with reason
+//     fix: an invalid configuration (contract.ExitUsage, 2) or a corrupted
+//     artifact (contract.ExitCorrupted, 3). The Job fails at once, with reason
 //     PodFailurePolicy, instead of using up its backoffLimit on runs that
 //     would fail the same way.
 //   - Ignore a pod that failed because it was disrupted (condition
@@ -114,7 +167,7 @@ func PodFailurePolicy() *batchv1.PodFailurePolicy {
 			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
 				ContainerName: ptr.To(ContainerName),
 				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-				Values:        []int32{result.ExitUsage, result.ExitCorrupted}, // ascending, as the API requires
+				Values:        []int32{contract.ExitUsage, contract.ExitCorrupted}, // ascending, as the API requires
 			},
 		},
 		{
@@ -131,32 +184,26 @@ func PodFailurePolicy() *batchv1.PodFailurePolicy {
 // RuntimeDefault, read-only root filesystem with an emptyDir /tmp).
 func PodTemplate(s Spec) corev1.PodTemplateSpec {
 	env := []corev1.EnvVar{
-		{Name: "CAIRN_BACKUPJOB", Value: s.CatalogKey},
-		{Name: "CAIRN_LOG_FORMAT", Value: "json"},
+		{Name: contract.EnvBackupJob, Value: s.CatalogKey},
+		{Name: contract.EnvLogFormat, Value: "json"},
 	}
 	if s.RetentionDays > 0 {
-		env = append(env, corev1.EnvVar{Name: "CAIRN_RETENTION_DAYS", Value: strconv.Itoa(int(s.RetentionDays))})
+		env = append(env, corev1.EnvVar{Name: contract.EnvRetentionDays, Value: strconv.Itoa(int(s.RetentionDays))})
 	}
 	if s.Artifact != "" {
-		env = append(env, corev1.EnvVar{Name: "CAIRN_ARTIFACT", Value: s.Artifact})
+		env = append(env, corev1.EnvVar{Name: contract.EnvArtifact, Value: s.Artifact})
 	}
 	if db := s.Database; db != nil {
-		env = append(env,
-			corev1.EnvVar{Name: "CAIRN_ENGINE", Value: string(db.Engine)},
-			corev1.EnvVar{Name: "CAIRN_DB_HOST", Value: db.Host},
-			corev1.EnvVar{Name: "CAIRN_DB_NAME", Value: db.Database},
-			secretEnv("CAIRN_DB_USER", db.CredentialsSecretRef.Name, DatabaseUsernameKey),
-			secretEnv("CAIRN_DB_PASSWORD", db.CredentialsSecretRef.Name, DatabasePasswordKey),
-		)
-		if db.Port != 0 {
-			env = append(env, corev1.EnvVar{Name: "CAIRN_DB_PORT", Value: strconv.Itoa(int(db.Port))})
-		}
+		env = append(env, corev1.EnvVar{Name: contract.EnvEngine, Value: string(db.Engine)})
+		env = append(env, databaseEnv(db, contract.EnvDBHost, contract.EnvDBPort, contract.EnvDBName, contract.EnvDBUser, contract.EnvDBPassword)...)
+	} else if s.Engine != "" {
+		env = append(env, corev1.EnvVar{Name: contract.EnvEngine, Value: string(s.Engine)})
 	}
 	mounts := []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
 	volumes := []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 	switch {
 	case s.Storage.PVC != nil:
-		env = append(env, corev1.EnvVar{Name: "CAIRN_STORE", Value: "pvc"}, corev1.EnvVar{Name: "CAIRN_PVC_PATH", Value: StoreMountPath})
+		env = append(env, corev1.EnvVar{Name: contract.EnvStore, Value: "pvc"}, corev1.EnvVar{Name: contract.EnvPVCPath, Value: StoreMountPath})
 		mounts = append(mounts, corev1.VolumeMount{Name: "store", MountPath: StoreMountPath, SubPath: s.Storage.PVC.SubPath})
 		volumes = append(volumes, corev1.Volume{Name: "store", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.Storage.PVC.ClaimName},
@@ -164,18 +211,31 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 	case s.Storage.S3 != nil:
 		s3 := s.Storage.S3
 		env = append(env,
-			corev1.EnvVar{Name: "CAIRN_STORE", Value: "s3"},
-			corev1.EnvVar{Name: "CAIRN_S3_ENDPOINT", Value: s3.Endpoint},
-			corev1.EnvVar{Name: "CAIRN_S3_BUCKET", Value: s3.Bucket},
-			corev1.EnvVar{Name: "CAIRN_S3_PREFIX", Value: s3.Prefix},
-			corev1.EnvVar{Name: "CAIRN_S3_REGION", Value: s3.Region},
-			corev1.EnvVar{Name: "CAIRN_S3_INSECURE", Value: strconv.FormatBool(s3.Insecure)},
-			secretEnv("AWS_ACCESS_KEY_ID", s3.CredentialsSecretRef.Name, S3AccessKeyIDKey),
-			secretEnv("AWS_SECRET_ACCESS_KEY", s3.CredentialsSecretRef.Name, S3SecretAccessKeyKey),
+			corev1.EnvVar{Name: contract.EnvStore, Value: "s3"},
+			corev1.EnvVar{Name: contract.EnvS3Endpoint, Value: s3.Endpoint},
+			corev1.EnvVar{Name: contract.EnvS3Bucket, Value: s3.Bucket},
+			corev1.EnvVar{Name: contract.EnvS3Prefix, Value: s3.Prefix},
+			corev1.EnvVar{Name: contract.EnvS3Region, Value: s3.Region},
+			corev1.EnvVar{Name: contract.EnvS3Insecure, Value: strconv.FormatBool(s3.Insecure)},
+			secretEnv(contract.EnvS3AccessKeyID, s3.CredentialsSecretRef.Name, S3AccessKeyIDKey),
+			secretEnv(contract.EnvS3SecretAccessKey, s3.CredentialsSecretRef.Name, S3SecretAccessKeyKey),
 		)
 		if s3.PartSizeMiB != nil {
-			env = append(env, corev1.EnvVar{Name: "CAIRN_S3_PART_SIZE_MIB", Value: strconv.Itoa(int(*s3.PartSizeMiB))})
+			env = append(env, corev1.EnvVar{Name: contract.EnvS3PartSizeMiB, Value: strconv.Itoa(int(*s3.PartSizeMiB))})
 		}
+	}
+	env = append(env, s.Restore.env()...)
+	env = append(env, s.Migration.env()...)
+	args := []string{s.Command}
+	if s.Step != "" {
+		args = append(args, s.Step)
+	}
+	resources := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(DefaultMemoryLimitMiB<<20, resource.BinarySI)},
+	}
+	if s.Resources != nil {
+		resources = *s.Resources.DeepCopy()
 	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: s.Labels},
@@ -190,14 +250,11 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
-				Name:  ContainerName,
-				Image: s.Image,
-				Args:  []string{s.Command},
-				Env:   env,
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-					Limits:   corev1.ResourceList{corev1.ResourceMemory: *resource.NewQuantity(DefaultMemoryLimitMiB<<20, resource.BinarySI)},
-				},
+				Name:                     ContainerName,
+				Image:                    s.Image,
+				Args:                     args,
+				Env:                      env,
+				Resources:                resources,
 				TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 				VolumeMounts:             mounts,
@@ -214,6 +271,77 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 	}
 }
 
+// databaseEnv is a database's address under the given variable names, its
+// credentials from its Secret (never a value in the spec).
+func databaseEnv(db *cairnv1.DatabaseRef, host, port, name, user, password string) []corev1.EnvVar {
+	env := []corev1.EnvVar{
+		{Name: host, Value: db.Host},
+		{Name: name, Value: db.Database},
+		secretEnv(user, db.CredentialsSecretRef.Name, DatabaseUsernameKey),
+		secretEnv(password, db.CredentialsSecretRef.Name, DatabasePasswordKey),
+	}
+	if db.Port != 0 {
+		env = append(env, corev1.EnvVar{Name: port, Value: strconv.Itoa(int(db.Port))})
+	}
+	return env
+}
+
+func (r *RestoreSpec) env() []corev1.EnvVar {
+	if r == nil {
+		return nil
+	}
+	var env []corev1.EnvVar
+	if r.ChecksJSON != "" {
+		env = append(env, corev1.EnvVar{Name: contract.EnvChecks, Value: r.ChecksJSON})
+	}
+	if r.DropTargetAfterChecks {
+		env = append(env, corev1.EnvVar{Name: contract.EnvDropTargetAfterChecks, Value: "true"})
+	}
+	if r.AllowOverwriteSource {
+		env = append(env, corev1.EnvVar{Name: contract.EnvAllowOverwriteSource, Value: "true"})
+	}
+	return env
+}
+
+func (m *MigrationSpec) env() []corev1.EnvVar {
+	if m == nil {
+		return nil
+	}
+	env := []corev1.EnvVar{
+		{Name: contract.EnvMigration, Value: m.ID},
+		{Name: contract.EnvMigrationUID, Value: m.UID},
+		{Name: contract.EnvMode, Value: m.Mode},
+		{Name: contract.EnvParallel, Value: strconv.Itoa(int(m.Parallel))},
+		{Name: contract.EnvVerify, Value: m.Verify},
+		{Name: contract.EnvAllowNonEmptyTarget, Value: strconv.FormatBool(m.AllowNonEmptyTarget)},
+	}
+	if o := m.Objects; o != nil {
+		env = append(env,
+			corev1.EnvVar{Name: contract.EnvInclude, Value: strings.Join(o.Include, ",")},
+			corev1.EnvVar{Name: contract.EnvExclude, Value: strings.Join(o.Exclude, ",")})
+	}
+	if m.SourceReadOnly != nil {
+		env = append(env, corev1.EnvVar{Name: contract.EnvCutoverSourceReadOnly, Value: strconv.FormatBool(*m.SourceReadOnly)})
+	}
+	if m.WritersStopped != nil {
+		env = append(env, corev1.EnvVar{Name: contract.EnvCutoverWritersStopped, Value: strconv.FormatBool(*m.WritersStopped)})
+	}
+	if m.MaxRetainedWALBytes != nil {
+		env = append(env, corev1.EnvVar{Name: contract.EnvMaxRetainedWALBytes, Value: strconv.FormatInt(*m.MaxRetainedWALBytes, 10)})
+	}
+	if t := m.Target; t != nil {
+		// The target's port is always rendered (0 = the engine's default).
+		env = append(env,
+			corev1.EnvVar{Name: contract.EnvTargetHost, Value: t.Host},
+			corev1.EnvVar{Name: contract.EnvTargetPort, Value: strconv.Itoa(int(t.Port))},
+			corev1.EnvVar{Name: contract.EnvTargetName, Value: t.Database},
+			secretEnv(contract.EnvTargetUser, t.CredentialsSecretRef.Name, DatabaseUsernameKey),
+			secretEnv(contract.EnvTargetPassword, t.CredentialsSecretRef.Name, DatabasePasswordKey),
+		)
+	}
+	return env
+}
+
 func secretEnv(name, secret, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key,
@@ -221,8 +349,8 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 }
 
 // ReasonPodFailurePolicy is the reason of the Failed condition of a Job that
-// its PodFailurePolicy failed: the agent exited with result.ExitUsage or
-// result.ExitCorrupted, and its remaining retries were not used.
+// its PodFailurePolicy failed: the agent exited with contract.ExitUsage or
+// contract.ExitCorrupted, and its remaining retries were not used.
 const ReasonPodFailurePolicy = batchv1.JobReasonPodFailurePolicy
 
 // Outcome of a Job.
@@ -262,8 +390,8 @@ func JobOutcome(job *batchv1.Job) Outcome {
 
 // PodResult finds the agent's result in the termination messages of a Job's
 // pods: the newest successful result, else the newest failure reason.
-func PodResult(pods []corev1.Pod) (*result.Result, string, error) {
-	r, failure, err := NewestResult(pods, result.Parse)
+func PodResult(pods []corev1.Pod) (*contract.Result, string, error) {
+	r, failure, err := NewestResult(pods, contract.Parse)
 	if failure != nil {
 		return r, failure.Error(), err
 	}
@@ -271,7 +399,7 @@ func PodResult(pods []corev1.Pod) (*result.Result, string, error) {
 }
 
 // NewestResult scans the agent container's termination messages in pods with
-// parse (result.Parse, result.ParseMigration, ...): it returns the newest
+// parse (contract.Parse, contract.ParseMigration, ...): it returns the newest
 // message parse accepts, else the error of the newest one it rejected from a
 // container that exited non-zero (retries run one pod after another).
 func NewestResult[T any](pods []corev1.Pod, parse func(string) (*T, error)) (*T, error, error) {
@@ -303,7 +431,7 @@ func NewestResult[T any](pods []corev1.Pod, parse func(string) (*T, error)) (*T,
 }
 
 // Artifact converts an agent result to the API's artifact reference.
-func Artifact(r *result.Result) *cairnv1.Artifact {
+func Artifact(r *contract.Result) *cairnv1.Artifact {
 	if r == nil {
 		return nil
 	}

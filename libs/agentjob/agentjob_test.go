@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/testenv"
 )
@@ -153,8 +153,8 @@ func TestJobOutcome(t *testing.T) {
 // Every agent Job fails at once when the agent exits with a code retrying
 // cannot fix, and does not count disrupted pods against its backoffLimit.
 func TestPodFailurePolicy(t *testing.T) {
-	if result.ExitUsage != 2 || result.ExitCorrupted != 3 {
-		t.Fatalf("the agent's exit codes changed: usage %d, corrupted %d", result.ExitUsage, result.ExitCorrupted)
+	if contract.ExitUsage != 2 || contract.ExitCorrupted != 3 {
+		t.Fatalf("the agent's exit codes changed: usage %d, corrupted %d", contract.ExitUsage, contract.ExitCorrupted)
 	}
 	js := JobSpec(spec(s3))
 	p := js.PodFailurePolicy

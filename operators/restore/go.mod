@@ -3,13 +3,12 @@ module cairn.dev/operators/restore
 go 1.26.0
 
 replace (
-	cairn.dev/agent => ../../agent
 	cairn.dev/apis => ../../apis
 	cairn.dev/libs => ../../libs
 )
 
 require (
-	cairn.dev/agent v0.0.0
+	cairn.dev/agent/contract v0.0.0-00010101000000-000000000000
 	cairn.dev/apis v0.0.0
 	cairn.dev/libs v0.0.0
 	github.com/onsi/gomega v1.44.0
@@ -109,3 +108,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace cairn.dev/agent/contract => ../../agent/contract

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/engine"
-	"cairn.dev/agent/result"
 )
 
 // MaxChecks is the most checks one restore runs (the RestoreJob API's limit).
@@ -26,13 +26,13 @@ var namePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // Parse decodes and validates the JSON list of checks (the RestoreJob's
 // spec.checks). Empty input means no checks.
-func Parse(s string) ([]result.Check, error) {
+func Parse(s string) ([]contract.Check, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
-	var cs []result.Check
+	var cs []contract.Check
 	if err := dec.Decode(&cs); err != nil {
 		return nil, fmt.Errorf("checks: not a JSON list of checks: %w", err)
 	}
@@ -71,10 +71,10 @@ type RowCounts func(ctx context.Context) (summary string, differences []string, 
 // Run runs every check, in order, and returns one result per check. A check
 // that cannot run (a SQL error, no recorded counts) fails with the reason;
 // Run itself never fails, so every check is reported.
-func Run(ctx context.Context, q Querier, cs []result.Check, rows RowCounts) []result.CheckResult {
-	out := make([]result.CheckResult, 0, len(cs))
+func Run(ctx context.Context, q Querier, cs []contract.Check, rows RowCounts) []contract.CheckResult {
+	out := make([]contract.CheckResult, 0, len(cs))
 	for _, c := range cs {
-		var r result.CheckResult
+		var r contract.CheckResult
 		if c.RowCountsMatchBackup {
 			r = rowCounts(ctx, c, rows)
 		} else {
@@ -88,12 +88,12 @@ func Run(ctx context.Context, q Querier, cs []result.Check, rows RowCounts) []re
 	return out
 }
 
-func sqlCheck(ctx context.Context, q Querier, c result.Check) result.CheckResult {
+func sqlCheck(ctx context.Context, q Querier, c contract.Check) contract.CheckResult {
 	v, err := q.QueryValue(ctx, c.SQL)
 	if err != nil {
-		return result.CheckResult{Message: "query failed: " + err.Error()}
+		return contract.CheckResult{Message: "query failed: " + err.Error()}
 	}
-	r := result.CheckResult{Value: v, Passed: true}
+	r := contract.CheckResult{Value: v, Passed: true}
 	var why []string
 	if c.Equals != nil && v != *c.Equals {
 		why = append(why, fmt.Sprintf("%q is not %q", v, *c.Equals))
@@ -118,18 +118,18 @@ func sqlCheck(ctx context.Context, q Querier, c result.Check) result.CheckResult
 	return r
 }
 
-func rowCounts(ctx context.Context, _ result.Check, rows RowCounts) result.CheckResult {
+func rowCounts(ctx context.Context, _ contract.Check, rows RowCounts) contract.CheckResult {
 	if rows == nil {
-		return result.CheckResult{Message: "row counts cannot be compared: the backup recorded none"}
+		return contract.CheckResult{Message: "row counts cannot be compared: the backup recorded none"}
 	}
 	summary, diffs, err := rows(ctx)
 	if err != nil {
-		return result.CheckResult{Value: summary, Message: err.Error()}
+		return contract.CheckResult{Value: summary, Message: err.Error()}
 	}
 	if len(diffs) > 0 {
-		return result.CheckResult{Value: summary, Message: fmt.Sprintf("%d table(s) differ: %s", len(diffs), strings.Join(diffs, "; "))}
+		return contract.CheckResult{Value: summary, Message: fmt.Sprintf("%d table(s) differ: %s", len(diffs), strings.Join(diffs, "; "))}
 	}
-	return result.CheckResult{Value: summary, Passed: true}
+	return contract.CheckResult{Value: summary, Passed: true}
 }
 
 // cut shortens s to at most n bytes, on a rune boundary, marking the cut.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 func TestParse(t *testing.T) {
@@ -49,7 +49,7 @@ func TestRun(t *testing.T) {
 	n := func(i int64) *int64 { return &i }
 	s := func(v string) *string { return &v }
 	q := answers{"int": "12", "dec": "2.50", "text": "ok", "long": strings.Repeat("x", 1000)}
-	cs := []result.Check{
+	cs := []contract.Check{
 		{Name: "eq", SQL: "text", Equals: s("ok")},
 		{Name: "eq-no", SQL: "text", Equals: s("OK")},
 		{Name: "range", SQL: "int", AtLeast: n(12), AtMost: n(12)},

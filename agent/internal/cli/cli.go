@@ -14,13 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/identity"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
-	"cairn.dev/agent/result"
 )
 
 // Options are the process's surroundings, replaceable in tests.
@@ -52,10 +52,10 @@ the environment or mounted files, never from arguments.
 // Main runs the agent with args (without the program name) and returns the
 // process exit code (constants in cairn.dev/agent/result):
 //
-//   - 0 (result.ExitOK): success.
-//   - 1 (result.ExitFailure): the command failed; a retry may succeed.
-//   - 2 (result.ExitUsage): the command line or configuration is invalid.
-//   - 3 (result.ExitCorrupted): the artifact failed its integrity check
+//   - 0 (contract.ExitOK): success.
+//   - 1 (contract.ExitFailure): the command failed; a retry may succeed.
+//   - 2 (contract.ExitUsage): the command line or configuration is invalid.
+//   - 3 (contract.ExitCorrupted): the artifact failed its integrity check
 //     (pipeline.ErrCorrupted).
 //
 // Operators fail an agent Job at once on 2 and 3 (its podFailurePolicy, see
@@ -66,31 +66,31 @@ func Main(ctx context.Context, args []string, o Options) int {
 	}
 	if len(args) == 0 {
 		fmt.Fprint(o.Stderr, usage)
-		return result.ExitUsage
+		return contract.ExitUsage
 	}
 	cmd := args[0]
 	switch cmd {
 	case "--version", "-version", "version":
 		fmt.Fprintln(o.Stdout, o.Version)
-		return result.ExitOK
+		return contract.ExitOK
 	case "-h", "--help", "help":
 		fmt.Fprint(o.Stdout, usage)
-		return result.ExitOK
+		return contract.ExitOK
 	case "backup", "restore", "list", "prune", "delete", "migrate":
 	default:
 		fmt.Fprintf(o.Stderr, "agent: unknown command %q\n\n%s", cmd, usage)
-		return result.ExitUsage
+		return contract.ExitUsage
 	}
 
 	cfg, err := config.Load(cmd, args[1:], o.Env, o.Stdout)
 	if errors.Is(err, config.ErrHelp) {
-		return result.ExitOK
+		return contract.ExitOK
 	}
 	if err != nil {
 		// The configuration could not be read: report where the
 		// environment says, or at the default path.
 		fallback := &config.Config{TerminationLog: config.DefaultTerminationLog}
-		if v, _ := o.Env.Lookup("CAIRN_TERMINATION_LOG"); v != "" {
+		if v, _ := o.Env.Lookup(contract.EnvTerminationLog); v != "" {
 			fallback.TerminationLog, fallback.TerminationLogSet = v, true
 		}
 		return fail(o, fallback, cmd, err, nil)
@@ -126,7 +126,7 @@ func Main(ctx context.Context, args []string, o Options) int {
 	}
 	writeTerminationLog(cfg, line, log)
 	log.Info("done", "command", cmd, "peakRSSKiB", peakRSSKiB())
-	return result.ExitOK
+	return contract.ExitOK
 }
 
 func fail(o Options, cfg *config.Config, cmd string, err error, log *slog.Logger) int {
@@ -136,7 +136,7 @@ func fail(o Options, cfg *config.Config, cmd string, err error, log *slog.Logger
 	}
 	reason = strings.Join(strings.Fields(reason), " ")
 	fmt.Fprintf(o.Stderr, "agent: %s\n", reason)
-	writeTerminationLog(cfg, result.FailureLine(reason), log)
+	writeTerminationLog(cfg, contract.FailureLine(reason, contract.FailureCode(err)), log)
 	return exitCode(err)
 }
 
@@ -146,19 +146,19 @@ func exitCode(err error) int {
 	var same *identity.SameError
 	switch {
 	case errors.As(err, &ue), errors.As(err, &same):
-		return result.ExitUsage
+		return contract.ExitUsage
 	case errors.Is(err, pipeline.ErrCorrupted):
-		return result.ExitCorrupted
+		return contract.ExitCorrupted
 	}
-	return result.ExitFailure
+	return contract.ExitFailure
 }
 
 // writeTerminationLog writes the result line to the termination message
 // file. At the default path it writes only if the file exists (it does in a
 // Pod; outside one the agent does not create files under /dev).
 func writeTerminationLog(cfg *config.Config, line []byte, log *slog.Logger) {
-	if len(line) > result.MaxMessageBytes {
-		line = result.FailureLine("result line exceeds the termination message limit")
+	if len(line) > contract.MaxMessageBytes {
+		line = contract.FailureLine("result line exceeds the termination message limit", "")
 	}
 	if !cfg.TerminationLogSet {
 		if _, err := os.Stat(cfg.TerminationLog); errors.Is(err, fs.ErrNotExist) {
@@ -219,8 +219,8 @@ func (a *app) openStore() (store.Store, error) {
 	return nil, fmt.Errorf("unknown store %q", a.cfg.Store)
 }
 
-func entryResult(st store.Store, key string, e catalog.Entry) result.Result {
-	return result.Result{
+func entryResult(st store.Store, key string, e catalog.Entry) contract.Result {
+	return contract.Result{
 		Artifact:        st.Path(key),
 		Size:            e.Size,
 		Checksum:        e.Checksum,

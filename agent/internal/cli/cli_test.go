@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/pipeline"
-	"cairn.dev/agent/result"
 )
 
 func run(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
@@ -73,9 +73,9 @@ func TestFailureReport(t *testing.T) {
 		wantCode   int
 		wantReason string
 	}{
-		{"no store", map[string]string{"CAIRN_BACKUPJOB": "a/b"}, []string{"backup"}, result.ExitUsage, "store is not set"},
-		{"bad store", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "nfs"}, []string{"restore"}, result.ExitUsage, `store "nfs"`},
-		{"bad backup job", map[string]string{"CAIRN_BACKUPJOB": "nope", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir}, []string{"prune"}, result.ExitUsage, "nope"},
+		{"no store", map[string]string{"CAIRN_BACKUPJOB": "a/b"}, []string{"backup"}, contract.ExitUsage, "store is not set"},
+		{"bad store", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "nfs"}, []string{"restore"}, contract.ExitUsage, `store "nfs"`},
+		{"bad backup job", map[string]string{"CAIRN_BACKUPJOB": "nope", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir}, []string{"prune"}, contract.ExitUsage, "nope"},
 		{"unmounted pvc", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": filepath.Join(dir, "nope"),
 			"CAIRN_ENGINE": "postgres", "CAIRN_DB_HOST": "h", "CAIRN_DB_NAME": "d", "CAIRN_DB_USER": "u", "CAIRN_DB_PASSWORD": secret},
 			[]string{"backup"}, 1, "does not exist"},
@@ -103,8 +103,8 @@ func TestFailureReport(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, perr := result.Parse(string(msg))
-			f, ok := perr.(*result.FailedError)
+			_, perr := contract.Parse(string(msg))
+			f, ok := perr.(*contract.FailedError)
 			if !ok || !strings.Contains(f.Reason, tt.wantReason) {
 				t.Fatalf("termination message %q: %v; want reason with %q", msg, perr, tt.wantReason)
 			}
@@ -154,9 +154,9 @@ func TestListEmptyAndPVCBackupFlow(t *testing.T) {
 // The exit codes are a contract with the operators' Job podFailurePolicy
 // (cairn.dev/libs/agentjob): changing one breaks it.
 func TestExitCodes(t *testing.T) {
-	if result.ExitOK != 0 || result.ExitFailure != 1 || result.ExitUsage != 2 || result.ExitCorrupted != 3 {
+	if contract.ExitOK != 0 || contract.ExitFailure != 1 || contract.ExitUsage != 2 || contract.ExitCorrupted != 3 {
 		t.Fatalf("exit codes changed: ok %d failure %d usage %d corrupted %d",
-			result.ExitOK, result.ExitFailure, result.ExitUsage, result.ExitCorrupted)
+			contract.ExitOK, contract.ExitFailure, contract.ExitUsage, contract.ExitCorrupted)
 	}
 }
 
@@ -191,15 +191,15 @@ func TestRestoreCorruptedArtifactExitCode(t *testing.T) {
 	env := map[string]string{"CAIRN_BACKUPJOB": job.String(), "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": filepath.Join(dir, "store"),
 		"CAIRN_DB_HOST": "db.invalid", "CAIRN_DB_NAME": "orders", "CAIRN_DB_USER": "u", "CAIRN_TERMINATION_LOG": termLog}
 	code, _, errOut := run(t, env, "restore")
-	if code != result.ExitCorrupted {
-		t.Fatalf("exit %d, want %d (ExitCorrupted); stderr %q", code, result.ExitCorrupted, errOut)
+	if code != contract.ExitCorrupted {
+		t.Fatalf("exit %d, want %d (ExitCorrupted); stderr %q", code, contract.ExitCorrupted, errOut)
 	}
 	msg, err := os.ReadFile(termLog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, perr := result.Parse(string(msg))
-	if f, ok := perr.(*result.FailedError); !ok || !strings.Contains(f.Reason, "corrupted") || !strings.Contains(f.Reason, "not touched") {
+	_, perr := contract.Parse(string(msg))
+	if f, ok := perr.(*contract.FailedError); !ok || !strings.Contains(f.Reason, "corrupted") || !strings.Contains(f.Reason, "not touched") {
 		t.Fatalf("termination message %q", msg)
 	}
 }
@@ -209,9 +209,9 @@ func TestExitCode(t *testing.T) {
 		err  error
 		want int
 	}{
-		{errors.New("connection refused"), result.ExitFailure},
-		{&config.UsageError{Msg: "store is not set"}, result.ExitUsage},
-		{fmt.Errorf("restore: %w", pipeline.ErrCorrupted), result.ExitCorrupted},
+		{errors.New("connection refused"), contract.ExitFailure},
+		{&config.UsageError{Msg: "store is not set"}, contract.ExitUsage},
+		{fmt.Errorf("restore: %w", pipeline.ErrCorrupted), contract.ExitCorrupted},
 	}
 	for _, tt := range tests {
 		if got := exitCode(tt.err); got != tt.want {

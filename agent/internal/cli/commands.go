@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/checks"
 	"cairn.dev/agent/internal/engine"
@@ -17,7 +18,6 @@ import (
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
-	"cairn.dev/agent/result"
 )
 
 func (a *app) backup(ctx context.Context) ([]byte, error) {
@@ -103,7 +103,7 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 			a.log.Warn("prune after backup failed; the backup itself succeeded", "error", err)
 		}
 	}
-	return result.Marshal(entryResult(st, key, entry))
+	return contract.Marshal(entryResult(st, key, entry))
 }
 
 func (a *app) restore(ctx context.Context) ([]byte, error) {
@@ -209,7 +209,7 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 			a.log.Info("target database dropped", "database", cfg.DB.Database)
 		}
 	}
-	return result.MarshalResult(r)
+	return contract.MarshalResult(r)
 }
 
 // ScratchMarker is recorded on a target database a restore creates to drop
@@ -287,17 +287,17 @@ func (a *app) list(ctx context.Context) ([]byte, error) {
 		tw.Flush()
 	} else {
 		for _, e := range cat.Entries {
-			line, err := result.Marshal(entryResult(st, job.Key(e.Name), e))
+			line, err := contract.Marshal(entryResult(st, job.Key(e.Name), e))
 			if err != nil {
 				return nil, err
 			}
 			a.stdout.Write(line)
 		}
 	}
-	report := result.Catalog{Summary: a.summary("list", st, cat, 0)}
+	report := contract.Catalog{Summary: a.summary("list", st, cat, 0)}
 	for i := len(cat.Entries) - 1; i >= 0; i-- { // newest first
 		e := cat.Entries[i]
-		ce := result.CatalogEntry{Path: st.Path(job.Key(e.Name)), Size: e.Size, Checksum: e.Checksum, End: e.End, Engine: e.Engine}
+		ce := contract.CatalogEntry{Path: st.Path(job.Key(e.Name)), Size: e.Size, Checksum: e.Checksum, End: e.End, Engine: e.Engine}
 		if inv := e.Inventory; inv != nil {
 			ce.Tables = len(inv.Tables)
 			for _, t := range inv.Tables {
@@ -306,11 +306,11 @@ func (a *app) list(ctx context.Context) ([]byte, error) {
 		}
 		report.Artifacts = append(report.Artifacts, ce)
 	}
-	return result.MarshalCatalog(report)
+	return contract.MarshalCatalog(report)
 }
 
-func (a *app) summary(cmd string, st store.Store, cat *catalog.Catalog, deleted int) result.Summary {
-	s := result.Summary{Command: cmd, BackupJob: a.cfg.BackupJob.String(), Count: len(cat.Entries), Deleted: deleted}
+func (a *app) summary(cmd string, st store.Store, cat *catalog.Catalog, deleted int) contract.Summary {
+	s := contract.Summary{Command: cmd, BackupJob: a.cfg.BackupJob.String(), Count: len(cat.Entries), Deleted: deleted}
 	if e, ok := cat.Newest(); ok {
 		s.Newest = st.Path(a.cfg.BackupJob.Key(e.Name))
 	}
@@ -332,23 +332,23 @@ func (a *app) prune(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return result.Marshal(s)
+	return contract.Marshal(s)
 }
 
 // pruneStore removes expired artifacts (never the newest) and leftovers of
 // interrupted backups. A manifest is deleted before its artifact, so the
 // index never lists a deleted artifact; what a prune sees as unlisted,
 // in progress or just finished is kept (catalog.Sweep).
-func (a *app) pruneStore(ctx context.Context, st store.Store) (result.Summary, error) {
+func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary, error) {
 	job := a.cfg.BackupJob
 	now := a.now()
 	cat, l, err := a.loadIndex(ctx, st)
 	if err != nil {
-		return result.Summary{}, err
+		return contract.Summary{}, err
 	}
 	expired, err := catalog.Expired(cat.Entries, now, a.cfg.RetentionDays)
 	if err != nil {
-		return result.Summary{}, err
+		return contract.Summary{}, err
 	}
 	deleted := 0
 	var failed []string
@@ -380,7 +380,7 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (result.Summary, e
 	})
 	for _, o := range catalog.Sweep(job, l, now) {
 		if err := st.Delete(ctx, o.Key); err != nil {
-			return result.Summary{}, err
+			return contract.Summary{}, err
 		}
 		deleted++
 		a.log.Info("removed leftover", "object", st.Path(o.Key), "modified", o.ModTime)
@@ -389,7 +389,7 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (result.Summary, e
 		return catalog.KeepUpload(job, l.Markers, key, now)
 	})
 	if err != nil {
-		return result.Summary{}, err
+		return contract.Summary{}, err
 	}
 	deleted += n
 	a.log.Info("prune finished", "retentionDays", a.cfg.RetentionDays, "deleted", deleted, "kept", len(cat.Entries))
@@ -450,5 +450,5 @@ func (a *app) delete(ctx context.Context) ([]byte, error) {
 		}
 	}
 	a.log.Info("deleted", "objects", deleted, "store", st.String())
-	return result.Marshal(a.summary("delete", st, catalog.New(job), deleted))
+	return contract.Marshal(a.summary("delete", st, catalog.New(job), deleted))
 }

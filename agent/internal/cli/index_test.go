@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
-	"cairn.dev/agent/result"
 )
 
 // A store written by agents before manifests keeps working: its
@@ -55,7 +55,7 @@ func TestLegacyCatalogCompatible(t *testing.T) {
 		}
 		var names []string
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var r result.Result
+			var r contract.Result
 			if err := json.Unmarshal([]byte(line), &r); err != nil {
 				t.Fatalf("list line %q: %v", line, err)
 			}

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
-	"cairn.dev/agent/result"
 )
 
 // migrate runs one step of a migration (the contract is in
@@ -20,29 +20,29 @@ import (
 func (a *app) migrate(ctx context.Context) ([]byte, error) {
 	m := a.cfg.Migrate
 	start := a.now()
-	res := result.MigrationResult{Step: m.Step, Engine: a.cfg.Engine}
+	res := contract.MigrationResult{Step: m.Step, Engine: a.cfg.Engine}
 	a.log = a.log.With("step", m.Step, "migration", m.Migration.String())
 	var err error
 	switch m.Step {
-	case result.StepPrecheck:
+	case contract.StepPrecheck:
 		err = a.precheck(ctx, &res, true, true)
-	case result.StepPrecheckSource:
+	case contract.StepPrecheckSource:
 		err = a.precheck(ctx, &res, true, false)
-	case result.StepPrecheckTarget:
+	case contract.StepPrecheckTarget:
 		err = a.precheck(ctx, &res, false, true)
-	case result.StepCopy:
+	case contract.StepCopy:
 		err = a.copyStep(ctx, &res)
-	case result.StepExport:
+	case contract.StepExport:
 		err = a.exportStep(ctx, &res)
-	case result.StepImport:
+	case contract.StepImport:
 		err = a.importStep(ctx, &res)
-	case result.StepVerify:
+	case contract.StepVerify:
 		err = a.verifyStep(ctx, &res)
-	case result.StepCutover:
+	case contract.StepCutover:
 		err = a.cutoverStep(ctx, &res)
-	case result.StepReplicationStart, result.StepReplicationStatus, result.StepReplicationStop:
+	case contract.StepReplicationStart, contract.StepReplicationStatus, contract.StepReplicationStop:
 		err = a.replicationStep(ctx, &res)
-	case result.StepAbort:
+	case contract.StepAbort:
 		err = a.abortStep(ctx, &res)
 	default:
 		err = &config.UsageError{Msg: fmt.Sprintf("unknown migrate step %q", m.Step)}
@@ -53,7 +53,7 @@ func (a *app) migrate(ctx context.Context) ([]byte, error) {
 	res.DurationSeconds = seconds(a.now().Sub(start))
 	a.log.Info("step finished", "tables", res.Tables, "tablesDone", res.TablesDone, "bytes", res.Bytes,
 		"problems", len(res.Problems), "durationSeconds", res.DurationSeconds)
-	return result.MarshalMigration(res)
+	return contract.MarshalMigration(res)
 }
 
 // source and target return the coordinates of each side, or a usage error
@@ -141,7 +141,7 @@ func major(v string) int {
 	return n
 }
 
-func (a *app) precheck(ctx context.Context, res *result.MigrationResult, checkSource, checkTarget bool) error {
+func (a *app) precheck(ctx context.Context, res *contract.MigrationResult, checkSource, checkTarget bool) error {
 	m := a.cfg.Migrate
 	if checkSource && checkTarget {
 		// The target checks write (a probe table): not into the source.
@@ -236,7 +236,7 @@ func (a *app) sourceChecks(ctx context.Context, db inventory.DB, tables []invent
 	return nil
 }
 
-func (a *app) targetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *result.MigrationResult) error {
+func (a *app) targetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *contract.MigrationResult) error {
 	m := a.cfg.Migrate
 	switch a.cfg.Engine {
 	case "postgres":
@@ -268,10 +268,10 @@ func (a *app) existingTargetTables(ctx context.Context, db inventory.DB, p *prob
 
 // verifyStep compares the target with the source: live (direct), or with
 // the inventory an export recorded (store transfer: CAIRN_ARTIFACT set).
-func (a *app) verifyStep(ctx context.Context, res *result.MigrationResult) error {
+func (a *app) verifyStep(ctx context.Context, res *contract.MigrationResult) error {
 	m := a.cfg.Migrate
 	if m.Verify == "None" {
-		res.Verification = &result.Verification{Method: "None"}
+		res.Verification = &contract.Verification{Method: "None"}
 		return nil
 	}
 	tc, err := a.target()

@@ -10,9 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
-	"cairn.dev/agent/result"
 )
 
 // Converging verification (Continuous mode, direct transfer). The source
@@ -56,7 +56,7 @@ const (
 
 // convTable is one differing table under re-check.
 type convTable struct {
-	check  *result.TableCheck
+	check  *contract.TableCheck
 	table  inventory.Table
 	pk     string   // quoted single-column primary key; "" compares whole
 	pkType string   // its type, for the key list's cast
@@ -68,7 +68,7 @@ type convTable struct {
 }
 
 // convergeVerify is verify in Continuous mode with direct transfer.
-func (a *app) convergeVerify(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
+func (a *app) convergeVerify(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
 	names, err := a.replicationNames()
 	if err != nil {
 		return err
@@ -107,11 +107,11 @@ func (a *app) convergeVerify(ctx context.Context, sc, tc engine.Conn, res *resul
 		it := &v.Items[i]
 		switch {
 		case it.Match:
-			it.State = result.StateMatched
+			it.State = contract.StateMatched
 		case it.Reason != "rows differ" && it.Reason != "content differs":
-			it.State = result.StateDiffers // missing or only on one side
+			it.State = contract.StateDiffers // missing or only on one side
 		case !reached:
-			it.State, it.LagBytes = result.StateCatchingUp, lag
+			it.State, it.LagBytes = contract.StateCatchingUp, lag
 		default:
 			t, _ := srcInv.Find(it.Table)
 			w := &convTable{check: it, table: t}
@@ -161,7 +161,7 @@ func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method str
 		}
 		if !reached {
 			for _, w := range open {
-				w.check.State, w.check.LagBytes, w.done = result.StateCatchingUp, lag, true
+				w.check.State, w.check.LagBytes, w.done = contract.StateCatchingUp, lag, true
 			}
 			return nil
 		}
@@ -173,7 +173,7 @@ func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method str
 			diff := differing(before[i], after)
 			w.check.Rechecks = round
 			if len(diff) == 0 {
-				w.check.State, w.check.Match, w.check.Reason, w.check.Rows, w.done = result.StateMatched, true, "", 0, true
+				w.check.State, w.check.Match, w.check.Reason, w.check.Rows, w.done = contract.StateMatched, true, "", 0, true
 				continue
 			}
 			// The source once more, for the rows that differ: unchanged
@@ -192,14 +192,14 @@ func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method str
 				}
 			}
 			w.confirmed = confirmed
-			w.check.State = result.StateCatchingUp
+			w.check.State = contract.StateCatchingUp
 			if w.pk != "" {
 				w.keys, w.check.Rows = diff, len(diff)
 			}
 			if final > 0 {
 				// Rows the source kept unchanged, twice, that the target
 				// holds differently after applying every change up to them.
-				w.check.State, w.done = result.StateDiffers, true
+				w.check.State, w.done = contract.StateDiffers, true
 				if w.pk != "" {
 					w.check.Rows = final
 				}
@@ -209,7 +209,7 @@ func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method str
 	}
 	for _, w := range work {
 		if !w.done {
-			w.check.State = result.StateCatchingUp
+			w.check.State = contract.StateCatchingUp
 			if lag, err := slotLag(ctx, src, slot); err == nil {
 				w.check.LagBytes = lag
 			}
@@ -327,9 +327,9 @@ func differing(a, b map[string]string) []string {
 
 // finishVerification counts v's states and orders its items: differing
 // tables first, then those catching up, then matched ones, each by name.
-func finishVerification(v *result.Verification) {
-	rank := map[string]int{result.StateDiffers: 0, result.StateCatchingUp: 1, result.StateMatched: 2}
-	slices.SortStableFunc(v.Items, func(x, y result.TableCheck) int {
+func finishVerification(v *contract.Verification) {
+	rank := map[string]int{contract.StateDiffers: 0, contract.StateCatchingUp: 1, contract.StateMatched: 2}
+	slices.SortStableFunc(v.Items, func(x, y contract.TableCheck) int {
 		if d := rank[x.State] - rank[y.State]; d != 0 {
 			return d
 		}
@@ -338,9 +338,9 @@ func finishVerification(v *result.Verification) {
 	v.Matched, v.Mismatched, v.CatchingUp, v.Rechecks = 0, 0, 0, 0
 	for _, it := range v.Items {
 		switch it.State {
-		case result.StateMatched:
+		case contract.StateMatched:
 			v.Matched++
-		case result.StateCatchingUp:
+		case contract.StateCatchingUp:
 			v.CatchingUp++
 		default:
 			v.Mismatched++
@@ -350,20 +350,20 @@ func finishVerification(v *result.Verification) {
 }
 
 // convergeSummary says in one sentence how verification ended.
-func convergeSummary(v *result.Verification) string {
+func convergeSummary(v *contract.Verification) string {
 	s := fmt.Sprintf("compared at WAL positions the target had applied: %d of %d tables matched", v.Matched, v.Tables)
 	if v.Rechecks > 0 {
 		s += fmt.Sprintf(" (%d re-checks at most)", v.Rechecks)
 	}
 	for _, it := range v.Items {
 		switch it.State {
-		case result.StateCatchingUp:
+		case contract.StateCatchingUp:
 			what := fmt.Sprintf("%d row(s) still moving", it.Rows)
 			if it.Rows == 0 {
 				what = "written through every round, compared whole"
 			}
 			s += fmt.Sprintf("; %s catching up (%s after %d re-checks, lag %d bytes)", it.Table, what, it.Rechecks, it.LagBytes)
-		case result.StateDiffers:
+		case contract.StateDiffers:
 			if it.Rechecks > 0 {
 				s += fmt.Sprintf("; %s differs after %d re-checks (%d row(s) unchanged on the source)", it.Table, it.Rechecks, it.Rows)
 			} else {
@@ -382,10 +382,10 @@ const syncPoll = time.Second
 // and records how long it waited. The lag is not waited for here: under
 // a steady write load it never reaches 0; convergeVerify compares at WAL
 // positions the target has applied.
-func (a *app) waitReplicated(ctx context.Context, src, tgt *pgx.Conn, names result.Replication, res *result.MigrationResult) error {
+func (a *app) waitReplicated(ctx context.Context, src, tgt *pgx.Conn, names contract.Replication, res *contract.MigrationResult) error {
 	start := time.Now()
 	for {
-		st := &result.MigrationResult{Replication: &result.Replication{Publication: names.Publication, Subscription: names.Subscription, Slot: names.Slot}}
+		st := &contract.MigrationResult{Replication: &contract.Replication{Publication: names.Publication, Subscription: names.Subscription, Slot: names.Slot}}
 		if err := a.fillStatus(ctx, src, tgt, st); err != nil {
 			return err
 		}

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // differing: a key absent on one side differs from a present row, even
@@ -21,11 +21,11 @@ func TestDiffering(t *testing.T) {
 // finishVerification: only confirmed differences count as mismatched,
 // listed first; tables catching up come next and are counted apart.
 func TestFinishVerification(t *testing.T) {
-	v := &result.Verification{Items: []result.TableCheck{
-		{Table: "public.a", Match: true, State: result.StateMatched},
-		{Table: "public.b", State: result.StateCatchingUp, Rechecks: 10},
-		{Table: "public.c", State: result.StateDiffers, Rechecks: 2},
-		{Table: "public.d", Match: true, State: result.StateMatched, Rechecks: 1},
+	v := &contract.Verification{Items: []contract.TableCheck{
+		{Table: "public.a", Match: true, State: contract.StateMatched},
+		{Table: "public.b", State: contract.StateCatchingUp, Rechecks: 10},
+		{Table: "public.c", State: contract.StateDiffers, Rechecks: 2},
+		{Table: "public.d", Match: true, State: contract.StateMatched, Rechecks: 1},
 	}, Tables: 4}
 	finishVerification(v)
 	if v.Matched != 2 || v.Mismatched != 1 || v.CatchingUp != 1 || v.Rechecks != 10 {

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
-	"cairn.dev/agent/result"
 )
 
 // cutoverStep is the source side of a cutover, all or nothing:
@@ -31,7 +31,7 @@ import (
 //
 // What else cutover does — switching a Secret, stopping replication — is
 // the operator's and later steps'.
-func (a *app) cutoverStep(ctx context.Context, res *result.MigrationResult) error {
+func (a *app) cutoverStep(ctx context.Context, res *contract.MigrationResult) error {
 	if _, err := a.target(); err == nil {
 		if err := a.refuseSamePair(ctx, "cut over"); err != nil {
 			return err
@@ -121,7 +121,7 @@ func (a *app) cutoverStep(ctx context.Context, res *result.MigrationResult) erro
 
 // withUndone adds what the step undid to a failure's message (the
 // termination message carries only the error).
-func (a *app) withUndone(err error, res *result.MigrationResult) error {
+func (a *app) withUndone(err error, res *contract.MigrationResult) error {
 	for _, act := range res.Actions {
 		if strings.Contains(act, "writable again") {
 			return fmt.Errorf("%w; %s", err, act)
@@ -133,7 +133,7 @@ func (a *app) withUndone(err error, res *result.MigrationResult) error {
 // compareSourceAgain compares the source as it is now with what the target
 // holds: the live target (direct), or the inventory the target was
 // verified against (store transfer: the export's, CAIRN_ARTIFACT).
-func (a *app) compareSourceAgain(ctx context.Context, sc engine.Conn) (*result.Verification, error) {
+func (a *app) compareSourceAgain(ctx context.Context, sc engine.Conn) (*contract.Verification, error) {
 	method := a.cfg.Migrate.Verify
 	var copied *inventory.Inventory
 	if a.cfg.Artifact != "" {
@@ -213,7 +213,7 @@ func (a *app) revertReadOnly(ctx context.Context, sc engine.Conn) error {
 // bound) and, with CAIRN_CUTOVER_SOURCE_READ_ONLY, the read-only a cutover
 // may have set. It never touches data; every part is skipped when absent,
 // so it can be repeated.
-func (a *app) abortStep(ctx context.Context, res *result.MigrationResult) error {
+func (a *app) abortStep(ctx context.Context, res *contract.MigrationResult) error {
 	m := a.cfg.Migrate
 	sc, err := a.source()
 	if err != nil {

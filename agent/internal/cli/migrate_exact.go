@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
-	"cairn.dev/agent/result"
 )
 
 // exactCheck is a Continuous cutover's comparison, run by replication-stop
@@ -19,7 +19,7 @@ import (
 // then drops nothing, and the operator fails the migration without
 // switching (its abort drops the replication objects and undoes the
 // read-only). verify None skips it.
-func (a *app) exactCheck(ctx context.Context, sc engine.Conn, res *result.MigrationResult) (differs bool, err error) {
+func (a *app) exactCheck(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (differs bool, err error) {
 	if a.cfg.Migrate.Verify == "None" || a.cfg.Migrate.Verify == "" {
 		res.Actions = append(res.Actions, "no exact comparison at cutover: verify is None")
 		return false, nil
@@ -29,9 +29,9 @@ func (a *app) exactCheck(ctx context.Context, sc engine.Conn, res *result.Migrat
 		return false, fmt.Errorf("comparing the source with the target at cutover: %w", err)
 	}
 	for i := range v.Items {
-		v.Items[i].State = result.StateMatched
+		v.Items[i].State = contract.StateMatched
 		if !v.Items[i].Match {
-			v.Items[i].State = result.StateDiffers
+			v.Items[i].State = contract.StateDiffers
 		}
 	}
 	res.Verification, res.Tables = v, v.Tables

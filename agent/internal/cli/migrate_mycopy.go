@@ -11,9 +11,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
-	"cairn.dev/agent/result"
 )
 
 // The MySQL/MariaDB direct copy, rows in parallel (the mydumper approach):
@@ -37,7 +37,7 @@ import (
 // connection, in one snapshot, and the result's actions say so.
 
 // myCopyParallel is the Full copy.
-func (a *app) myCopyParallel(ctx context.Context, src, tgt *engine.MySQL, tables []inventory.Table, res *result.MigrationResult) error {
+func (a *app) myCopyParallel(ctx context.Context, src, tgt *engine.MySQL, tables []inventory.Table, res *contract.MigrationResult) error {
 	var moved atomic.Int64
 	schema := *src
 	schema.NoData, schema.SkipTriggers = true, true
@@ -178,7 +178,7 @@ func myBinlogPosition(ctx context.Context, c *sql.Conn) string {
 	return strings.TrimSpace(pos)
 }
 
-func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table, moved *atomic.Int64, res *result.MigrationResult) error {
+func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table, moved *atomic.Int64, res *contract.MigrationResult) error {
 	workers := max(1, min(a.cfg.Migrate.Parallel, len(tables)))
 	srcs, position, fallback, closeSrcs, err := a.mySnapshots(ctx, sc, workers)
 	if err != nil {

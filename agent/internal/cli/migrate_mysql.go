@@ -9,14 +9,14 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
-	"cairn.dev/agent/result"
 )
 
-func (a *app) myTargetChecks(ctx context.Context, tc engine.Conn, p *problems, res *result.MigrationResult) error {
+func (a *app) myTargetChecks(ctx context.Context, tc engine.Conn, p *problems, res *contract.MigrationResult) error {
 	pool, c, err := inventory.ConnectMySQL(ctx, tc, tc.Database)
 	if err != nil {
 		var me *mysql.MySQLError
@@ -80,7 +80,7 @@ WHERE table_schema = DATABASE() AND table_name LIKE 'cairn\_precheck\_%'`)
 // client on the target. The schema dump drops and recreates each table it
 // contains, so a retried copy replaces what an earlier attempt left: no
 // duplicate rows.
-func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
+func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
 	srcEng, tables, err := a.selectedSourceEngine(ctx, sc)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *result.Migrat
 // server-wide read_only, which would stop every other database too), so
 // the step refuses there rather than do something broader than asked.
 // set reports whether the schema was made read-only.
-func (a *app) myReadOnly(ctx context.Context, sc engine.Conn, res *result.MigrationResult) (set bool, err error) {
+func (a *app) myReadOnly(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (set bool, err error) {
 	m, err := inventory.OpenMySQL(ctx, sc)
 	if err != nil {
 		return false, fmt.Errorf("source: %w", err)
@@ -165,7 +165,7 @@ func myReadOnlyChecks(version string, p *problems) {
 }
 
 // copyStep is the direct transfer.
-func (a *app) copyStep(ctx context.Context, res *result.MigrationResult) error {
+func (a *app) copyStep(ctx context.Context, res *contract.MigrationResult) error {
 	sc, err := a.source()
 	if err != nil {
 		return err

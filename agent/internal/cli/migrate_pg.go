@@ -13,12 +13,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/patterns"
-	"cairn.dev/agent/result"
 )
 
 // pgSelection turns the filter into pg_dump arguments naming exact objects
@@ -131,7 +131,7 @@ func pgConnectTarget(ctx context.Context, tc engine.Conn) (*pgx.Conn, bool, erro
 	return nil, false, fmt.Errorf("target: %w", err)
 }
 
-func (a *app) pgTargetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *result.MigrationResult) error {
+func (a *app) pgTargetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *contract.MigrationResult) error {
 	c, exists, err := pgConnectTarget(ctx, tc)
 	if err != nil {
 		return err
@@ -223,7 +223,7 @@ func pgCreateSchemas(ctx context.Context, tc engine.Conn, tables []inventory.Tab
 // an old session lands after cutover. set reports whether the database was
 // made read-only (the caller undoes it when a later part fails).
 // Idempotent.
-func (a *app) pgReadOnly(ctx context.Context, sc engine.Conn, res *result.MigrationResult) (set bool, err error) {
+func (a *app) pgReadOnly(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (set bool, err error) {
 	c, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
 		return false, fmt.Errorf("source: %w", err)
@@ -296,7 +296,7 @@ FROM pg_database db, pg_roles r WHERE db.datname = current_database() AND r.roln
 // are dropped first: leftovers of an earlier attempt (precheck refused a
 // non-empty target) or replaced on purpose (allowNonEmptyTarget), so a
 // retried copy never duplicates rows.
-func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
+func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
 	m := a.cfg.Migrate
 	srcEng, tables, err := a.selectedSourceEngine(ctx, sc)
 	if err != nil {
@@ -378,7 +378,7 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *result.Migrat
 // target (CASCADE: their indexes, constraints, and views over them go too;
 // the pre-data section recreates what the source has). Tables only on the
 // target are left alone.
-func (a *app) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.Table, res *result.MigrationResult) error {
+func (a *app) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.Table, res *contract.MigrationResult) error {
 	c, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
@@ -405,7 +405,7 @@ func (a *app) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.T
 	return nil
 }
 
-func (a *app) pgCopyData(ctx context.Context, sc, tc engine.Conn, snap string, tables []inventory.Table, moved *atomic.Int64, res *result.MigrationResult) error {
+func (a *app) pgCopyData(ctx context.Context, sc, tc engine.Conn, snap string, tables []inventory.Table, moved *atomic.Int64, res *contract.MigrationResult) error {
 	workers := max(1, min(a.cfg.Migrate.Parallel, len(tables)))
 	copied, err := a.copyTables(ctx, tables, workers, moved, func(ctx context.Context, _ int) (tableCopier, func(), error) {
 		bg := context.WithoutCancel(ctx)
@@ -546,7 +546,7 @@ const pgLOChunk = 1 << 20
 // whole-database dump and, with -b, in a dump of selected objects; its
 // --clean replaces those an earlier attempt left). Data moves in chunks of
 // pgLOChunk (lo_get → lo_put), committed every 64 MiB.
-func (a *app) pgCopyLargeObjects(ctx context.Context, sc, tc engine.Conn, snap string, moved *atomic.Int64, res *result.MigrationResult) error {
+func (a *app) pgCopyLargeObjects(ctx context.Context, sc, tc engine.Conn, snap string, moved *atomic.Int64, res *contract.MigrationResult) error {
 	s, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)

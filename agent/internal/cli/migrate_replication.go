@@ -13,10 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
-	"cairn.dev/agent/result"
 )
 
 // Continuous mode (PostgreSQL): the copy step creates the schema only, and
@@ -38,17 +38,17 @@ import (
 
 // replicationNames are the names of a migration's replication objects:
 // "cairn_" and 16 hex digits of the SHA-256 of the MigrationJob's UID.
-func (a *app) replicationNames() (result.Replication, error) {
+func (a *app) replicationNames() (contract.Replication, error) {
 	uid := a.cfg.Migrate.UID
 	if uid == "" {
-		return result.Replication{}, &config.UsageError{Msg: "CAIRN_MIGRATION_UID is not set: it names the replication objects"}
+		return contract.Replication{}, &config.UsageError{Msg: "CAIRN_MIGRATION_UID is not set: it names the replication objects"}
 	}
 	h := sha256.Sum256([]byte(uid))
 	base := "cairn_" + hex.EncodeToString(h[:8])
-	return result.Replication{Publication: base + "_pub", Subscription: base + "_sub", Slot: base + "_slot"}, nil
+	return contract.Replication{Publication: base + "_pub", Subscription: base + "_sub", Slot: base + "_slot"}, nil
 }
 
-func (a *app) replicationStep(ctx context.Context, res *result.MigrationResult) error {
+func (a *app) replicationStep(ctx context.Context, res *contract.MigrationResult) error {
 	if a.cfg.Engine != "postgres" {
 		return &config.UsageError{Msg: "replication steps are PostgreSQL only (Continuous mode)"}
 	}
@@ -62,7 +62,7 @@ func (a *app) replicationStep(ctx context.Context, res *result.MigrationResult) 
 	}
 	res.Replication = &names
 	switch a.cfg.Migrate.Step {
-	case result.StepReplicationStart:
+	case contract.StepReplicationStart:
 		tc, err := a.target()
 		if err != nil {
 			return err
@@ -71,7 +71,7 @@ func (a *app) replicationStep(ctx context.Context, res *result.MigrationResult) 
 			return err
 		}
 		return a.replicationStart(ctx, sc, tc, res)
-	case result.StepReplicationStatus:
+	case contract.StepReplicationStatus:
 		tc, err := a.target()
 		if err != nil {
 			return err
@@ -82,7 +82,7 @@ func (a *app) replicationStep(ctx context.Context, res *result.MigrationResult) 
 	}
 }
 
-func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) (err error) {
+func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) (err error) {
 	n := res.Replication
 	// The target first: nothing is created on the source for a target
 	// that cannot take the subscription.
@@ -116,7 +116,7 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *res
 			if err == nil || subscribed {
 				return
 			}
-			cleanup := &result.MigrationResult{Replication: &result.Replication{Publication: n.Publication, Subscription: n.Subscription, Slot: n.Slot}}
+			cleanup := &contract.MigrationResult{Replication: &contract.Replication{Publication: n.Publication, Subscription: n.Subscription, Slot: n.Slot}}
 			if derr := a.dropSourceReplication(context.WithoutCancel(ctx), src, cleanup); derr != nil {
 				err = fmt.Errorf("%w; dropping the slot and publication again also failed: %v (drop them by hand: SELECT pg_drop_replication_slot('%s'); DROP PUBLICATION %s)", err, derr, n.Slot, n.Publication)
 				return
@@ -185,7 +185,7 @@ func connectPair(ctx context.Context, sc, tc engine.Conn) (src, tgt *pgx.Conn, c
 	}, nil
 }
 
-func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *result.MigrationResult) error {
+func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
 	src, tgt, closeBoth, err := connectPair(ctx, sc, tc)
 	if err != nil {
 		return err
@@ -200,17 +200,19 @@ func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *re
 
 // overRetainedWAL is the retained-WAL watchdog's one check, made in every
 // phase where a slot exists: an error when slot keeps more WAL on the
-// source than MaxRetainedWALBytes. The operator recognises its "retained
-// WAL … above limit" and drops the replication; while says during what.
+// source than MaxRetainedWALBytes, reported with the failure code
+// contract.CodeRetainedWALOverLimit, on which the operator drops the
+// replication; while says during what.
 func (a *app) overRetainedWAL(retained int64, slot, while, detail string) error {
 	max := a.cfg.Migrate.MaxRetainedWALBytes
 	if max <= 0 || retained <= max {
 		return nil
 	}
-	return fmt.Errorf("retained WAL %d bytes above limit %d%s: slot %s on the source keeps WAL the target has not confirmed (%s)", retained, max, while, slot, detail)
+	return &contract.CodedError{Code: contract.CodeRetainedWALOverLimit, Err: fmt.Errorf(
+		"retained WAL %d bytes above limit %d%s: slot %s on the source keeps WAL the target has not confirmed (%s)", retained, max, while, slot, detail)}
 }
 
-func (a *app) fillStatus(ctx context.Context, src, tgt *pgx.Conn, res *result.MigrationResult) error {
+func (a *app) fillStatus(ctx context.Context, src, tgt *pgx.Conn, res *contract.MigrationResult) error {
 	r := res.Replication
 	err := src.QueryRow(ctx, `SELECT coalesce(pg_current_wal_lsn() - confirmed_flush_lsn, 0)::bigint,
   coalesce(pg_current_wal_lsn() - restart_lsn, 0)::bigint FROM pg_replication_slots WHERE slot_name = $1`, r.Slot).Scan(&r.LagBytes, &r.RetainedWALBytes)
@@ -240,7 +242,7 @@ FROM pg_subscription s JOIN pg_subscription_rel r ON r.srsubid = s.oid WHERE s.s
 // cover — created after replication-start, since the publication names the
 // tables that existed then — and reports each as a warning: their rows do
 // not reach the target, and verify would find them missing.
-func (a *app) notReplicated(ctx context.Context, src *pgx.Conn, res *result.MigrationResult) error {
+func (a *app) notReplicated(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
 	r := res.Replication
 	tables, err := (&inventory.Postgres{C: src}).Tables(ctx, a.cfg.Migrate.Filter, "")
 	if err != nil {
@@ -285,7 +287,7 @@ func (a *app) notReplicated(ctx context.Context, src *pgx.Conn, res *result.Migr
 // skipped, so it can be repeated. A target it cannot reach fails the step
 // (exit 1): the migration then aborts, and the abort step drops the
 // source's slot and publication.
-func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *result.MigrationResult) error {
+func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) error {
 	return a.dropReplication(ctx, sc, res, true)
 }
 
@@ -295,7 +297,7 @@ func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *result.M
 // the target's subscription is dropped when the target is reachable, and
 // the source's slot and publication always — an unreachable target never
 // keeps the source's WAL.
-func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *result.MigrationResult, cutover bool) error {
+func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *contract.MigrationResult, cutover bool) error {
 	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
@@ -334,7 +336,7 @@ func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *result.M
 
 // dropSourceReplication drops the slot (ending a walsender still using
 // it) and the publication on the source.
-func (a *app) dropSourceReplication(ctx context.Context, src *pgx.Conn, res *result.MigrationResult) error {
+func (a *app) dropSourceReplication(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
 	n := res.Replication
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -370,7 +372,7 @@ func (a *app) dropSourceReplication(ctx context.Context, src *pgx.Conn, res *res
 	return nil
 }
 
-func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine.Conn, res *result.MigrationResult, cutover bool) error {
+func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine.Conn, res *contract.MigrationResult, cutover bool) error {
 	n := res.Replication
 	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
 	if err != nil {
@@ -425,7 +427,7 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 // before the call is applied on the target. It fails above the
 // retained-WAL limit (the slot is then dropped by the abort), and when
 // ctx ends (the Job's deadline).
-func (a *app) waitCaughtUp(ctx context.Context, src *pgx.Conn, res *result.MigrationResult) error {
+func (a *app) waitCaughtUp(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
 	stopLSN, err := currentLSN(ctx, src)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
@@ -13,7 +14,6 @@ import (
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
-	"cairn.dev/agent/result"
 )
 
 // requireStore checks that a store transfer is configured.
@@ -58,7 +58,7 @@ func (a *app) migrationArtifact(ctx context.Context) (catalog.Entry, store.Store
 // source's inventory, taken in the dump's own snapshot, in the manifest.
 // A retried export writes a new artifact; the failed run's partial upload
 // is never listed.
-func (a *app) exportStep(ctx context.Context, res *result.MigrationResult) error {
+func (a *app) exportStep(ctx context.Context, res *contract.MigrationResult) error {
 	cfg := a.cfg
 	m := cfg.Migrate
 	st, err := a.requireStore()
@@ -130,7 +130,7 @@ func (a *app) exportStep(ctx context.Context, res *result.MigrationResult) error
 // engine's restore (PostgreSQL: one transaction, objects of the dump
 // replaced; MySQL: each table dropped and recreated). A retried import
 // restores the whole artifact again.
-func (a *app) importStep(ctx context.Context, res *result.MigrationResult) error {
+func (a *app) importStep(ctx context.Context, res *contract.MigrationResult) error {
 	entry, st, err := a.migrationArtifact(ctx)
 	if err != nil {
 		return err

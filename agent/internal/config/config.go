@@ -20,12 +20,12 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/checks"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/patterns"
-	"cairn.dev/agent/result"
 )
 
 // DefaultTerminationLog is Kubernetes' default terminationMessagePath.
@@ -49,7 +49,7 @@ type Config struct {
 	// Checks run in the target after a restore (CAIRN_CHECKS);
 	// DropTargetAfterChecks drops the target afterwards if the restore
 	// created it (CAIRN_DROP_TARGET_AFTER_CHECKS).
-	Checks                []result.Check
+	Checks                []contract.Check
 	DropTargetAfterChecks bool
 	// AllowOverwriteSource lets a restore replace the database the backup
 	// was taken of (CAIRN_ALLOW_OVERWRITE_SOURCE).
@@ -106,8 +106,7 @@ type Migrate struct {
 }
 
 // MigrateSteps are the steps of `agent migrate`.
-var MigrateSteps = []string{"precheck", "precheck-source", "precheck-target", "copy", "export", "import", "verify", "cutover",
-	"replication-start", "replication-status", "replication-stop", "abort"}
+var MigrateSteps = contract.Steps
 
 // Env reads the environment and mounted files.
 type Env struct {
@@ -213,34 +212,34 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 
 	fs := flag.NewFlagSet("agent "+command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&c.Engine, "engine", env.get("CAIRN_ENGINE"), "database engine: postgres or mysql (env CAIRN_ENGINE)")
-	fs.StringVar(&c.DB.Host, "db-host", env.get("CAIRN_DB_HOST"), "database host (env CAIRN_DB_HOST)")
-	fs.IntVar(&c.DB.Port, "db-port", envInt("CAIRN_DB_PORT", 0), "database port; default 5432 or 3306 (env CAIRN_DB_PORT)")
-	fs.StringVar(&c.DB.Database, "db-name", env.get("CAIRN_DB_NAME"), "database name (env CAIRN_DB_NAME)")
-	fs.StringVar(&c.DB.User, "db-user", env.get("CAIRN_DB_USER"), "database user (env CAIRN_DB_USER)")
-	passwordFile := fs.String("db-password-file", env.get("CAIRN_DB_PASSWORD_FILE"), "file holding the database password (env CAIRN_DB_PASSWORD_FILE; or env CAIRN_DB_PASSWORD)")
-	fs.StringVar(&c.Store, "store", env.get("CAIRN_STORE"), "artifact store: pvc or s3 (env CAIRN_STORE)")
-	fs.StringVar(&c.PVCPath, "pvc-path", env.get("CAIRN_PVC_PATH"), "mount path of the backup volume (env CAIRN_PVC_PATH)")
-	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", env.get("CAIRN_S3_ENDPOINT"), "S3 endpoint, host:port or URL (env CAIRN_S3_ENDPOINT)")
-	fs.StringVar(&c.S3.Bucket, "s3-bucket", env.get("CAIRN_S3_BUCKET"), "S3 bucket (env CAIRN_S3_BUCKET)")
-	fs.StringVar(&c.S3.Prefix, "s3-prefix", env.get("CAIRN_S3_PREFIX"), "key prefix inside the bucket (env CAIRN_S3_PREFIX)")
-	fs.BoolVar(&c.S3.Insecure, "s3-insecure", envBool("CAIRN_S3_INSECURE", false), "plain http to a host:port endpoint (env CAIRN_S3_INSECURE)")
-	fs.StringVar(&c.S3.Region, "s3-region", env.get("CAIRN_S3_REGION"), "S3 region (env CAIRN_S3_REGION)")
-	partMiB := fs.Int("s3-part-size-mib", envInt("CAIRN_S3_PART_SIZE_MIB", store.DefaultPartSize>>20), "multipart part size in MiB, 5..512: the upload's memory; 10,000 parts max (env CAIRN_S3_PART_SIZE_MIB)")
-	job := fs.String("backupjob", env.get("CAIRN_BACKUPJOB"), "BackupJob namespace/name: the catalog key (env CAIRN_BACKUPJOB)")
-	fs.IntVar(&c.RetentionDays, "retention-days", envInt("CAIRN_RETENTION_DAYS", 0), "prune artifacts older than this many days, keeping the newest (env CAIRN_RETENTION_DAYS)")
-	fs.StringVar(&c.Artifact, "artifact", env.get("CAIRN_ARTIFACT"), "restore: artifact name or path; empty = newest in the catalog (env CAIRN_ARTIFACT)")
-	checkList := fs.String("checks", env.get(result.EnvChecks), "restore: checks to run in the restored database, a JSON list (env "+result.EnvChecks+")")
-	fs.BoolVar(&c.DropTargetAfterChecks, "drop-target-after-checks", envBool(result.EnvDropTargetAfterChecks, false), "restore: drop the target after the checks, only if the restore created it (env "+result.EnvDropTargetAfterChecks+")")
-	fs.BoolVar(&c.AllowOverwriteSource, "allow-overwrite-source", envBool(result.EnvAllowOverwriteSource, false), "restore: allow restoring into the database the backup was taken of (env "+result.EnvAllowOverwriteSource+")")
-	fs.DurationVar(&c.CheckTimeout, "check-timeout", envDuration("CAIRN_CHECK_TIMEOUT", checks.DefaultTimeout), "restore: how long one SQL check may run, 1s..24h (env CAIRN_CHECK_TIMEOUT)")
-	termLog := fs.String("termination-log", env.get("CAIRN_TERMINATION_LOG"), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
-	fs.StringVar(&c.Compression, "compression", envStr("CAIRN_COMPRESSION", "fastest"), "backup: zstd level, fastest (the default), default (about zstd -3) or better (env CAIRN_COMPRESSION)")
-	fs.StringVar(&c.Output, "output", envStr("CAIRN_OUTPUT", "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
-	fs.BoolVar(&c.Prune, "prune", envBool("CAIRN_PRUNE_AFTER_BACKUP", true), "backup: prune by retention after a successful backup when retention days are set (env CAIRN_PRUNE_AFTER_BACKUP)")
-	fs.StringVar(&c.Inventory, "inventory", envStr("CAIRN_INVENTORY", "RowCount"), "backup: record per table None, RowCount or Checksum (row counts and content checksums) in the manifest, read in the dump's snapshot (env CAIRN_INVENTORY)")
-	fs.StringVar(&c.LogLevel, "log-level", envStr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
-	fs.StringVar(&c.LogFormat, "log-format", envStr("CAIRN_LOG_FORMAT", "text"), "text or json, on stderr (env CAIRN_LOG_FORMAT)")
+	fs.StringVar(&c.Engine, "engine", env.get(contract.EnvEngine), "database engine: postgres or mysql (env CAIRN_ENGINE)")
+	fs.StringVar(&c.DB.Host, "db-host", env.get(contract.EnvDBHost), "database host (env CAIRN_DB_HOST)")
+	fs.IntVar(&c.DB.Port, "db-port", envInt(contract.EnvDBPort, 0), "database port; default 5432 or 3306 (env CAIRN_DB_PORT)")
+	fs.StringVar(&c.DB.Database, "db-name", env.get(contract.EnvDBName), "database name (env CAIRN_DB_NAME)")
+	fs.StringVar(&c.DB.User, "db-user", env.get(contract.EnvDBUser), "database user (env CAIRN_DB_USER)")
+	passwordFile := fs.String("db-password-file", env.get(contract.EnvDBPasswordFile), "file holding the database password (env CAIRN_DB_PASSWORD_FILE; or env CAIRN_DB_PASSWORD)")
+	fs.StringVar(&c.Store, "store", env.get(contract.EnvStore), "artifact store: pvc or s3 (env CAIRN_STORE)")
+	fs.StringVar(&c.PVCPath, "pvc-path", env.get(contract.EnvPVCPath), "mount path of the backup volume (env CAIRN_PVC_PATH)")
+	fs.StringVar(&c.S3.Endpoint, "s3-endpoint", env.get(contract.EnvS3Endpoint), "S3 endpoint, host:port or URL (env CAIRN_S3_ENDPOINT)")
+	fs.StringVar(&c.S3.Bucket, "s3-bucket", env.get(contract.EnvS3Bucket), "S3 bucket (env CAIRN_S3_BUCKET)")
+	fs.StringVar(&c.S3.Prefix, "s3-prefix", env.get(contract.EnvS3Prefix), "key prefix inside the bucket (env CAIRN_S3_PREFIX)")
+	fs.BoolVar(&c.S3.Insecure, "s3-insecure", envBool(contract.EnvS3Insecure, false), "plain http to a host:port endpoint (env CAIRN_S3_INSECURE)")
+	fs.StringVar(&c.S3.Region, "s3-region", env.get(contract.EnvS3Region), "S3 region (env CAIRN_S3_REGION)")
+	partMiB := fs.Int("s3-part-size-mib", envInt(contract.EnvS3PartSizeMiB, store.DefaultPartSize>>20), "multipart part size in MiB, 5..512: the upload's memory; 10,000 parts max (env CAIRN_S3_PART_SIZE_MIB)")
+	job := fs.String("backupjob", env.get(contract.EnvBackupJob), "BackupJob namespace/name: the catalog key (env CAIRN_BACKUPJOB)")
+	fs.IntVar(&c.RetentionDays, "retention-days", envInt(contract.EnvRetentionDays, 0), "prune artifacts older than this many days, keeping the newest (env CAIRN_RETENTION_DAYS)")
+	fs.StringVar(&c.Artifact, "artifact", env.get(contract.EnvArtifact), "restore: artifact name or path; empty = newest in the catalog (env CAIRN_ARTIFACT)")
+	checkList := fs.String("checks", env.get(contract.EnvChecks), "restore: checks to run in the restored database, a JSON list (env "+contract.EnvChecks+")")
+	fs.BoolVar(&c.DropTargetAfterChecks, "drop-target-after-checks", envBool(contract.EnvDropTargetAfterChecks, false), "restore: drop the target after the checks, only if the restore created it (env "+contract.EnvDropTargetAfterChecks+")")
+	fs.BoolVar(&c.AllowOverwriteSource, "allow-overwrite-source", envBool(contract.EnvAllowOverwriteSource, false), "restore: allow restoring into the database the backup was taken of (env "+contract.EnvAllowOverwriteSource+")")
+	fs.DurationVar(&c.CheckTimeout, "check-timeout", envDuration(contract.EnvCheckTimeout, checks.DefaultTimeout), "restore: how long one SQL check may run, 1s..24h (env CAIRN_CHECK_TIMEOUT)")
+	termLog := fs.String("termination-log", env.get(contract.EnvTerminationLog), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
+	fs.StringVar(&c.Compression, "compression", envStr(contract.EnvCompression, "fastest"), "backup: zstd level, fastest (the default), default (about zstd -3) or better (env CAIRN_COMPRESSION)")
+	fs.StringVar(&c.Output, "output", envStr(contract.EnvOutput, "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
+	fs.BoolVar(&c.Prune, "prune", envBool(contract.EnvPruneAfterBackup, true), "backup: prune by retention after a successful backup when retention days are set (env CAIRN_PRUNE_AFTER_BACKUP)")
+	fs.StringVar(&c.Inventory, "inventory", envStr(contract.EnvInventory, "RowCount"), "backup: record per table None, RowCount or Checksum (row counts and content checksums) in the manifest, read in the dump's snapshot (env CAIRN_INVENTORY)")
+	fs.StringVar(&c.LogLevel, "log-level", envStr(contract.EnvLogLevel, "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", envStr(contract.EnvLogFormat, "text"), "text or json, on stderr (env CAIRN_LOG_FORMAT)")
 
 	var mg migrateFlags
 	if c.Migrate != nil {
@@ -265,19 +264,19 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 
 	// Credentials.
 	var err error
-	if c.DB.Password, err = secret(env, "CAIRN_DB_PASSWORD", *passwordFile, "CAIRN_DB_PASSWORD_FILE"); err != nil {
+	if c.DB.Password, err = secret(env, contract.EnvDBPassword, *passwordFile, contract.EnvDBPasswordFile); err != nil {
 		return nil, err
 	}
-	if c.S3.AccessKey, err = secret(env, "AWS_ACCESS_KEY_ID", env.get("AWS_ACCESS_KEY_ID_FILE"), "AWS_ACCESS_KEY_ID_FILE"); err != nil {
+	if c.S3.AccessKey, err = secret(env, contract.EnvS3AccessKeyID, env.get(contract.EnvS3AccessKeyIDFile), contract.EnvS3AccessKeyIDFile); err != nil {
 		return nil, err
 	}
-	if c.S3.SecretKey, err = secret(env, "AWS_SECRET_ACCESS_KEY", env.get("AWS_SECRET_ACCESS_KEY_FILE"), "AWS_SECRET_ACCESS_KEY_FILE"); err != nil {
+	if c.S3.SecretKey, err = secret(env, contract.EnvS3SecretAccessKey, env.get(contract.EnvS3SecretAccessKeyFile), contract.EnvS3SecretAccessKeyFile); err != nil {
 		return nil, err
 	}
-	c.S3.SessionToken = env.get("AWS_SESSION_TOKEN")
+	c.S3.SessionToken = env.get(contract.EnvS3SessionToken)
 
 	if c.Migrate != nil {
-		if c.Migrate.Target.Password, err = secret(env, "CAIRN_TARGET_DB_PASSWORD", mg.targetPasswordFile, "CAIRN_TARGET_DB_PASSWORD_FILE"); err != nil {
+		if c.Migrate.Target.Password, err = secret(env, contract.EnvTargetPassword, mg.targetPasswordFile, contract.EnvTargetPasswordFile); err != nil {
 			return nil, err
 		}
 	}

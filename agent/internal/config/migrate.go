@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cairn.dev/agent/contract"
 	"flag"
 	"fmt"
 	"strconv"
@@ -20,22 +21,22 @@ type migrateFlags struct {
 }
 
 func (m *migrateFlags) register(fs *flag.FlagSet, env Env, envInt func(string, int) int, envBool func(string, bool) bool, envStr func(string, string) string) {
-	fs.StringVar(&m.migration, "migration", env.get("CAIRN_MIGRATION"), "MigrationJob namespace/name: names store artifacts and replication objects (env CAIRN_MIGRATION)")
-	fs.StringVar(&m.c.UID, "migration-uid", env.get("CAIRN_MIGRATION_UID"), "MigrationJob UID (env CAIRN_MIGRATION_UID)")
-	fs.StringVar(&m.c.Mode, "mode", envStr("CAIRN_MIGRATE_MODE", "Full"), "Full, SchemaOnly or Continuous (env CAIRN_MIGRATE_MODE)")
-	fs.StringVar(&m.c.Include, "include", env.get("CAIRN_MIGRATE_INCLUDE"), "comma-separated schema.table patterns; empty = all (env CAIRN_MIGRATE_INCLUDE)")
-	fs.StringVar(&m.c.Exclude, "exclude", env.get("CAIRN_MIGRATE_EXCLUDE"), "comma-separated schema.table patterns; wins over include (env CAIRN_MIGRATE_EXCLUDE)")
-	fs.IntVar(&m.c.Parallel, "parallel", envInt("CAIRN_MIGRATE_PARALLEL", 4), "tables copied and verified at once, 1..64 (env CAIRN_MIGRATE_PARALLEL)")
-	fs.BoolVar(&m.c.AllowNonEmptyTarget, "allow-non-empty-target", envBool("CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET", false), "precheck passes with included tables on the target (env CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET)")
-	fs.StringVar(&m.c.Verify, "verify", envStr("CAIRN_MIGRATE_VERIFY", "Checksum"), "None, RowCount or Checksum (env CAIRN_MIGRATE_VERIFY)")
-	fs.BoolVar(&m.c.SourceReadOnly, "cutover-source-read-only", envBool("CAIRN_CUTOVER_SOURCE_READ_ONLY", false), "cutover makes the source database read-only (env CAIRN_CUTOVER_SOURCE_READ_ONLY)")
-	fs.BoolVar(&m.c.WritersStopped, "cutover-writers-stopped", envBool("CAIRN_CUTOVER_WRITERS_STOPPED", false), "the source's writers are stopped: a Full cutover copies again the tables that changed since verification (env CAIRN_CUTOVER_WRITERS_STOPPED)")
-	fs.StringVar(&m.maxWAL, "max-retained-wal-bytes", env.get("CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES"), "replication-status fails when the slot retains more WAL (env CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES)")
-	fs.StringVar(&m.c.Target.Host, "target-db-host", env.get("CAIRN_TARGET_DB_HOST"), "target database host (env CAIRN_TARGET_DB_HOST)")
-	fs.IntVar(&m.c.Target.Port, "target-db-port", envInt("CAIRN_TARGET_DB_PORT", 0), "target database port (env CAIRN_TARGET_DB_PORT)")
-	fs.StringVar(&m.c.Target.Database, "target-db-name", env.get("CAIRN_TARGET_DB_NAME"), "target database name (env CAIRN_TARGET_DB_NAME)")
-	fs.StringVar(&m.c.Target.User, "target-db-user", env.get("CAIRN_TARGET_DB_USER"), "target database user (env CAIRN_TARGET_DB_USER)")
-	fs.StringVar(&m.targetPasswordFile, "target-db-password-file", env.get("CAIRN_TARGET_DB_PASSWORD_FILE"), "file holding the target password (env CAIRN_TARGET_DB_PASSWORD_FILE; or env CAIRN_TARGET_DB_PASSWORD)")
+	fs.StringVar(&m.migration, "migration", env.get(contract.EnvMigration), "MigrationJob namespace/name: names store artifacts and replication objects (env CAIRN_MIGRATION)")
+	fs.StringVar(&m.c.UID, "migration-uid", env.get(contract.EnvMigrationUID), "MigrationJob UID (env CAIRN_MIGRATION_UID)")
+	fs.StringVar(&m.c.Mode, "mode", envStr(contract.EnvMode, "Full"), "Full, SchemaOnly or Continuous (env CAIRN_MIGRATE_MODE)")
+	fs.StringVar(&m.c.Include, "include", env.get(contract.EnvInclude), "comma-separated schema.table patterns; empty = all (env CAIRN_MIGRATE_INCLUDE)")
+	fs.StringVar(&m.c.Exclude, "exclude", env.get(contract.EnvExclude), "comma-separated schema.table patterns; wins over include (env CAIRN_MIGRATE_EXCLUDE)")
+	fs.IntVar(&m.c.Parallel, "parallel", envInt(contract.EnvParallel, 4), "tables copied and verified at once, 1..64 (env CAIRN_MIGRATE_PARALLEL)")
+	fs.BoolVar(&m.c.AllowNonEmptyTarget, "allow-non-empty-target", envBool(contract.EnvAllowNonEmptyTarget, false), "precheck passes with included tables on the target (env CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET)")
+	fs.StringVar(&m.c.Verify, "verify", envStr(contract.EnvVerify, "Checksum"), "None, RowCount or Checksum (env CAIRN_MIGRATE_VERIFY)")
+	fs.BoolVar(&m.c.SourceReadOnly, "cutover-source-read-only", envBool(contract.EnvCutoverSourceReadOnly, false), "cutover makes the source database read-only (env CAIRN_CUTOVER_SOURCE_READ_ONLY)")
+	fs.BoolVar(&m.c.WritersStopped, "cutover-writers-stopped", envBool(contract.EnvCutoverWritersStopped, false), "the source's writers are stopped: a Full cutover copies again the tables that changed since verification (env CAIRN_CUTOVER_WRITERS_STOPPED)")
+	fs.StringVar(&m.maxWAL, "max-retained-wal-bytes", env.get(contract.EnvMaxRetainedWALBytes), "replication-status fails when the slot retains more WAL (env CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES)")
+	fs.StringVar(&m.c.Target.Host, "target-db-host", env.get(contract.EnvTargetHost), "target database host (env CAIRN_TARGET_DB_HOST)")
+	fs.IntVar(&m.c.Target.Port, "target-db-port", envInt(contract.EnvTargetPort, 0), "target database port (env CAIRN_TARGET_DB_PORT)")
+	fs.StringVar(&m.c.Target.Database, "target-db-name", env.get(contract.EnvTargetName), "target database name (env CAIRN_TARGET_DB_NAME)")
+	fs.StringVar(&m.c.Target.User, "target-db-user", env.get(contract.EnvTargetUser), "target database user (env CAIRN_TARGET_DB_USER)")
+	fs.StringVar(&m.targetPasswordFile, "target-db-password-file", env.get(contract.EnvTargetPasswordFile), "file holding the target password (env CAIRN_TARGET_DB_PASSWORD_FILE; or env CAIRN_TARGET_DB_PASSWORD)")
 }
 
 // finish validates the migrate settings into c.Migrate.

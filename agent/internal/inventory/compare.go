@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // Compare compares the target's inventory with the source's, in both
@@ -12,14 +12,14 @@ import (
 // counts, and (method Checksum, when both sides have one) content
 // checksums. Items list mismatches first, then matches, each sorted by
 // table.
-func Compare(src, dst *Inventory, method string) *result.Verification {
-	v := &result.Verification{Method: method}
-	var bad, good []result.TableCheck
+func Compare(src, dst *Inventory, method string) *contract.Verification {
+	v := &contract.Verification{Method: method}
+	var bad, good []contract.TableCheck
 	seen := map[string]bool{}
 	for _, s := range src.Tables {
 		k := s.Key()
 		seen[k] = true
-		c := result.TableCheck{Table: k, SourceRows: s.Rows, TargetRows: -1}
+		c := contract.TableCheck{Table: k, SourceRows: s.Rows, TargetRows: -1}
 		d, ok := dst.Find(k)
 		switch {
 		case !ok:
@@ -39,10 +39,10 @@ func Compare(src, dst *Inventory, method string) *result.Verification {
 	}
 	for _, d := range dst.Tables {
 		if !seen[d.Key()] {
-			bad = append(bad, result.TableCheck{Table: d.Key(), SourceRows: -1, TargetRows: d.Rows, Reason: "only on target"})
+			bad = append(bad, contract.TableCheck{Table: d.Key(), SourceRows: -1, TargetRows: d.Rows, Reason: "only on target"})
 		}
 	}
-	byName := func(a, b result.TableCheck) int { return strings.Compare(a.Table, b.Table) }
+	byName := func(a, b contract.TableCheck) int { return strings.Compare(a.Table, b.Table) }
 	slices.SortFunc(bad, byName)
 	slices.SortFunc(good, byName)
 	v.Items = append(bad, good...)
@@ -51,7 +51,7 @@ func Compare(src, dst *Inventory, method string) *result.Verification {
 }
 
 // Mismatched returns the names of the mismatched tables of v.
-func Mismatched(v *result.Verification) []string {
+func Mismatched(v *contract.Verification) []string {
 	var out []string
 	for _, c := range v.Items {
 		if !c.Match {

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // Run is the outcome of one agent run.
@@ -29,7 +29,7 @@ type Run struct {
 }
 
 // Result parses the termination message.
-func (r Run) Result() (*result.Result, error) { return result.Parse(r.TermLog) }
+func (r Run) Result() (*contract.Result, error) { return contract.Parse(r.TermLog) }
 
 // Agent runs an agent binary with a fixed environment.
 type Agent struct {

@@ -10,7 +10,7 @@ import (
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/cli"
 	"cairn.dev/agent/internal/naming"
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // dbExists reports whether database name exists on the test server.
@@ -27,15 +27,15 @@ func dbExists(t *testing.T, e *Env, name string) bool {
 	return strings.TrimSpace(out) == "1"
 }
 
-func checksEnv(t *testing.T, cs []result.Check, drop bool) []string {
+func checksEnv(t *testing.T, cs []contract.Check, drop bool) []string {
 	t.Helper()
 	b, err := json.Marshal(cs)
 	check(t, err)
-	return []string{result.EnvChecks + "=" + string(b), fmt.Sprintf("%s=%v", result.EnvDropTargetAfterChecks, drop)}
+	return []string{contract.EnvChecks + "=" + string(b), fmt.Sprintf("%s=%v", contract.EnvDropTargetAfterChecks, drop)}
 }
 
-func byName(rs []result.CheckResult) map[string]result.CheckResult {
-	m := map[string]result.CheckResult{}
+func byName(rs []contract.CheckResult) map[string]contract.CheckResult {
+	m := map[string]contract.CheckResult{}
 	for _, r := range rs {
 		m[r.Name] = r
 	}
@@ -64,7 +64,7 @@ func Checks(t *testing.T, e *Env, kind string) {
 	before := fingerprint(t, e.DB, src)
 	mustSucceed(t, e.agent(t, st, src, job, nil, "backup"))
 
-	cs := []result.Check{
+	cs := []contract.Check{
 		{Name: "orders-exact", SQL: "SELECT COUNT(*) FROM orders", Equals: ptr(orders)},
 		{Name: "customers-some", SQL: "select count(*) from customers;", AtLeast: ptr(int64(1))},
 		{Name: "orders-few", SQL: "SELECT COUNT(*) FROM orders", AtMost: ptr(int64(10))},
@@ -130,7 +130,7 @@ func Checks(t *testing.T, e *Env, kind string) {
 
 	// Checks run read-only: a check that writes fails and writes nothing.
 	// Without the drop flag the new database stays, unmarked.
-	writes := []result.Check{{Name: "writes", SQL: "DELETE FROM orders", AtLeast: ptr(int64(0))}}
+	writes := []contract.Check{{Name: "writes", SQL: "DELETE FROM orders", AtLeast: ptr(int64(0))}}
 	r = mustSucceed(t, e.agent(t, st, ro, job, checksEnv(t, writes, false), "restore"))
 	if len(r.Checks) != 1 || r.Checks[0].Passed || r.TargetDropped || !r.TargetCreated {
 		t.Errorf("write check: %+v created=%v dropped=%v; want a failed check, the target created and kept", r.Checks, r.TargetCreated, r.TargetDropped)
@@ -181,8 +181,8 @@ func Checks(t *testing.T, e *Env, kind string) {
 	}
 
 	// Bad checks are a usage error: nothing is restored.
-	bad := e.agent(t, st, scratch, job, []string{result.EnvChecks + `=[{"name":"x","sql":"select 1"}]`}, "restore")
-	mustExit(t, bad, result.ExitUsage)
+	bad := e.agent(t, st, scratch, job, []string{contract.EnvChecks + `=[{"name":"x","sql":"select 1"}]`}, "restore")
+	mustExit(t, bad, contract.ExitUsage)
 	if dbExists(t, e, scratch) {
 		t.Errorf("a restore with invalid checks created %s", scratch)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"cairn.dev/agent/internal/naming"
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // HostileCheck is a check a user (or a mistake) could write that must not
@@ -101,11 +101,11 @@ func HostileChecks(t *testing.T, e *Env, kind string) {
 	check(t, os.Chmod(dir, 0o777))
 
 	hs := HostileCheckList(e.DB.Engine(), dir)
-	var cs []result.Check
+	var cs []contract.Check
 	for _, h := range hs {
-		cs = append(cs, result.Check{Name: h.Name, SQL: h.SQL, AtLeast: ptr(int64(0))})
+		cs = append(cs, contract.Check{Name: h.Name, SQL: h.SQL, AtLeast: ptr(int64(0))})
 	}
-	cs = append(cs, result.Check{Name: "orders-after", SQL: "SELECT COUNT(*) FROM orders", Equals: ptr(orders)})
+	cs = append(cs, contract.Check{Name: "orders-after", SQL: "SELECT COUNT(*) FROM orders", Equals: ptr(orders)})
 	env := append(checksEnv(t, cs, false), "CAIRN_CHECK_TIMEOUT=2s")
 	rr := e.agent(t, st, scratch, job, env, "restore")
 	r := mustSucceed(t, rr)

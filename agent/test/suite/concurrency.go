@@ -12,7 +12,7 @@ import (
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // Concurrency of ConcurrentWriters: per round, this many backups and
@@ -39,7 +39,7 @@ func ConcurrentWriters(t *testing.T, e *Env, kind string) {
 	base := append(append(append([]string{}, e.DB.AgentEnv(db)...), st.Env...),
 		"CAIRN_BACKUPJOB="+job.String(), "CAIRN_RETENTION_DAYS=7", "CAIRN_LOG_LEVEL=info")
 
-	var succeeded []*result.Result
+	var succeeded []*contract.Result
 	for round := 1; round <= concurrentRounds; round++ {
 		// Expired backups give the concurrent prunes work: each round
 		// they delete these while the backups list theirs.
@@ -119,7 +119,7 @@ func ConcurrentDelete(t *testing.T, e *Env, kind string) {
 		for i, r := range runs {
 			switch {
 			case r.Code == 0:
-			case cmds[i] == "backup" && r.Code == result.ExitFailure:
+			case cmds[i] == "backup" && r.Code == contract.ExitFailure:
 				t.Logf("round %d: backup #%d failed beside a delete: %s", round, i, lastLine(r.Stderr))
 			default:
 				t.Errorf("round %d: %s #%d: exit %d: %s", round, cmds[i], i, r.Code, lastLine(r.Stderr))
@@ -133,7 +133,7 @@ func ConcurrentDelete(t *testing.T, e *Env, kind string) {
 			if line == "" {
 				continue
 			}
-			var l result.Result
+			var l contract.Result
 			check(t, json.Unmarshal([]byte(line), &l))
 			b, err := st.TryRead(st.KeyOf(t, job, l.Artifact))
 			if err != nil || int64(len(b)) != l.Size || sha256Hex(b) != l.Checksum {
@@ -145,18 +145,18 @@ func ConcurrentDelete(t *testing.T, e *Env, kind string) {
 
 // assertAllKept checks that every successful backup is listed by the agent
 // and stored with the size and checksum it reported.
-func assertAllKept(t *testing.T, e *Env, st *Store, db string, job naming.Job, ok []*result.Result, round int) {
+func assertAllKept(t *testing.T, e *Env, st *Store, db string, job naming.Job, ok []*contract.Result, round int) {
 	t.Helper()
 	lr := e.Agent.Run(append(append(append([]string{}, e.DB.AgentEnv(db)...), st.Env...), "CAIRN_BACKUPJOB="+job.String()), "list")
 	if lr.Code != 0 {
 		t.Fatalf("round %d: list failed: %s", round, lr.Stderr)
 	}
-	listed := map[string]result.Result{}
+	listed := map[string]contract.Result{}
 	for _, line := range strings.Split(strings.TrimSpace(lr.Stdout), "\n") {
 		if line == "" {
 			continue
 		}
-		var r result.Result
+		var r contract.Result
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("round %d: list line %q: %v", round, line, err)
 		}
@@ -190,7 +190,7 @@ func assertAllKept(t *testing.T, e *Env, st *Store, db string, job naming.Job, o
 
 // plantExpired stores n copies of a successful backup as if taken 30 days
 // ago, listed the way the agent lists them.
-func plantExpired(t *testing.T, st *Store, job naming.Job, from *result.Result, n int) {
+func plantExpired(t *testing.T, st *Store, job naming.Job, from *contract.Result, n int) {
 	t.Helper()
 	data := st.Read(t, st.KeyOf(t, job, from.Artifact))
 	for i := 0; i < n; i++ {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"cairn.dev/agent/internal/naming"
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // HostileNames are database names that a tool would read as an option or a
@@ -83,7 +83,7 @@ func HostileHosts(t *testing.T, e *Env, kind string) {
 	for _, host := range []string{"-h evil", "/var/run/postgresql", "a,b", "127.0.0.1 port=1", "h\x01", " 127.0.0.1"} {
 		r := e.agent(t, st, "postgres", job, []string{"CAIRN_DB_HOST=" + host}, "backup")
 		mustFail(t, r, "host")
-		mustExit(t, r, result.ExitUsage)
+		mustExit(t, r, contract.ExitUsage)
 		if keys := st.Keys(t, job); len(keys) != 0 {
 			t.Fatalf("a refused backup wrote %v", keys)
 		}

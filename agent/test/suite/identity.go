@@ -8,7 +8,7 @@ import (
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // Alias is another address of the test server: another name for
@@ -44,8 +44,8 @@ func (a Alias) env(prefix string) []string {
 // a reason naming the match.
 func refused(t *testing.T, r testenv.Run, what string) {
 	t.Helper()
-	if r.Code != result.ExitUsage {
-		t.Fatalf("%s: exit %d, want %d (refused: the target is the source)\nstderr: %s", what, r.Code, result.ExitUsage, lastLines(r.Stderr, 6))
+	if r.Code != contract.ExitUsage {
+		t.Fatalf("%s: exit %d, want %d (refused: the target is the source)\nstderr: %s", what, r.Code, contract.ExitUsage, lastLines(r.Stderr, 6))
 	}
 	reason := lastLine(r.Stderr)
 	if !strings.Contains(reason, "is the source") || !strings.Contains(reason, "the same server") && !strings.Contains(reason, "source's session") {
@@ -120,7 +120,7 @@ func RestoreOverSourceRefused(t *testing.T, e *Env, kind string) {
 	if newer == backedUp {
 		t.Fatal("Mutate changed nothing")
 	}
-	verification := checksEnv(t, []result.Check{{Name: "rows", SQL: "select count(*) from customers", AtLeast: ptr(int64(1))}}, true)
+	verification := checksEnv(t, []contract.Check{{Name: "rows", SQL: "select count(*) from customers", AtLeast: ptr(int64(1))}}, true)
 	addrs := append(e.Aliases(t), Alias{"same-address", "127.0.0.1", e.DB.Port()})
 	for _, a := range addrs {
 		t.Run(a.Name, func(t *testing.T) {
@@ -139,7 +139,7 @@ func RestoreOverSourceRefused(t *testing.T, e *Env, kind string) {
 			}
 		})
 	}
-	mustSucceed(t, e.agent(t, st, db, job, []string{result.EnvAllowOverwriteSource + "=true"}, "restore"))
+	mustSucceed(t, e.agent(t, st, db, job, []string{contract.EnvAllowOverwriteSource + "=true"}, "restore"))
 	if got := fingerprint(t, e.DB, db); got != backedUp {
 		t.Fatalf("allowOverwriteSource: the restored database differs from the backup:\n%s\nbackup:\n%s", got, backedUp)
 	}

@@ -13,7 +13,7 @@ import (
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // migration is one source → target pair on the test server.
@@ -63,24 +63,24 @@ func lastLines(s string, n int) string {
 }
 
 // ok runs a step that must succeed and returns its result.
-func (m *migration) ok(t *testing.T, step string, extra ...string) *result.MigrationResult {
+func (m *migration) ok(t *testing.T, step string, extra ...string) *contract.MigrationResult {
 	t.Helper()
 	r := m.run(t, step, extra...)
 	if r.Code != 0 {
 		t.Fatalf("migrate %s: exit %d: %s", step, r.Code, lastLine(r.Stderr))
 	}
-	res, err := result.ParseMigration(r.TermLog)
+	res, err := contract.ParseMigration(r.TermLog)
 	if err != nil {
 		t.Fatalf("migrate %s: termination message %q: %v", step, r.TermLog, err)
 	}
-	if res.Step != step || strings.TrimSpace(r.Stdout) != strings.TrimSpace(r.TermLog) || len(r.TermLog) > result.MaxMessageBytes {
+	if res.Step != step || strings.TrimSpace(r.Stdout) != strings.TrimSpace(r.TermLog) || len(r.TermLog) > contract.MaxMessageBytes {
 		t.Fatalf("migrate %s: result %q (stdout %q)", step, r.TermLog, r.Stdout)
 	}
 	return res
 }
 
 // verified runs verify and returns its verification.
-func (m *migration) verified(t *testing.T, extra ...string) *result.Verification {
+func (m *migration) verified(t *testing.T, extra ...string) *contract.Verification {
 	t.Helper()
 	res := m.ok(t, "verify", extra...)
 	if res.Verification == nil {
@@ -89,7 +89,7 @@ func (m *migration) verified(t *testing.T, extra ...string) *result.Verification
 	return res.Verification
 }
 
-func allMatch(t *testing.T, v *result.Verification, tables int) {
+func allMatch(t *testing.T, v *contract.Verification, tables int) {
 	t.Helper()
 	if v.Mismatched != 0 || v.Matched != tables || v.Tables != tables {
 		t.Fatalf("verification: %+v, want %d tables all matched", v, tables)
@@ -201,7 +201,7 @@ func MigrateIncludeExclude(t *testing.T, e *Env, include, exclude string, want [
 		}
 	}
 	bad := m.run(t, "precheck", "CAIRN_MIGRATE_INCLUDE=a,,b")
-	mustExit(t, bad, result.ExitUsage)
+	mustExit(t, bad, contract.ExitUsage)
 }
 
 // MigrateSchemaOnly copies the schema without rows.
@@ -322,7 +322,7 @@ func MigrateViaStore(t *testing.T, e *Env, kind, changeRow string) {
 	data[len(data)/2] ^= 0xff
 	st.Write(t, key, data)
 	r := m.run(t, "import", targetOnly...)
-	mustExit(t, r, result.ExitCorrupted)
+	mustExit(t, r, contract.ExitCorrupted)
 	if !strings.Contains(r.TermLog, "corrupted") {
 		t.Errorf("import of a corrupted artifact: %s", r.TermLog)
 	}
@@ -392,7 +392,7 @@ func MigrateCutoverPostgres(t *testing.T, e *Env) {
 func MigrateCutoverMariaDB(t *testing.T, e *Env) {
 	m := newMigration(t, e, "mig_cut")
 	r := m.run(t, "cutover", "CAIRN_CUTOVER_SOURCE_READ_ONLY=true")
-	mustExit(t, r, result.ExitUsage)
+	mustExit(t, r, contract.ExitUsage)
 	if !strings.Contains(r.TermLog, "MariaDB") {
 		t.Errorf("reason: %s", r.TermLog)
 	}
@@ -418,14 +418,14 @@ func MigrateUsage(t *testing.T, e *Env) {
 		{"copy", []string{"CAIRN_MIGRATE_INCLUDE=nosuch.table"}, "no table"},
 	} {
 		r := m.run(t, tc.step, tc.extra...)
-		mustExit(t, r, result.ExitUsage)
+		mustExit(t, r, contract.ExitUsage)
 		if !strings.Contains(r.TermLog, tc.want) {
 			t.Errorf("%s %v: %s, want %q", tc.step, tc.extra, r.TermLog, tc.want)
 		}
 	}
 	// A wrong target password is a retryable failure (exit 1), redacted.
 	r := m.run(t, "precheck", "CAIRN_TARGET_DB_PASSWORD=wrong-"+DBPassword)
-	mustExit(t, r, result.ExitFailure)
+	mustExit(t, r, contract.ExitFailure)
 	noSecrets(t, r, "wrong-"+DBPassword)
 }
 
@@ -517,14 +517,14 @@ func MigrateContinuous(t *testing.T, e *Env) {
 		!strings.HasPrefix(v.Actions[0], "waited ") || !strings.HasPrefix(v.Actions[1], "compared at WAL positions the target had applied: 2 of 2 tables matched") {
 		t.Fatalf("verify right after replication-start: %+v %q", v.Verification, v.Actions)
 	}
-	synced := func(what string) *result.Replication {
-		var last *result.Replication
+	synced := func(what string) *contract.Replication {
+		var last *contract.Replication
 		err := testenv.Poll(2*time.Minute, 300*time.Millisecond, func() error {
 			res := m.e.Agent.Run(m.env, "migrate", "replication-status")
 			if res.Code != 0 {
 				return errorf(res.Stderr)
 			}
-			st, err := result.ParseMigration(res.TermLog)
+			st, err := contract.ParseMigration(res.TermLog)
 			if err != nil {
 				return err
 			}
@@ -564,7 +564,7 @@ func MigrateContinuous(t *testing.T, e *Env) {
 		t.Errorf("status after the late table was dropped: %+v", st)
 	}
 	over := m.run(t, "replication-status", "CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES=1")
-	mustExit(t, over, result.ExitFailure)
+	mustExit(t, over, contract.ExitFailure)
 	if !strings.Contains(over.TermLog, "retained WAL") || !strings.Contains(over.TermLog, "above limit 1") {
 		t.Errorf("status above the WAL limit: %s", over.TermLog)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // envValue is key's value in an agent environment (the last one wins).
@@ -145,7 +145,7 @@ func MigrateCutoverReadOnlyHalfway(t *testing.T, e *Env) {
 	check(t, err)
 	defer held.Close(ctx)
 	r := m.run(t, "cutover", append(as, "CAIRN_MIGRATE_VERIFY=None")...)
-	mustExit(t, r, result.ExitFailure)
+	mustExit(t, r, contract.ExitFailure)
 	if !strings.Contains(r.TermLog, "writable again") {
 		t.Errorf("failed cutover does not say it undid the read-only: %s", r.TermLog)
 	}
@@ -159,7 +159,7 @@ func MigrateCutoverReadOnlyHalfway(t *testing.T, e *Env) {
 
 // replicationLeft counts the migration's replication objects on the
 // source (slot, publication) and the target (subscription).
-func (m *migration) replicationLeft(t *testing.T, names *result.Replication) (slots, pubs, subs string) {
+func (m *migration) replicationLeft(t *testing.T, names *contract.Replication) (slots, pubs, subs string) {
 	t.Helper()
 	var err error
 	slots, err = m.e.DB.SQL(m.src, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+names.Slot+"'")
@@ -185,11 +185,11 @@ func (m *migration) replicationLeft(t *testing.T, names *result.Replication) (sl
 func MigrateReplicationNeverLeaks(t *testing.T, e *Env) {
 	m := newMigration(t, e, "mig_leak", "CAIRN_MIGRATE_MODE=Continuous")
 	m.ok(t, "copy")
-	names := &result.Replication{}
+	names := &contract.Replication{}
 
 	// Target down.
 	r := m.run(t, "replication-start", "CAIRN_TARGET_DB_PORT=1")
-	mustExit(t, r, result.ExitFailure)
+	mustExit(t, r, contract.ExitFailure)
 	if out, err := e.DB.SQL(m.src, "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'cairn\\_%'"); err != nil || strings.TrimSpace(out) != "0" {
 		t.Errorf("target down: slots on the source: %s %v", out, err)
 	}
@@ -204,7 +204,7 @@ func MigrateReplicationNeverLeaks(t *testing.T, e *Env) {
 	check(t, err)
 	t.Cleanup(func() { e.DB.SQL("postgres", "DROP ROLE IF EXISTS "+user) })
 	r = m.run(t, "replication-start", "CAIRN_TARGET_DB_USER="+user, "CAIRN_TARGET_DB_PASSWORD="+pw)
-	mustExit(t, r, result.ExitFailure)
+	mustExit(t, r, contract.ExitFailure)
 	if !strings.Contains(r.TermLog, "create subscription") || !strings.Contains(r.TermLog, "dropped again") {
 		t.Errorf("refused subscription: %s", r.TermLog)
 	}
@@ -223,7 +223,7 @@ func MigrateReplicationNeverLeaks(t *testing.T, e *Env) {
 		t.Fatalf("after replication-start: slot %s publication %s subscription %s", s, p, sub)
 	}
 	r = m.run(t, "abort", "CAIRN_TARGET_DB_PORT=1")
-	mustExit(t, r, result.ExitFailure) // says the target was not cleaned
+	mustExit(t, r, contract.ExitFailure) // says the target was not cleaned
 	if s, p, _ := m.replicationLeft(t, names); s != "0" || p != "0" {
 		t.Errorf("abort with the target down: slot %s publication %s left on the source", s, p)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/test/load"
 )
 
@@ -118,7 +118,7 @@ func MigrateContinuousDiffers(t *testing.T, e *Env) {
 	check(t, err)
 	defer ld.Stop()
 	v := m.ok(t, "verify").Verification
-	if v == nil || v.Mismatched != 1 || v.Items[0].Table != "public.live_events" || v.Items[0].State != result.StateDiffers ||
+	if v == nil || v.Mismatched != 1 || v.Items[0].Table != "public.live_events" || v.Items[0].State != contract.StateDiffers ||
 		v.Items[0].Rechecks < 2 || v.Items[0].Rows != 1 {
 		t.Fatalf("verify with a row only on the target: %+v", v)
 	}

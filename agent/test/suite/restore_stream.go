@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"cairn.dev/agent/internal/naming"
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // RestoreStreamFails makes the restore stream fail after the artifact
@@ -62,9 +62,9 @@ func RestoreStreamFails(t *testing.T, e *Env) {
 			go func() { served <- serveFIFO(ctx, file, goodBytes, tc.second) }()
 
 			// Over the database the backup was taken of: allowed explicitly.
-			r := e.agent(t, st, db, job, []string{"CAIRN_ARTIFACT=" + good.Artifact, result.EnvAllowOverwriteSource + "=true"}, "restore")
+			r := e.agent(t, st, db, job, []string{"CAIRN_ARTIFACT=" + good.Artifact, contract.EnvAllowOverwriteSource + "=true"}, "restore")
 			mustFail(t, r, "corrupted")
-			mustExit(t, r, result.ExitCorrupted)
+			mustExit(t, r, contract.ExitCorrupted)
 			cancel()
 			if err := <-served; err != nil {
 				t.Fatalf("serving the artifact: %v", err)

@@ -18,7 +18,7 @@ import (
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 )
 
 // Stores are the store kinds every scenario runs against.
@@ -34,7 +34,7 @@ func (e *Env) agent(t *testing.T, st *Store, db string, job naming.Job, extra []
 }
 
 // mustSucceed checks a backup or restore run and returns its result.
-func mustSucceed(t *testing.T, r testenv.Run) *result.Result {
+func mustSucceed(t *testing.T, r testenv.Run) *contract.Result {
 	t.Helper()
 	if r.Code != 0 {
 		t.Fatalf("agent %v failed with exit %d: %s", r.Args, r.Code, r.Stderr)
@@ -43,7 +43,7 @@ func mustSucceed(t *testing.T, r testenv.Run) *result.Result {
 	if err != nil {
 		t.Fatalf("termination message %q: %v", r.TermLog, err)
 	}
-	if strings.Count(r.TermLog, "\n") != 1 || len(r.TermLog) > result.MaxMessageBytes {
+	if strings.Count(r.TermLog, "\n") != 1 || len(r.TermLog) > contract.MaxMessageBytes {
 		t.Fatalf("termination message is not one line of at most 4096 bytes: %q", r.TermLog)
 	}
 	if strings.TrimSpace(r.Stdout) != strings.TrimSpace(r.TermLog) {
@@ -59,8 +59,8 @@ func mustFail(t *testing.T, r testenv.Run, wantInReason ...string) string {
 	if r.Code == 0 {
 		t.Fatalf("agent %v succeeded, want failure; stdout %s", r.Args, r.Stdout)
 	}
-	_, err := result.Parse(r.TermLog)
-	var failed *result.FailedError
+	_, err := contract.Parse(r.TermLog)
+	var failed *contract.FailedError
 	if !asFailed(err, &failed) {
 		t.Fatalf("termination message %q is not a failure: %v", r.TermLog, err)
 	}
@@ -81,8 +81,8 @@ func mustFail(t *testing.T, r testenv.Run, wantInReason ...string) string {
 }
 
 // mustExit checks a failed run's exit code: the operators' Job
-// podFailurePolicy retries result.ExitFailure and fails the Job at once on
-// result.ExitUsage and result.ExitCorrupted.
+// podFailurePolicy retries contract.ExitFailure and fails the Job at once on
+// contract.ExitUsage and contract.ExitCorrupted.
 func mustExit(t *testing.T, r testenv.Run, code int) {
 	t.Helper()
 	if r.Code != code {
@@ -90,8 +90,8 @@ func mustExit(t *testing.T, r testenv.Run, code int) {
 	}
 }
 
-func asFailed(err error, target **result.FailedError) bool {
-	f, ok := err.(*result.FailedError)
+func asFailed(err error, target **contract.FailedError) bool {
+	f, ok := err.(*contract.FailedError)
 	if ok {
 		*target = f
 	}
@@ -176,7 +176,7 @@ func RoundTrip(t *testing.T, e *Env, kind string) {
 	if lr.Code != 0 {
 		t.Fatalf("list failed: %s", lr.Stderr)
 	}
-	var listed result.Result
+	var listed contract.Result
 	check(t, json.Unmarshal([]byte(strings.TrimSpace(lr.Stdout)), &listed))
 	if listed.Artifact != res.Artifact || listed.Checksum != res.Checksum || listed.Size != res.Size {
 		t.Errorf("list shows %+v, backup reported %+v", listed, res)
@@ -199,7 +199,7 @@ func RoundTrip(t *testing.T, e *Env, kind string) {
 	if fingerprint(t, e.DB, db) == before {
 		t.Fatal("Mutate changed nothing")
 	}
-	mustSucceed(t, e.agent(t, st, db, job, append(slices.Clone(extra), result.EnvAllowOverwriteSource+"=true"), "restore"))
+	mustSucceed(t, e.agent(t, st, db, job, append(slices.Clone(extra), contract.EnvAllowOverwriteSource+"=true"), "restore"))
 	if after := fingerprint(t, e.DB, db); after != before {
 		t.Fatalf("restore over the changed database differs.\nbefore:\n%s\nafter:\n%s", before, after)
 	}
@@ -235,7 +235,7 @@ func CorruptedRefused(t *testing.T, e *Env, kind string) {
 
 	r := e.agent(t, st, db, job, nil, "restore")
 	reason := mustFail(t, r, "corrupted", "checksum", path.Base(key), "not touched")
-	mustExit(t, r, result.ExitCorrupted)
+	mustExit(t, r, contract.ExitCorrupted)
 	t.Logf("reason: %s", reason)
 	if after := fingerprint(t, e.DB, db); after != target {
 		t.Fatalf("the target database changed although the restore was refused")
@@ -244,7 +244,7 @@ func CorruptedRefused(t *testing.T, e *Env, kind string) {
 	st.Write(t, key, data[:len(data)-10])
 	r = e.agent(t, st, db, job, nil, "restore")
 	mustFail(t, r, "corrupted")
-	mustExit(t, r, result.ExitCorrupted)
+	mustExit(t, r, contract.ExitCorrupted)
 	if after := fingerprint(t, e.DB, db); after != target {
 		t.Fatalf("the target database changed although the restore was refused")
 	}
@@ -293,7 +293,7 @@ func StoreUnreachableS3(t *testing.T, e *Env) {
 	for _, cmd := range []string{"backup", "restore"} {
 		r := e.agent(t, st, db, job, nil, cmd)
 		mustFail(t, r, "unreachable", s3.Endpoint())
-		mustExit(t, r, result.ExitFailure)
+		mustExit(t, r, contract.ExitFailure)
 	}
 
 	check(t, s3.Start()) // same data, new port
@@ -431,7 +431,7 @@ func PruneKeepsNewest(t *testing.T, e *Env, kind string) {
 	job := naming.Job{Namespace: "shop", Name: "prune-" + kind}
 	check(t, e.DB.Seed(db))
 	t.Cleanup(func() { e.DB.Drop(db) })
-	var results []*result.Result
+	var results []*contract.Result
 	for i := 0; i < 3; i++ {
 		results = append(results, mustSucceed(t, e.agent(t, st, db, job, nil, "backup")))
 		check(t, e.DB.Mutate(db))
@@ -444,7 +444,7 @@ func PruneKeepsNewest(t *testing.T, e *Env, kind string) {
 	if r.Code != 0 {
 		t.Fatalf("prune failed: %s", r.Stderr)
 	}
-	var sum result.Summary
+	var sum contract.Summary
 	check(t, json.Unmarshal([]byte(r.TermLog), &sum))
 	if sum.Count != 1 || sum.Deleted != 2 {
 		t.Fatalf("prune summary %+v, want 1 kept and 2 deleted", sum)
@@ -466,7 +466,7 @@ func PruneKeepsNewest(t *testing.T, e *Env, kind string) {
 	}
 	// Pruning again deletes nothing: the newest survives forever.
 	r = e.agent(t, st, db, job, []string{"CAIRN_RETENTION_DAYS=1"}, "prune")
-	var again result.Summary
+	var again contract.Summary
 	check(t, json.Unmarshal([]byte(r.TermLog), &again))
 	if r.Code != 0 || again.Count != 1 || again.Deleted != 0 {
 		t.Fatalf("second prune: exit %d, %+v", r.Code, again)
@@ -510,7 +510,7 @@ func WrongPassword(t *testing.T, e *Env, kind string, wantReason string) {
 	const wrong = "wrong-PASSWORD-0d9e8f7a-do-not-print"
 	r := e.agent(t, st, db, job, []string{"CAIRN_DB_PASSWORD=" + wrong}, "backup")
 	mustFail(t, r, wantReason)
-	mustExit(t, r, result.ExitFailure) // the Secret may be fixed before the retry
+	mustExit(t, r, contract.ExitFailure) // the Secret may be fixed before the retry
 	noSecrets(t, r, wrong)
 	if c := st.IndexBytes(t, job); c != nil {
 		t.Fatalf("a failed backup wrote an index: %s", c)
@@ -526,12 +526,12 @@ func WrongPassword(t *testing.T, e *Env, kind string, wantReason string) {
 	// A password passed as an argument is refused without echoing it.
 	r = e.agent(t, st, db, job, nil, "backup", "--db-password="+wrong)
 	mustFail(t, r, "never taken from arguments")
-	mustExit(t, r, result.ExitUsage)
+	mustExit(t, r, contract.ExitUsage)
 	noSecrets(t, r, wrong)
 	// So is an invalid setting, before anything is read or written.
 	r = e.agent(t, st, db, job, []string{"CAIRN_COMPRESSION=maximal"}, "backup")
 	mustFail(t, r, "compression")
-	mustExit(t, r, result.ExitUsage)
+	mustExit(t, r, contract.ExitUsage)
 }
 
 // DeleteJob deletes every artifact of one job and leaves other jobs alone.
@@ -550,7 +550,7 @@ func DeleteJob(t *testing.T, e *Env, kind string) {
 	if r.Code != 0 {
 		t.Fatalf("delete failed: %s", r.Stderr)
 	}
-	var sum result.Summary
+	var sum contract.Summary
 	check(t, json.Unmarshal([]byte(r.TermLog), &sum))
 	if sum.Deleted != 2 || sum.Count != 0 {
 		t.Errorf("delete summary %+v, want 2 deleted", sum)

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/e2e/platform"
@@ -35,15 +35,15 @@ func TestChangedTargetRowFailsVerification(t *testing.T) {
 	d := engine(cairnv1.PostgresEngine)
 	mj, want, dst := setup(t, g, d, 1000, migrationv1.TransferSpec{},
 		migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, WritersStopped: true, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}})
-	release := holdPods(t, g, env.Client, mj.Namespace, result.StepVerify)
+	release := holdPods(t, g, env.Client, mj.Namespace, contract.StepVerify)
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
-	waitJob(g, env.Client, mj, mj.Namespace, result.StepVerify)
+	waitJob(g, env.Client, mj, mj.Namespace, contract.StepVerify)
 
 	// Copied, and verification not started.
 	cur := get(g, mj)
 	g.Expect(cur.Status.Phase).To(Equal(migrationv1.PhaseVerifying))
-	g.Expect(cur.Status.Step(result.StepCopy)).NotTo(BeNil())
-	g.Expect(cur.Status.Step(result.StepCopy).Phase).To(Equal(migrationv1.StepSucceeded))
+	g.Expect(cur.Status.Step(contract.StepCopy)).NotTo(BeNil())
+	g.Expect(cur.Status.Step(contract.StepCopy).Phase).To(Equal(migrationv1.StepSucceeded))
 	got, err := d.tables(d.server, dst)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(Equal(want), "the copy is complete before the change")
@@ -94,13 +94,13 @@ func TestCorruptedArtifactFailsImport(t *testing.T) {
 	ctx := context.Background()
 	d := engine(cairnv1.PostgresEngine)
 	mj, _, dst := setup(t, g, d, 1000, storeTransfer(), migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto})
-	release := holdPods(t, g, env.Client, mj.Namespace, result.StepImport)
+	release := holdPods(t, g, env.Client, mj.Namespace, contract.StepImport)
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
-	waitJob(g, env.Client, mj, mj.Namespace, result.StepImport)
+	waitJob(g, env.Client, mj, mj.Namespace, contract.StepImport)
 
 	cur := get(g, mj)
-	g.Expect(cur.Status.Step(result.StepExport)).NotTo(BeNil())
-	g.Expect(cur.Status.Step(result.StepExport).Phase).To(Equal(migrationv1.StepSucceeded))
+	g.Expect(cur.Status.Step(contract.StepExport)).NotTo(BeNil())
+	g.Expect(cur.Status.Step(contract.StepExport).Phase).To(Equal(migrationv1.StepSucceeded))
 	art := cur.Status.Artifact
 	g.Expect(art).NotTo(BeNil())
 	key := corrupt(g, art.Path, mj.Namespace)
@@ -109,7 +109,7 @@ func TestCorruptedArtifactFailsImport(t *testing.T) {
 
 	cur = waitDone(g, mj)
 	g.Expect(cur.Status.Phase).To(Equal(migrationv1.PhaseFailed), "conditions: %+v", cur.Status.Conditions)
-	imp := cur.Status.Step(result.StepImport)
+	imp := cur.Status.Step(contract.StepImport)
 	g.Expect(imp).NotTo(BeNil())
 	g.Expect(imp.Phase).To(Equal(migrationv1.StepFailed))
 	g.Expect(imp.Message).To(ContainSubstring("corrupted"))
@@ -119,7 +119,7 @@ func TestCorruptedArtifactFailsImport(t *testing.T) {
 	g.Expect(stalled.Reason).To(Equal(migrationv1.StepFailedReason))
 	g.Expect(stalled.Message).To(ContainSubstring("step import"))
 	g.Expect(stalled.Message).To(ContainSubstring("corrupted"))
-	g.Expect(cur.Status.Step(result.StepVerify)).To(BeNil(), "nothing verified after a failed import")
+	g.Expect(cur.Status.Step(contract.StepVerify)).To(BeNil(), "nothing verified after a failed import")
 	// One pod: exit code 3 fails the Job without retries.
 	job := &batchv1.Job{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: imp.Namespace, Name: imp.JobName}, job)).To(Succeed())

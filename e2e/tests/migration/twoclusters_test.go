@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/e2e/cluster"
@@ -134,14 +134,14 @@ func TestTargetInSecondCluster(t *testing.T) {
 	}
 	local, target := migrationv1.ClusterLocal+"/"+mj.Namespace, migrationv1.ClusterTarget+"/"+remoteNamespace
 	g.Expect(where).To(Equal(map[string]string{
-		result.StepPrecheckSource: local, result.StepExport: local,
-		result.StepPrecheckTarget: target, result.StepImport: target, result.StepVerify: target,
+		contract.StepPrecheckSource: local, contract.StepExport: local,
+		contract.StepPrecheckTarget: target, contract.StepImport: target, contract.StepVerify: target,
 		// cutover compares the source, writes stopped, with the export's
 		// inventory the target was verified against: here, at the source.
-		result.StepCutover: local,
+		contract.StepCutover: local,
 	}))
-	g.Expect(jobSteps(g, env.Client, mj)).To(Equal([]string{result.StepCutover, result.StepExport, result.StepPrecheckSource}))
-	g.Expect(jobSteps(g, b.client, mj)).To(Equal([]string{result.StepImport, result.StepPrecheckTarget, result.StepVerify}))
+	g.Expect(jobSteps(g, env.Client, mj)).To(Equal([]string{contract.StepCutover, contract.StepExport, contract.StepPrecheckSource}))
+	g.Expect(jobSteps(g, b.client, mj)).To(Equal([]string{contract.StepImport, contract.StepPrecheckTarget, contract.StepVerify}))
 	pods := &corev1.PodList{}
 	g.Expect(b.client.List(ctx, pods, client.InNamespace(remoteNamespace), client.MatchingLabels{migrationv1.MigrationJobUIDLabel: string(mj.UID)})).To(Succeed())
 	g.Expect(pods.Items).NotTo(BeEmpty())
@@ -173,7 +173,7 @@ func TestTargetInSecondCluster(t *testing.T) {
 	for _, s := range cur.Status.Steps {
 		g.Expect(s.Cluster).To(Equal(migrationv1.ClusterLocal), "step %s", s.Step)
 	}
-	g.Expect(jobSteps(g, env.Client, mj2)).To(Equal([]string{result.StepCopy, result.StepCutover, result.StepPrecheck, result.StepVerify}))
+	g.Expect(jobSteps(g, env.Client, mj2)).To(Equal([]string{contract.StepCopy, contract.StepCutover, contract.StepPrecheck, contract.StepVerify}))
 	all := &batchv1.JobList{}
 	g.Expect(b.client.List(ctx, all)).To(Succeed())
 	g.Expect(all.Items).To(BeEmpty(), "no Job in the second cluster")

@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/names"
@@ -61,7 +61,7 @@ func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 		return err
 	}
 	listing := &backupv1.CatalogListing{Request: id, Time: &metav1.Time{Time: o.At}}
-	rep, failure, rerr := agentjob.NewestResult(pods.Items, result.ParseCatalog)
+	rep, failure, rerr := agentjob.NewestResult(pods.Items, contract.ParseCatalog)
 	switch {
 	case rep != nil && o.Succeeded:
 		listing.Count = int32(rep.Count)

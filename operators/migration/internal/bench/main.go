@@ -21,7 +21,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/bench"
@@ -80,9 +80,9 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 	mj.Status.ObservedGeneration = mj.Generation
 	mj.Status.Phase, mj.Status.StartTime = migrationv1.PhasePrechecking, &now
 	mj.Status.Precheck = &migrationv1.PrecheckResult{}
-	mj.Status.Steps = []migrationv1.StepStatus{{Step: result.StepPrecheck, JobName: job.Name, Cluster: migrationv1.ClusterLocal,
+	mj.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, JobName: job.Name, Cluster: migrationv1.ClusterLocal,
 		Namespace: mj.Namespace, Phase: migrationv1.StepPending}}
-	msg := fmt.Sprintf("starting step %s: Job %s/%s", result.StepPrecheck, mj.Namespace, job.Name)
+	msg := fmt.Sprintf("starting step %s: Job %s/%s", contract.StepPrecheck, mj.Namespace, job.Name)
 	conditions.MarkReconciling(mj, migrationv1.StepRunningReason, msg)
 	if err := c.Status().Patch(ctx, mj, client.MergeFrom(orig)); err != nil {
 		return err
@@ -106,7 +106,7 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 // step running (bench.AllDone then wants every precheck Job there).
 func done(o client.Object) bool {
 	mj := o.(*migrationv1.MigrationJob)
-	st := mj.Status.Step(result.StepPrecheck)
+	st := mj.Status.Step(contract.StepPrecheck)
 	return mj.Status.ObservedGeneration == mj.Generation && mj.Status.Phase == migrationv1.PhasePrechecking &&
 		st != nil && st.Phase == migrationv1.StepRunning
 }

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/operators/migration/internal/controller"
@@ -22,8 +22,8 @@ func continuousJob(ns, name, maxWAL string) *migrationv1.MigrationJob {
 	return mj
 }
 
-func replication(lag, retained int64) *result.Replication {
-	return &result.Replication{Publication: "cairn_pub_x", Subscription: "cairn_sub_x", Slot: "cairn_slot_x",
+func replication(lag, retained int64) *contract.Replication {
+	return &contract.Replication{Publication: "cairn_pub_x", Subscription: "cairn_sub_x", Slot: "cairn_slot_x",
 		LagBytes: lag, RetainedWALBytes: retained, SyncedTables: 2, Tables: 2}
 }
 
@@ -31,13 +31,13 @@ func replication(lag, retained int64) *result.Replication {
 // replication-start and verify.
 func copyAndVerify(t *testing.T, ns, name string) {
 	t.Helper()
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-precheck"), result.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-copy"), result.MigrationResult{TablesDone: 2, Bytes: 100})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-copy"), contract.MigrationResult{TablesDone: 2, Bytes: 100})
 	start := waitForJob(t, env.Client, ns, name+"-repl-start")
-	got, _ := envOf(start, result.EnvMaxRetainedWALBytes)
+	got, _ := envOf(start, contract.EnvMaxRetainedWALBytes)
 	NewWithT(t).Expect(got).To(Equal("1073741824"))
-	completeStep(t, env.Client, start, result.MigrationResult{Replication: replication(0, 0)})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-verify"), result.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
+	completeStep(t, env.Client, start, contract.MigrationResult{Replication: replication(0, 0)})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-verify"), contract.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
 }
 
 // Continuous mode: after the copy, logical replication is started; while
@@ -53,7 +53,7 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 	copyAndVerify(t, ns, "cont")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseReadyForCutover))
 
-	first := result.MigrationResult{Replication: replication(4096, 1<<20),
+	first := contract.MigrationResult{Replication: replication(4096, 1<<20),
 		Warnings: []string{"table public.late is not in the publication: its rows are not replicated"}}
 	first.Replication.NotReplicated = []string{"public.late"}
 	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "cont-rstatus-0"), first)
@@ -64,7 +64,7 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 		"step replication-status: table public.late is not in the publication: its rows are not replicated"))
 	second := waitForJob(t, env.Client, ns, "cont-rstatus-1")
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).ShouldNot(ContainElement("cont-rstatus-0"), "the checked one is deleted")
-	completeStep(t, env.Client, second, result.MigrationResult{Replication: replication(0, 2<<20)})
+	completeStep(t, env.Client, second, contract.MigrationResult{Replication: replication(0, 2<<20)})
 	waitForJob(t, env.Client, ns, "cont-rstatus-2")
 	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseReadyForCutover))
 
@@ -81,9 +81,9 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 	// written before the stop, disables the subscription, then copies the
 	// sequences.
 	stop := waitForJob(t, env.Client, ns, "cont-repl-stop")
-	wal, _ := envOf(stop, result.EnvMaxRetainedWALBytes)
+	wal, _ := envOf(stop, contract.EnvMaxRetainedWALBytes)
 	g.Expect(wal).To(Equal("1073741824"), "its wait enforces the limit")
-	completeStep(t, env.Client, stop, result.MigrationResult{Replication: replication(0, 0)})
+	completeStep(t, env.Client, stop, contract.MigrationResult{Replication: replication(0, 0)})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	cur := current(g, mj)
 	g.Expect(cur.Status.Replication.Stopped).To(BeTrue())
@@ -101,10 +101,10 @@ func TestContinuousAbortsAboveRetainedWALLimit(t *testing.T) {
 	mj.Spec.Cutover.Mode = migrationv1.CutoverManual
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	copyAndVerify(t, ns, "leak")
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "leak-rstatus-0"), result.MigrationResult{Replication: replication(1<<30, 2<<30)})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "leak-rstatus-0"), contract.MigrationResult{Replication: replication(1<<30, 2<<30)})
 	stop := waitForJob(t, env.Client, ns, "leak-abort")
 	g.Expect(current(g, mj).Status.Phase).NotTo(Equal(migrationv1.PhaseFailed), "not failed before the slot is dropped")
-	completeStep(t, env.Client, stop, result.MigrationResult{})
+	completeStep(t, env.Client, stop, contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	st := condition(g, mj, cairnv1.StalledCondition)
 	g.Expect(st.Reason).To(Equal(migrationv1.RetainedWALLimitReason))
@@ -122,7 +122,7 @@ func TestContinuousAbortsWhenTheAgentReportsTheLimit(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	copyAndVerify(t, ns, "agentleak")
 	failStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-rstatus-0"), 1, "retained WAL 2147483648 bytes above limit 1073741824")
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-abort"), result.MigrationResult{})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-abort"), contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	g.Expect(condition(g, mj, cairnv1.StalledCondition).Reason).To(Equal(migrationv1.RetainedWALLimitReason))
 }
@@ -140,7 +140,7 @@ func TestContinuousDeletionStopsReplication(t *testing.T) {
 	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
 	stop := waitForJob(t, env.Client, ns, "bye-abort")
 	g.Consistently(gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until replication is stopped")
-	completeStep(t, env.Client, stop, result.MigrationResult{})
+	completeStep(t, env.Client, stop, contract.MigrationResult{})
 	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).Should(BeEmpty())
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	migrationv1 "cairn.dev/apis/migration/v1"
 )
 
@@ -15,7 +15,7 @@ import (
 func differingTables(v *migrationv1.Verification) []string {
 	var bad []string
 	for _, it := range v.Items {
-		if it.Match || it.State == result.StateCatchingUp {
+		if it.Match || it.State == contract.StateCatchingUp {
 			continue
 		}
 		s := fmt.Sprintf("%s (%s: source %d rows, target %d", it.Table, it.Reason, it.SourceRows, it.TargetRows)
@@ -36,7 +36,7 @@ func differingTables(v *migrationv1.Verification) []string {
 // before the stop; a difference is an error: the step fails, nothing is
 // switched, and the abort drops the replication objects and undoes the
 // read-only.
-func recordExactCheck(mj *migrationv1.MigrationJob, res *result.MigrationResult) error {
+func recordExactCheck(mj *migrationv1.MigrationJob, res *contract.MigrationResult) error {
 	if res == nil || res.Verification == nil {
 		return nil
 	}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 )
@@ -19,9 +19,9 @@ import (
 // matching verify.
 func fullToReady(t *testing.T, ns, name string) {
 	t.Helper()
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-precheck"), result.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-copy"), result.MigrationResult{TablesDone: 2, Bytes: 10})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-verify"), result.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-copy"), contract.MigrationResult{TablesDone: 2, Bytes: 10})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-verify"), contract.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
 }
 
 func secretHost(g Gomega, ns string) string {
@@ -55,14 +55,14 @@ func TestFullCutoverSourceChangedDoesNotSwitch(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	fullToReady(t, ns, "late")
 	cut := waitForJob(t, env.Client, ns, "late-cutover")
-	completeStep(t, env.Client, cut, result.MigrationResult{
+	completeStep(t, env.Client, cut, contract.MigrationResult{
 		Actions:      []string{"the source changed since verification (public.b); nothing may be switched: the source database orders was made writable again"},
 		Verification: verification("Checksum", []string{"public.a", "public.b"}, map[string]string{"public.b": "rows differ"})})
 	abort := waitForJob(t, env.Client, ns, "late-abort")
-	ro, _ := envOf(abort, result.EnvCutoverSourceReadOnly)
+	ro, _ := envOf(abort, contract.EnvCutoverSourceReadOnly)
 	g.Expect(ro).To(Equal("true"), "the abort undoes the read-only")
 	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseCuttingOver), "not Failed before the source is writable again")
-	completeStep(t, env.Client, abort, result.MigrationResult{Actions: []string{"source database orders is writable"}})
+	completeStep(t, env.Client, abort, contract.MigrationResult{Actions: []string{"source database orders is writable"}})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	co := condition(g, mj, migrationv1.CutOverCondition)
 	g.Expect(co.Status).To(Equal(metav1.ConditionFalse))
@@ -94,12 +94,12 @@ func TestFullCutoverWaitsUntilWritersStopped(t *testing.T) {
 
 	setWritersStopped(t, mj)
 	cut := waitForJob(t, env.Client, ns, "mariadb-cutover")
-	ro, _ := envOf(cut, result.EnvCutoverSourceReadOnly)
+	ro, _ := envOf(cut, contract.EnvCutoverSourceReadOnly)
 	g.Expect(ro).To(Equal("false"))
-	stopped, _ := envOf(cut, result.EnvCutoverWritersStopped)
+	stopped, _ := envOf(cut, contract.EnvCutoverWritersStopped)
 	g.Expect(stopped).To(Equal("true"), "the agent is told the writers are stopped, so it may copy again what changed")
 	// The agent found public.b changed, copied it again, compared again.
-	completeStep(t, env.Client, cut, result.MigrationResult{
+	completeStep(t, env.Client, cut, contract.MigrationResult{
 		Recopied:     []string{"public.b"},
 		Actions:      []string{"re-copied 1 table changed since verification: public.b", "compared the source again after writes stopped: 2 table(s) equal to the target (Checksum)"},
 		Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
@@ -125,7 +125,7 @@ func TestFailedCutoverUndoesReadOnly(t *testing.T) {
 	fullToReady(t, ns, "halfway")
 	failStep(t, env.Client, waitForJob(t, env.Client, ns, "halfway-cutover"), 3, "end the other sessions on source database \"orders\" (needs pg_signal_backend or a superuser): permission denied")
 	abort := waitForJob(t, env.Client, ns, "halfway-abort")
-	completeStep(t, env.Client, abort, result.MigrationResult{})
+	completeStep(t, env.Client, abort, contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	st := condition(g, mj, cairnv1.StalledCondition)
 	g.Expect(st.Reason).To(Equal(migrationv1.StepFailedReason))
@@ -143,19 +143,19 @@ func TestContinuousFailureAfterReplicationStartAborts(t *testing.T) {
 	ns := namespace(t)
 	mj := continuousJob(ns, "vbad", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-precheck"), result.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-copy"), result.MigrationResult{TablesDone: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-repl-start"), result.MigrationResult{Replication: replication(0, 0)})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-verify"), result.MigrationResult{
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-copy"), contract.MigrationResult{TablesDone: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-repl-start"), contract.MigrationResult{Replication: replication(0, 0)})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-verify"), contract.MigrationResult{
 		Verification: verification("Checksum", []string{"public.a", "public.b"}, map[string]string{"public.a": "rows differ"})})
 	abort := waitForJob(t, env.Client, ns, "vbad-abort")
 	g.Expect(current(g, mj).Status.Phase).NotTo(Equal(migrationv1.PhaseFailed), "not Failed while the slot may exist")
 	g.Expect(abort.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"migrate", "abort"}))
-	_, hasTarget := envOf(abort, result.EnvTargetHost)
+	_, hasTarget := envOf(abort, contract.EnvTargetHost)
 	g.Expect(hasTarget).To(BeTrue(), "the abort drops the subscription on the target")
-	ro, _ := envOf(abort, result.EnvCutoverSourceReadOnly)
+	ro, _ := envOf(abort, contract.EnvCutoverSourceReadOnly)
 	g.Expect(ro).To(Equal("false"), "no cutover ran: the read-only is not touched")
-	completeStep(t, env.Client, abort, result.MigrationResult{Replication: replication(0, 0)})
+	completeStep(t, env.Client, abort, contract.MigrationResult{Replication: replication(0, 0)})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	st := condition(g, mj, cairnv1.StalledCondition)
 	g.Expect(st.Reason).To(Equal(migrationv1.VerificationFailedReason))
@@ -172,10 +172,10 @@ func TestContinuousReplicationStartFailureAborts(t *testing.T) {
 	ns := namespace(t)
 	mj := continuousJob(ns, "sfail", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-precheck"), result.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-copy"), result.MigrationResult{TablesDone: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-copy"), contract.MigrationResult{TablesDone: 2})
 	failStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-repl-start"), 3, "target: create subscription: permission denied")
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-abort"), result.MigrationResult{})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-abort"), contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	g.Expect(condition(g, mj, cairnv1.StalledCondition).Message).To(And(ContainSubstring("create subscription"), ContainSubstring("slot dropped")))
 }
@@ -189,15 +189,15 @@ func TestContinuousWatchdogWhileVerifying(t *testing.T) {
 	ns := namespace(t)
 	mj := continuousJob(ns, "vwal", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-precheck"), result.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-copy"), result.MigrationResult{TablesDone: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-repl-start"), result.MigrationResult{Replication: replication(0, 0)})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-copy"), contract.MigrationResult{TablesDone: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-repl-start"), contract.MigrationResult{Replication: replication(0, 0)})
 	verify := waitForJob(t, env.Client, ns, "vwal-verify")
-	wal, _ := envOf(verify, result.EnvMaxRetainedWALBytes)
+	wal, _ := envOf(verify, contract.EnvMaxRetainedWALBytes)
 	g.Expect(wal).To(Equal("1073741824"), "verify's wait enforces the limit too")
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-rstatus-0"), result.MigrationResult{Replication: replication(1<<30, 2<<30)})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-rstatus-0"), contract.MigrationResult{Replication: replication(1<<30, 2<<30)})
 	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseVerifying))
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-abort"), result.MigrationResult{})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-abort"), contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	g.Expect(condition(g, mj, cairnv1.StalledCondition).Reason).To(Equal(migrationv1.RetainedWALLimitReason))
 }
@@ -211,20 +211,20 @@ func TestContinuousDeletionWaitsForReplicationStart(t *testing.T) {
 	ns := namespace(t)
 	mj := continuousJob(ns, "racy", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "racy-precheck"), result.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "racy-copy"), result.MigrationResult{TablesDone: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "racy-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "racy-copy"), contract.MigrationResult{TablesDone: 2})
 	start := waitForJob(t, env.Client, ns, "racy-repl-start")
 	g.Eventually(func(g Gomega) bool {
-		st := current(g, mj).Status.Step(result.StepReplicationStart)
+		st := current(g, mj).Status.Step(contract.StepReplicationStart)
 		return st != nil && st.Created
 	}).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
 	g.Consistently(jobNames(env.Client, ns)).WithTimeout(2*time.Second).ShouldNot(ContainElement("racy-abort"), "no abort beside a running replication-start")
 	g.Expect(gone(env.Client, mj)()).To(BeFalse())
-	completeStep(t, env.Client, start, result.MigrationResult{Replication: replication(0, 0)})
+	completeStep(t, env.Client, start, contract.MigrationResult{Replication: replication(0, 0)})
 	abort := waitForJob(t, env.Client, ns, "racy-abort")
 	g.Consistently(gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until the abort succeeded")
-	completeStep(t, env.Client, abort, result.MigrationResult{})
+	completeStep(t, env.Client, abort, contract.MigrationResult{})
 	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).Should(BeEmpty())
 }

@@ -15,11 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/agentjob"
@@ -94,18 +95,18 @@ func jobLabels(mj *migrationv1.MigrationJob, step string) map[string]string {
 // sides says which databases a step talks to. spec must be defaulted.
 func sides(step string, spec *migrationv1.MigrationJobSpec) (source, target bool) {
 	switch step {
-	case result.StepPrecheckSource, result.StepExport:
+	case contract.StepPrecheckSource, contract.StepExport:
 		return true, false
-	case result.StepCutover:
+	case contract.StepCutover:
 		// Full: the source is compared again with the live target (Direct)
 		// or with the export's inventory (Store).
 		return true, finalCheck(spec) && spec.Transfer.Method == migrationv1.TransferDirect
-	case result.StepAbort:
+	case contract.StepAbort:
 		// Continuous: the subscription is dropped on the target.
 		return true, spec.Mode == migrationv1.ModeContinuous
-	case result.StepPrecheckTarget, result.StepImport:
+	case contract.StepPrecheckTarget, contract.StepImport:
 		return false, true
-	case result.StepVerify:
+	case contract.StepVerify:
 		// Store transfer: the target against the inventory export recorded.
 		return spec.Transfer.Method == migrationv1.TransferDirect, true
 	}
@@ -124,7 +125,7 @@ func usesStore(step string, transfer migrationv1.TransferMethod) bool {
 		return false
 	}
 	switch step {
-	case result.StepPrecheckSource, result.StepPrecheckTarget, result.StepExport, result.StepImport, result.StepVerify, result.StepCutover:
+	case contract.StepPrecheckSource, contract.StepPrecheckTarget, contract.StepExport, contract.StepImport, contract.StepVerify, contract.StepCutover:
 		return true
 	}
 	return false
@@ -133,81 +134,10 @@ func usesStore(step string, transfer migrationv1.TransferMethod) bool {
 // desiredJob renders a step's Job. spec is mj's spec with defaults applied.
 func (r *MigrationJobReconciler) desiredJob(mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec, st *migrationv1.StepStatus, artifact *cairnv1.Artifact) (*batchv1.Job, error) {
 	lbls := jobLabels(mj, st.Step)
-	src, tgt := sides(st.Step, spec)
-	as := agentjob.Spec{
-		Command:               "migrate",
-		Image:                 r.AgentImage,
-		CatalogKey:            mj.Namespace + "/" + mj.Name,
-		Labels:                lbls,
-		BackoffLimit:          spec.MaxRetries,
-		ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
-	}
-	if spec.Image != "" {
-		as.Image = spec.Image
-	}
-	if src {
-		source := spec.Source
-		as.Database = &source
-	}
-	if usesStore(st.Step, spec.Transfer.Method) && spec.Transfer.Storage != nil {
-		as.Storage = *spec.Transfer.Storage
-	}
-	if (st.Step == result.StepImport || st.Step == result.StepVerify || st.Step == result.StepCutover) && artifact != nil {
-		as.Artifact = artifact.Path
-	}
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: st.Namespace, Name: st.JobName, Labels: lbls},
-		Spec:       agentjob.JobSpec(as),
+		Spec:       agentjob.JobSpec(stepSpec(mj, spec, st.Step, artifact, r.AgentImage, lbls)),
 	}
-	pod := &job.Spec.Template.Spec
-	c := &pod.Containers[0]
-	c.Args = []string{"migrate", st.Step}
-	if spec.Resources != nil {
-		c.Resources = *spec.Resources.DeepCopy()
-	}
-	env := []corev1.EnvVar{
-		{Name: result.EnvMigration, Value: mj.Namespace + "/" + mj.Name},
-		{Name: result.EnvMigrationUID, Value: string(mj.UID)},
-		{Name: result.EnvMode, Value: string(spec.Mode)},
-		{Name: result.EnvParallel, Value: strconv.Itoa(int(*spec.Transfer.Parallelism))},
-		{Name: result.EnvVerify, Value: string(spec.Verify)},
-		{Name: result.EnvAllowNonEmptyTarget, Value: strconv.FormatBool(spec.AllowNonEmptyTarget)},
-	}
-	if o := spec.Objects; o != nil {
-		env = append(env,
-			corev1.EnvVar{Name: result.EnvInclude, Value: strings.Join(o.Include, ",")},
-			corev1.EnvVar{Name: result.EnvExclude, Value: strings.Join(o.Exclude, ",")})
-	}
-	if !src {
-		env = append(env, corev1.EnvVar{Name: "CAIRN_ENGINE", Value: string(spec.Target.Engine)})
-	}
-	switch st.Step {
-	case result.StepCutover, result.StepPrecheck, result.StepPrecheckSource:
-		// Precheck checks the privileges cutover's read-only needs.
-		env = append(env, corev1.EnvVar{Name: result.EnvCutoverSourceReadOnly, Value: strconv.FormatBool(spec.Cutover.SourceReadOnly)})
-		if st.Step == result.StepCutover {
-			// With the writers stopped, a Full cutover copies again what
-			// changed since verification.
-			env = append(env, corev1.EnvVar{Name: result.EnvCutoverWritersStopped, Value: strconv.FormatBool(spec.Cutover.WritersStopped)})
-		}
-	case result.StepAbort:
-		// Undo the read-only only if a cutover may have set it.
-		env = append(env, corev1.EnvVar{Name: result.EnvCutoverSourceReadOnly, Value: strconv.FormatBool(readOnlyMayBeSet(mj, spec))})
-	}
-	if strings.HasPrefix(st.Step, "replication-") || st.Step == result.StepAbort || st.Step == result.StepVerify && spec.Mode == migrationv1.ModeContinuous {
-		env = append(env, corev1.EnvVar{Name: result.EnvMaxRetainedWALBytes, Value: strconv.FormatInt(spec.MaxRetainedWALBytes(), 10)})
-	}
-	if tgt {
-		t := spec.Target
-		env = append(env,
-			corev1.EnvVar{Name: result.EnvTargetHost, Value: t.Host},
-			corev1.EnvVar{Name: result.EnvTargetPort, Value: strconv.Itoa(int(t.Port))},
-			corev1.EnvVar{Name: result.EnvTargetName, Value: t.Database},
-			secretEnv(result.EnvTargetUser, t.CredentialsSecretRef.Name, agentjob.DatabaseUsernameKey),
-			secretEnv(result.EnvTargetPassword, t.CredentialsSecretRef.Name, agentjob.DatabasePasswordKey),
-		)
-	}
-	c.Env = append(c.Env, env...)
 	if st.Cluster == migrationv1.ClusterLocal {
 		if err := ownership.SetController(mj, job, r.Scheme); err != nil {
 			return nil, err
@@ -216,10 +146,65 @@ func (r *MigrationJobReconciler) desiredJob(mj *migrationv1.MigrationJob, spec *
 	return job, nil
 }
 
-func secretEnv(name, secret, key string) corev1.EnvVar {
-	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key,
-	}}}
+// stepSpec is the agent run of one step: the databases it reaches, the
+// store when it uses one, and the settings it reads.
+func stepSpec(mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec, step string, artifact *cairnv1.Artifact, image string, lbls map[string]string) agentjob.Spec {
+	src, tgt := sides(step, spec)
+	as := agentjob.Spec{
+		Command:               contract.CommandMigrate,
+		Step:                  step,
+		Image:                 image,
+		CatalogKey:            mj.Namespace + "/" + mj.Name,
+		Labels:                lbls,
+		BackoffLimit:          spec.MaxRetries,
+		ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
+		Resources:             spec.Resources,
+	}
+	if spec.Image != "" {
+		as.Image = spec.Image
+	}
+	if src {
+		source := spec.Source
+		as.Database = &source
+	} else {
+		as.Engine = spec.Target.Engine
+	}
+	if usesStore(step, spec.Transfer.Method) && spec.Transfer.Storage != nil {
+		as.Storage = *spec.Transfer.Storage
+	}
+	if (step == contract.StepImport || step == contract.StepVerify || step == contract.StepCutover) && artifact != nil {
+		as.Artifact = artifact.Path
+	}
+	m := &agentjob.MigrationSpec{
+		ID: mj.Namespace + "/" + mj.Name, UID: string(mj.UID),
+		Mode: string(spec.Mode), Verify: string(spec.Verify), Parallel: *spec.Transfer.Parallelism,
+		AllowNonEmptyTarget: spec.AllowNonEmptyTarget,
+	}
+	if o := spec.Objects; o != nil {
+		m.Objects = &agentjob.Objects{Include: o.Include, Exclude: o.Exclude}
+	}
+	switch step {
+	case contract.StepCutover, contract.StepPrecheck, contract.StepPrecheckSource:
+		// Precheck checks the privileges cutover's read-only needs.
+		m.SourceReadOnly = ptr.To(spec.Cutover.SourceReadOnly)
+		if step == contract.StepCutover {
+			// With the writers stopped, a Full cutover copies again what
+			// changed since verification.
+			m.WritersStopped = ptr.To(spec.Cutover.WritersStopped)
+		}
+	case contract.StepAbort:
+		// Undo the read-only only if a cutover may have set it.
+		m.SourceReadOnly = ptr.To(readOnlyMayBeSet(mj, spec))
+	}
+	if strings.HasPrefix(step, "replication-") || step == contract.StepAbort || step == contract.StepVerify && spec.Mode == migrationv1.ModeContinuous {
+		m.MaxRetainedWALBytes = ptr.To(spec.MaxRetainedWALBytes())
+	}
+	if tgt {
+		target := spec.Target.DatabaseRef
+		m.Target = &target
+	}
+	as.Migration = m
+	return as
 }
 
 // localReferences are the objects the Jobs in this cluster need: the
@@ -314,7 +299,7 @@ func (r *MigrationJobReconciler) switchSecret(ctx context.Context, mj *migration
 // was recorded (its Job may have created some, even if it failed) and
 // nothing dropped them since.
 func replicationMayRun(mj *migrationv1.MigrationJob) bool {
-	if mj.Spec.Mode != migrationv1.ModeContinuous || mj.Status.Step(result.StepReplicationStart) == nil {
+	if mj.Spec.Mode != migrationv1.ModeContinuous || mj.Status.Step(contract.StepReplicationStart) == nil {
 		return false
 	}
 	return mj.Status.Replication == nil || !mj.Status.Replication.Stopped
@@ -323,7 +308,7 @@ func replicationMayRun(mj *migrationv1.MigrationJob) bool {
 // readOnlyMayBeSet reports whether a cutover may have made the source
 // read-only (its step was recorded).
 func readOnlyMayBeSet(mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec) bool {
-	return spec.Cutover.SourceReadOnly && mj.Status.Step(result.StepCutover) != nil
+	return spec.Cutover.SourceReadOnly && mj.Status.Step(contract.StepCutover) != nil
 }
 
 // needsAbort reports whether a MigrationJob that did not succeed may have
@@ -333,7 +318,7 @@ func needsAbort(mj *migrationv1.MigrationJob) bool {
 	if mj.Status.Phase == migrationv1.PhaseSucceeded {
 		return false
 	}
-	if st := mj.Status.Step(result.StepAbort); st != nil && st.Phase == migrationv1.StepSucceeded {
+	if st := mj.Status.Step(contract.StepAbort); st != nil && st.Phase == migrationv1.StepSucceeded {
 		return false
 	}
 	return replicationMayRun(mj) || readOnlyMayBeSet(mj, &mj.Spec)
@@ -396,7 +381,7 @@ func ranRemote(mj *migrationv1.MigrationJob) bool {
 func (r *MigrationJobReconciler) abortForDeletion(ctx context.Context, mj *migrationv1.MigrationJob) (bool, error) {
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
-	if st := mj.Status.Step(result.StepReplicationStart); st != nil && st.Phase != migrationv1.StepSucceeded && st.Phase != migrationv1.StepFailed {
+	if st := mj.Status.Step(contract.StepReplicationStart); st != nil && st.Phase != migrationv1.StepSucceeded && st.Phase != migrationv1.StepFailed {
 		start := &batchv1.Job{}
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.JobName}, start)
 		if err == nil && !agentjob.JobOutcome(start).Finished {
@@ -406,7 +391,7 @@ func (r *MigrationJobReconciler) abortForDeletion(ctx context.Context, mj *migra
 			return false, err
 		}
 	}
-	st := &migrationv1.StepStatus{Step: result.StepAbort, JobName: stepJobName(mj, result.StepAbort, 0),
+	st := &migrationv1.StepStatus{Step: contract.StepAbort, JobName: stepJobName(mj, contract.StepAbort, 0),
 		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
 	job := &batchv1.Job{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.JobName}, job)
@@ -437,7 +422,7 @@ func (r *MigrationJobReconciler) abortForDeletion(ctx context.Context, mj *migra
 		}
 		mj.Status.Replication.Stopped = true
 	}
-	if cur := mj.Status.Step(result.StepAbort); cur != nil {
+	if cur := mj.Status.Step(contract.StepAbort); cur != nil {
 		cur.Phase = migrationv1.StepSucceeded
 	} else {
 		st.Created, st.Phase = true, migrationv1.StepSucceeded
@@ -488,7 +473,7 @@ func DesiredFirstJob(mj *migrationv1.MigrationJob, image string, scheme *runtime
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
 	r := &MigrationJobReconciler{AgentImage: image, Scheme: scheme}
-	st := &migrationv1.StepStatus{Step: result.StepPrecheck, JobName: stepJobName(mj, result.StepPrecheck, 0),
+	st := &migrationv1.StepStatus{Step: contract.StepPrecheck, JobName: stepJobName(mj, contract.StepPrecheck, 0),
 		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
 	return r.desiredJob(mj, spec, st, nil)
 }

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/operators/migration/internal/controller"
@@ -29,7 +29,7 @@ func TestStepFinishedWhileTheOperatorWasDown(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
 	job := waitForJob(t, env.Client, ns, "down-precheck")
 	g.Eventually(func(g Gomega) bool {
-		st := current(g, mj).Status.Step(result.StepPrecheck)
+		st := current(g, mj).Status.Step(contract.StepPrecheck)
 		return st != nil && st.Created && st.Phase == migrationv1.StepRunning
 	}).WithTimeout(timeout).Should(BeTrue())
 
@@ -39,11 +39,11 @@ func TestStepFinishedWhileTheOperatorWasDown(t *testing.T) {
 	g.Expect(cached.Labels).To(HaveKeyWithValue(migrationv1.MigrationJobUIDLabel, string(current(g, mj).UID)))
 	g.Expect(op.Stop()).To(Succeed())
 
-	completeStep(t, env.Client, job, result.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, job, contract.MigrationResult{Tables: 2})
 
 	startOperator(t)
 	waitForJob(t, env.Client, ns, "down-copy")
-	g.Expect(current(g, mj).Status.Step(result.StepPrecheck).Phase).To(Equal(migrationv1.StepSucceeded))
+	g.Expect(current(g, mj).Status.Step(contract.StepPrecheck).Phase).To(Equal(migrationv1.StepSucceeded))
 }
 
 // A Job created by a pass whose status write was lost (the step recorded,
@@ -73,7 +73,7 @@ func TestJobOfALostStatusWriteIsFoundNotDuplicated(t *testing.T) {
 		}
 		now := metav1.Now()
 		cur.Status.Phase, cur.Status.StartTime = migrationv1.PhasePrechecking, &now
-		cur.Status.Steps = []migrationv1.StepStatus{{Step: result.StepPrecheck, JobName: job.Name,
+		cur.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, JobName: job.Name,
 			Cluster: migrationv1.ClusterLocal, Namespace: ns, Phase: migrationv1.StepPending}}
 		return env.Client.Status().Update(ctx, cur)
 	}).WithTimeout(timeout).Should(Succeed())
@@ -81,7 +81,7 @@ func TestJobOfALostStatusWriteIsFoundNotDuplicated(t *testing.T) {
 
 	startOperator(t)
 	g.Eventually(func(g Gomega) bool {
-		st := current(g, mj).Status.Step(result.StepPrecheck)
+		st := current(g, mj).Status.Step(contract.StepPrecheck)
 		return st != nil && st.Created && st.Phase == migrationv1.StepRunning
 	}).WithTimeout(timeout).Should(BeTrue())
 	g.Consistently(func(g Gomega) []string {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/access"
@@ -148,7 +148,7 @@ func (r *MigrationJobReconciler) precheck(ctx context.Context, p *pass) error {
 	if mj.Status.Precheck == nil {
 		mj.Status.Precheck = &migrationv1.PrecheckResult{}
 	}
-	merge := func(res *result.MigrationResult) error {
+	merge := func(res *contract.MigrationResult) error {
 		if res == nil {
 			return errors.New("the precheck Job completed without reporting a result")
 		}
@@ -170,11 +170,11 @@ func (r *MigrationJobReconciler) precheck(ctx context.Context, p *pass) error {
 	}
 	var steps []stepRun
 	if spec.Transfer.Method == migrationv1.TransferDirect {
-		steps = []stepRun{{step: result.StepPrecheck, onResult: merge}}
+		steps = []stepRun{{step: contract.StepPrecheck, onResult: merge}}
 	} else {
 		steps = []stepRun{
-			{step: result.StepPrecheckSource, onResult: merge},
-			{step: result.StepPrecheckTarget, target: true, onResult: merge},
+			{step: contract.StepPrecheckSource, onResult: merge},
+			{step: contract.StepPrecheckTarget, target: true, onResult: merge},
 		}
 	}
 	done, err := r.runSteps(ctx, p, migrationv1.PhasePrechecking, "checking source and target", steps...)
@@ -204,7 +204,7 @@ func (r *MigrationJobReconciler) precheck(ctx context.Context, p *pass) error {
 // replication.
 func (r *MigrationJobReconciler) copy(ctx context.Context, p *pass) error {
 	mj, spec := p.Obj, &p.State.spec
-	progress := func(res *result.MigrationResult) error {
+	progress := func(res *contract.MigrationResult) error {
 		if res != nil {
 			mj.Status.Progress.TablesDone = int32(res.TablesDone)
 			mj.Status.Progress.Bytes = max(mj.Status.Progress.Bytes, res.Bytes)
@@ -213,10 +213,10 @@ func (r *MigrationJobReconciler) copy(ctx context.Context, p *pass) error {
 	}
 	var steps []stepRun
 	if spec.Transfer.Method == migrationv1.TransferDirect {
-		steps = []stepRun{{step: result.StepCopy, onResult: progress}}
+		steps = []stepRun{{step: contract.StepCopy, onResult: progress}}
 	} else {
 		steps = []stepRun{
-			{step: result.StepExport, onResult: func(res *result.MigrationResult) error {
+			{step: contract.StepExport, onResult: func(res *contract.MigrationResult) error {
 				if res == nil || res.Artifact == "" {
 					return errors.New("the export Job completed without reporting its artifact")
 				}
@@ -224,11 +224,11 @@ func (r *MigrationJobReconciler) copy(ctx context.Context, p *pass) error {
 				mj.Status.Progress.Bytes = max(mj.Status.Progress.Bytes, res.Bytes)
 				return nil
 			}},
-			{step: result.StepImport, target: true, after: result.StepExport, onResult: progress},
+			{step: contract.StepImport, target: true, after: contract.StepExport, onResult: progress},
 		}
 	}
 	if spec.Mode == migrationv1.ModeContinuous {
-		steps = append(steps, stepRun{step: result.StepReplicationStart, after: result.StepCopy, onResult: r.recordReplication(p)})
+		steps = append(steps, stepRun{step: contract.StepReplicationStart, after: contract.StepCopy, onResult: r.recordReplication(p)})
 	}
 	done, err := r.runSteps(ctx, p, migrationv1.PhaseCopying, "copying "+string(spec.Mode), steps...)
 	if err != nil || !done {
@@ -252,7 +252,7 @@ func (r *MigrationJobReconciler) copy(ctx context.Context, p *pass) error {
 // migration, naming the tables.
 func (r *MigrationJobReconciler) verify(ctx context.Context, p *pass) error {
 	mj, spec := p.Obj, &p.State.spec
-	onResult := func(res *result.MigrationResult) error {
+	onResult := func(res *contract.MigrationResult) error {
 		if res == nil || res.Verification == nil {
 			return errors.New("the verify Job completed without reporting a verification")
 		}
@@ -266,7 +266,7 @@ func (r *MigrationJobReconciler) verify(ctx context.Context, p *pass) error {
 			return err
 		}
 	}
-	st := stepRun{step: result.StepVerify, target: spec.Transfer.Method == migrationv1.TransferStore, onResult: onResult}
+	st := stepRun{step: contract.StepVerify, target: spec.Transfer.Method == migrationv1.TransferStore, onResult: onResult}
 	done, err := r.runSteps(ctx, p, migrationv1.PhaseVerifying, "verifying with "+string(spec.Verify), st)
 	if err != nil || !done {
 		return err
@@ -330,7 +330,7 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 	}
 	var steps []stepRun
 	if spec.Cutover.SourceReadOnly || finalCheck(spec) {
-		steps = append(steps, stepRun{step: result.StepCutover, onResult: func(res *result.MigrationResult) error {
+		steps = append(steps, stepRun{step: contract.StepCutover, onResult: func(res *contract.MigrationResult) error {
 			// What the agent did on the source, kept for the final list.
 			if res == nil {
 				if finalCheck(spec) {
@@ -356,7 +356,7 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 		}})
 	}
 	if spec.Mode == migrationv1.ModeContinuous {
-		if mj.Status.Step(result.StepReplicationStop) == nil {
+		if mj.Status.Step(contract.StepReplicationStop) == nil {
 			// The slot's retained WAL is watched until replication-stop,
 			// which enforces the limit itself while it waits.
 			if err := r.checkReplication(ctx, p); err != nil || mj.Finished() {
@@ -365,9 +365,9 @@ func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
 		}
 		after := ""
 		if spec.Cutover.SourceReadOnly {
-			after = result.StepCutover
+			after = contract.StepCutover
 		}
-		steps = append(steps, stepRun{step: result.StepReplicationStop, after: after, onResult: func(res *result.MigrationResult) error {
+		steps = append(steps, stepRun{step: contract.StepReplicationStop, after: after, onResult: func(res *contract.MigrationResult) error {
 			if err := r.recordReplication(p)(res); err != nil {
 				return err
 			}
@@ -449,7 +449,7 @@ func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) 
 			"the replication slot retained %d bytes of WAL, above spec.replication.maxRetainedWAL (%d bytes); the target is not cut over",
 			mj.Status.Replication.RetainedWALBytes, limit))
 	}
-	st := mj.Status.Step(result.StepReplicationStatus)
+	st := mj.Status.Step(contract.StepReplicationStatus)
 	if st != nil && st.Phase == migrationv1.StepSucceeded {
 		last := st.CompletionTime
 		if last != nil && time.Since(last.Time) < r.ReplicationInterval {
@@ -459,14 +459,14 @@ func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) 
 		// The next check: a new Job (the old one is deleted).
 		r.deleteStepJob(ctx, p, st)
 		mj.Status.Replication.Checks++
-		st.JobName = stepJobName(mj, result.StepReplicationStatus, mj.Status.Replication.Checks)
+		st.JobName = stepJobName(mj, contract.StepReplicationStatus, mj.Status.Replication.Checks)
 		st.Phase, st.Created, st.StartTime, st.CompletionTime, st.Message = migrationv1.StepPending, false, nil, nil, ""
 		// The new name is stored before its Job exists.
 		if err := p.Checkpoint(ctx); err != nil {
 			return fmt.Errorf("recording replication check %d: %w", mj.Status.Replication.Checks, err)
 		}
 	}
-	_, err := r.runSteps(ctx, p, mj.Status.Phase, "", stepRun{step: result.StepReplicationStatus, quiet: true,
+	_, err := r.runSteps(ctx, p, mj.Status.Phase, "", stepRun{step: contract.StepReplicationStatus, quiet: true,
 		onResult: r.recordReplication(p), onFailure: func(reason string) error {
 			if strings.Contains(reason, "retained WAL") && strings.Contains(reason, "above limit") {
 				if mj.Status.Replication == nil {
@@ -482,7 +482,7 @@ func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) 
 	}
 	if mj.Status.Replication != nil && mj.Status.Replication.RetainedWALBytes > limit {
 		p.RequeueAfter(time.Millisecond)
-	} else if st := mj.Status.Step(result.StepReplicationStatus); st != nil && st.Phase == migrationv1.StepSucceeded {
+	} else if st := mj.Status.Step(contract.StepReplicationStatus); st != nil && st.Phase == migrationv1.StepSucceeded {
 		p.RequeueAfter(r.ReplicationInterval) // the next check
 	}
 	return nil
@@ -491,8 +491,8 @@ func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) 
 var errNotHandled = errors.New("not handled")
 
 // recordReplication stores what a replication step reported.
-func (r *MigrationJobReconciler) recordReplication(p *pass) func(*result.MigrationResult) error {
-	return func(res *result.MigrationResult) error {
+func (r *MigrationJobReconciler) recordReplication(p *pass) func(*contract.MigrationResult) error {
+	return func(res *contract.MigrationResult) error {
 		mj := p.Obj
 		if mj.Status.Replication == nil {
 			mj.Status.Replication = &migrationv1.ReplicationStatus{}
@@ -543,7 +543,7 @@ func (r *MigrationJobReconciler) abort(ctx context.Context, p *pass) error {
 	mj, spec := p.Obj, &p.State.spec
 	ab := mj.Status.Abort
 	done, err := r.runSteps(ctx, p, mj.Status.Phase, "",
-		stepRun{step: result.StepAbort, quiet: true, onResult: func(res *result.MigrationResult) error {
+		stepRun{step: contract.StepAbort, quiet: true, onResult: func(res *contract.MigrationResult) error {
 			if spec.Mode == migrationv1.ModeContinuous {
 				if err := r.recordReplication(p)(res); err != nil {
 					return err
@@ -553,7 +553,7 @@ func (r *MigrationJobReconciler) abort(ctx context.Context, p *pass) error {
 			return nil
 		}})
 	if err != nil || !done {
-		if st := mj.Status.Step(result.StepAbort); err == nil && st != nil {
+		if st := mj.Status.Step(contract.StepAbort); err == nil && st != nil {
 			conditions.MarkReconciling(mj, migrationv1.AbortingReason, fmt.Sprintf(
 				"failing (%s): undoing what the migration changed on the source (Job %s/%s), then Failed: %s", ab.Reason, st.Namespace, st.JobName, ab.Message))
 		}
@@ -614,7 +614,7 @@ func (r *MigrationJobReconciler) wait(p *pass, reason, format string, args ...an
 	return reconcile.Waiting(r.PollInterval, reason, format, args...)
 }
 
-func verificationStatus(v *result.Verification) *migrationv1.Verification {
+func verificationStatus(v *contract.Verification) *migrationv1.Verification {
 	out := &migrationv1.Verification{
 		Method: migrationv1.VerifyMethod(v.Method), Tables: int32(v.Tables), Matched: int32(v.Matched),
 		Mismatched: int32(v.Mismatched), Truncated: int32(v.Truncated), CatchingUp: int32(v.CatchingUp),

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/operators/migration/internal/controller"
@@ -44,28 +44,28 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhasePrechecking))
 	g.Expect(metav1.IsControlledBy(job, current(g, mj))).To(BeTrue())
 	g.Expect(job.Labels).To(HaveKeyWithValue(migrationv1.MigrationJobLabel, "orders"))
-	g.Expect(job.Labels).To(HaveKeyWithValue(migrationv1.StepLabel, result.StepPrecheck))
+	g.Expect(job.Labels).To(HaveKeyWithValue(migrationv1.StepLabel, contract.StepPrecheck))
 	g.Expect(job.Spec.Template.Labels).To(HaveKeyWithValue(migrationv1.MigrationJobUIDLabel, string(current(g, mj).UID)))
 	c := job.Spec.Template.Spec.Containers[0]
 	g.Expect(c.Image).To(Equal(agentImage))
 	g.Expect(c.Args).To(Equal([]string{"migrate", "precheck"}))
 	for name, want := range map[string]string{
 		"CAIRN_ENGINE": "postgres", "CAIRN_DB_HOST": "orders-db.shop.svc", "CAIRN_DB_NAME": "orders",
-		"CAIRN_DB_PASSWORD":           "secret:source-credentials/password",
-		result.EnvTargetHost:          "orders-db-v16.shop.svc",
-		result.EnvTargetPort:          "5432",
-		result.EnvTargetName:          "orders",
-		result.EnvTargetUser:          "secret:target-credentials/username",
-		result.EnvTargetPassword:      "secret:target-credentials/password",
-		result.EnvMigration:           ns + "/orders",
-		result.EnvMode:                "Full",
-		result.EnvInclude:             "public.*",
-		result.EnvExclude:             "public.audit_*",
-		result.EnvParallel:            "4",
-		result.EnvVerify:              "Checksum",
-		result.EnvAllowNonEmptyTarget: "false",
+		"CAIRN_DB_PASSWORD":             "secret:source-credentials/password",
+		contract.EnvTargetHost:          "orders-db-v16.shop.svc",
+		contract.EnvTargetPort:          "5432",
+		contract.EnvTargetName:          "orders",
+		contract.EnvTargetUser:          "secret:target-credentials/username",
+		contract.EnvTargetPassword:      "secret:target-credentials/password",
+		contract.EnvMigration:           ns + "/orders",
+		contract.EnvMode:                "Full",
+		contract.EnvInclude:             "public.*",
+		contract.EnvExclude:             "public.audit_*",
+		contract.EnvParallel:            "4",
+		contract.EnvVerify:              "Checksum",
+		contract.EnvAllowNonEmptyTarget: "false",
 		// precheck checks the privileges cutover's read-only needs
-		result.EnvCutoverSourceReadOnly: "true",
+		contract.EnvCutoverSourceReadOnly: "true",
 	} {
 		got, ok := envOf(job, name)
 		g.Expect(ok).To(BeTrue(), name)
@@ -77,7 +77,7 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	g.Expect(cur.Status.Steps[0].JobName).To(Equal("orders-precheck"))
 	g.Expect(cur.Status.StartTime).NotTo(BeNil())
 	g.Expect(kstatusOf(mj)(g)).To(Equal(status.InProgressStatus))
-	completeStep(t, env.Client, job, result.MigrationResult{SourceVersion: "15.4", TargetVersion: "16.2", Tables: 3, EstimatedBytes: 1 << 20})
+	completeStep(t, env.Client, job, contract.MigrationResult{SourceVersion: "15.4", TargetVersion: "16.2", Tables: 3, EstimatedBytes: 1 << 20})
 
 	// Copy.
 	job = waitForJob(t, env.Client, ns, "orders-copy")
@@ -87,7 +87,7 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	g.Expect(cur.Status.Progress.TablesTotal).To(Equal(int32(3)))
 	g.Expect(condition(g, mj, migrationv1.PrecheckedCondition).Status).To(Equal(metav1.ConditionTrue))
 	g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"migrate", "copy"}))
-	completeStep(t, env.Client, job, result.MigrationResult{TablesDone: 3, Bytes: 3 << 20,
+	completeStep(t, env.Client, job, contract.MigrationResult{TablesDone: 3, Bytes: 3 << 20,
 		Actions:  []string{"rows copied on 4 connections in one snapshot"},
 		Warnings: []string{"table public.audit has no primary key"}})
 
@@ -97,12 +97,12 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	cur = current(g, mj)
 	g.Expect(cur.Status.Progress).To(Equal(migrationv1.Progress{TablesDone: 3, TablesTotal: 3, Bytes: 3 << 20}))
 	// The agent's report of the step is kept; a warning is also an Event.
-	g.Expect(cur.Status.Step(result.StepCopy).Actions).To(Equal([]string{"rows copied on 4 connections in one snapshot"}))
-	g.Expect(cur.Status.Step(result.StepCopy).Warnings).To(Equal([]string{"table public.audit has no primary key"}))
+	g.Expect(cur.Status.Step(contract.StepCopy).Actions).To(Equal([]string{"rows copied on 4 connections in one snapshot"}))
+	g.Expect(cur.Status.Step(contract.StepCopy).Warnings).To(Equal([]string{"table public.audit has no primary key"}))
 	g.Eventually(eventNotes(ns, "orders", controller.AgentWarningReason)).WithTimeout(timeout).Should(ConsistOf(
 		"step copy: table public.audit has no primary key"))
 	g.Expect(condition(g, mj, migrationv1.CopiedCondition).Status).To(Equal(metav1.ConditionTrue))
-	completeStep(t, env.Client, job, result.MigrationResult{Verification: verification("Checksum",
+	completeStep(t, env.Client, job, contract.MigrationResult{Verification: verification("Checksum",
 		[]string{"public.customers", "public.items", "public.orders"}, nil)})
 
 	// Waits for approval; no cutover Job meanwhile.
@@ -126,11 +126,11 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	approve(t, mj)
 	job = waitForJob(t, env.Client, ns, "orders-cutover")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCuttingOver))
-	got, _ := envOf(job, result.EnvCutoverSourceReadOnly)
+	got, _ := envOf(job, contract.EnvCutoverSourceReadOnly)
 	g.Expect(got).To(Equal("true"))
-	_, hasTarget := envOf(job, result.EnvTargetHost)
+	_, hasTarget := envOf(job, contract.EnvTargetHost)
 	g.Expect(hasTarget).To(BeTrue(), "cutover compares the source with the target again")
-	completeStep(t, env.Client, job, result.MigrationResult{Actions: []string{"ended 2 other sessions on orders"},
+	completeStep(t, env.Client, job, contract.MigrationResult{Actions: []string{"ended 2 other sessions on orders"},
 		Verification: verification("Checksum", []string{"public.customers", "public.items", "public.orders"}, nil)})
 
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
@@ -172,7 +172,7 @@ func TestPrecheckProblemsFail(t *testing.T) {
 	mj := migrationJob(ns, "blocked")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	job := waitForJob(t, env.Client, ns, "blocked-precheck")
-	completeStep(t, env.Client, job, result.MigrationResult{Tables: 2, Problems: []string{
+	completeStep(t, env.Client, job, contract.MigrationResult{Tables: 2, Problems: []string{
 		"target already has table public.orders", "user app lacks SELECT on public.secrets"}})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	pc := condition(g, mj, migrationv1.PrecheckedCondition)
@@ -196,7 +196,7 @@ func TestDryRunStopsAfterPrecheck(t *testing.T) {
 	mj.Spec.DryRun = true
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	job := waitForJob(t, env.Client, ns, "dry-precheck")
-	completeStep(t, env.Client, job, result.MigrationResult{Tables: 7, EstimatedBytes: 4096})
+	completeStep(t, env.Client, job, contract.MigrationResult{Tables: 7, EstimatedBytes: 4096})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	ready := condition(g, mj, cairnv1.ReadyCondition)
 	g.Expect(ready.Reason).To(Equal(migrationv1.DryRunReason))
@@ -214,9 +214,9 @@ func TestVerificationMismatchFails(t *testing.T) {
 	mj := migrationJob(ns, "mismatch")
 	mj.Spec.Cutover = migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}}
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-precheck"), result.MigrationResult{Tables: 3})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-copy"), result.MigrationResult{TablesDone: 3, Bytes: 10})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-verify"), result.MigrationResult{Verification: verification("Checksum",
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-precheck"), contract.MigrationResult{Tables: 3})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-copy"), contract.MigrationResult{TablesDone: 3, Bytes: 10})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-verify"), contract.MigrationResult{Verification: verification("Checksum",
 		[]string{"public.a", "public.b", "public.c"}, map[string]string{"public.b": "content differs", "public.c": "only on target"})})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	v := condition(g, mj, migrationv1.VerifiedCondition)
@@ -241,7 +241,7 @@ func TestStepFailure(t *testing.T) {
 	ns := namespace(t)
 	mj := migrationJob(ns, "broken")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "broken-precheck"), result.MigrationResult{Tables: 1})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "broken-precheck"), contract.MigrationResult{Tables: 1})
 	failStep(t, env.Client, waitForJob(t, env.Client, ns, "broken-copy"), 3, "pg_restore: connection to target refused")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	st := condition(g, mj, cairnv1.StalledCondition)
@@ -260,7 +260,7 @@ func TestRestartMidCopyingFindsTheSameJob(t *testing.T) {
 	mj.Spec.Verify = migrationv1.VerifyNone
 	mj.Spec.Cutover.Mode = migrationv1.CutoverAuto
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "restart-precheck"), result.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "restart-precheck"), contract.MigrationResult{Tables: 2})
 	copyJob := waitForJob(t, env.Client, ns, "restart-copy")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCopying))
 	g.Expect(op.Stop()).To(Succeed())
@@ -275,7 +275,7 @@ func TestRestartMidCopyingFindsTheSameJob(t *testing.T) {
 		return uids
 	}).WithTimeout(2 * time.Second).Should(ConsistOf(
 		"restart-precheck/"+string(waitForJob(t, env.Client, ns, "restart-precheck").UID), "restart-copy/"+string(copyJob.UID)))
-	completeStep(t, env.Client, copyJob, result.MigrationResult{TablesDone: 2, Bytes: 2048})
+	completeStep(t, env.Client, copyJob, contract.MigrationResult{TablesDone: 2, Bytes: 2048})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	g.Expect(condition(g, mj, migrationv1.VerifiedCondition).Reason).To(Equal(migrationv1.VerificationSkippedReason))
 	g.Expect(jobNames(env.Client, ns)(g)).To(ConsistOf("restart-precheck", "restart-copy"), "no cutover Job: nothing declared")
@@ -325,7 +325,7 @@ func TestRecordedStepGetsItsJob(t *testing.T) {
 		}
 		now := metav1.Now()
 		cur.Status.Phase, cur.Status.StartTime = migrationv1.PhasePrechecking, &now
-		cur.Status.Steps = []migrationv1.StepStatus{{Step: result.StepPrecheck, JobName: "resume-precheck-recorded",
+		cur.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, JobName: "resume-precheck-recorded",
 			Cluster: migrationv1.ClusterLocal, Namespace: ns, Phase: migrationv1.StepPending}}
 		return env.Client.Status().Update(ctx, cur)
 	}).WithTimeout(timeout).Should(Succeed())
@@ -334,7 +334,7 @@ func TestRecordedStepGetsItsJob(t *testing.T) {
 	startOperator(t)
 	job := waitForJob(t, env.Client, ns, "resume-precheck-recorded")
 	g.Consistently(jobNames(env.Client, ns)).WithTimeout(time.Second).Should(ConsistOf("resume-precheck-recorded"))
-	completeStep(t, env.Client, job, result.MigrationResult{Tables: 1})
+	completeStep(t, env.Client, job, contract.MigrationResult{Tables: 1})
 	waitForJob(t, env.Client, ns, "resume-copy")
-	g.Expect(current(g, mj).Status.Step(result.StepPrecheck).Phase).To(Equal(migrationv1.StepSucceeded))
+	g.Expect(current(g, mj).Status.Step(contract.StepPrecheck).Phase).To(Equal(migrationv1.StepSucceeded))
 }

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/testenv"
@@ -67,39 +67,39 @@ func TestStoreTransferToRemoteCluster(t *testing.T) {
 	g.Expect(hasSource).To(BeFalse(), "the target cluster's Jobs get no source credentials")
 	engine, _ := envOf(tgt, "CAIRN_ENGINE")
 	g.Expect(engine).To(Equal("postgres"))
-	_, hasTarget := envOf(src, result.EnvTargetHost)
+	_, hasTarget := envOf(src, contract.EnvTargetHost)
 	g.Expect(hasTarget).To(BeFalse())
 	store, _ := envOf(src, "CAIRN_STORE")
 	g.Expect(store).To(Equal("s3"))
-	completeStep(t, env.Client, src, result.MigrationResult{SourceVersion: "15.4", Tables: 2, EstimatedBytes: 100})
+	completeStep(t, env.Client, src, contract.MigrationResult{SourceVersion: "15.4", Tables: 2, EstimatedBytes: 100})
 	g.Consistently(phaseOf(mj)).WithTimeout(time.Second).Should(Equal(migrationv1.PhasePrechecking), "waits for the other side")
-	completeStep(t, other.Client, tgt, result.MigrationResult{TargetVersion: "16.2"})
+	completeStep(t, other.Client, tgt, contract.MigrationResult{TargetVersion: "16.2"})
 
 	// Export here, import there with the artifact export reported.
 	export := waitForJob(t, env.Client, ns, "cross-export")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCopying))
 	g.Expect(current(g, mj).Status.Precheck).To(Equal(&migrationv1.PrecheckResult{Passed: true, SourceVersion: "15.4", TargetVersion: "16.2", Tables: 2, EstimatedBytes: 100}))
 	artifact := "orders/migrations/" + ns + "/cross/orders.pgdump.zst"
-	completeStep(t, env.Client, export, result.MigrationResult{Artifact: artifact, Size: 4096, Checksum: "sha256:abc", Bytes: 8192, TablesDone: 2})
+	completeStep(t, env.Client, export, contract.MigrationResult{Artifact: artifact, Size: 4096, Checksum: "sha256:abc", Bytes: 8192, TablesDone: 2})
 	imp := waitForJob(t, other.Client, remoteNS, "cross-import")
-	got, _ := envOf(imp, result.EnvArtifact)
+	got, _ := envOf(imp, contract.EnvArtifact)
 	g.Expect(got).To(Equal(artifact))
-	got, _ = envOf(imp, result.EnvTargetPassword)
+	got, _ = envOf(imp, contract.EnvTargetPassword)
 	g.Expect(got).To(Equal("secret:target-credentials/password"))
 	g.Expect(current(g, mj).Status.Artifact).To(Equal(&cairnv1.Artifact{Path: artifact, Size: 4096, Checksum: "sha256:abc"}))
-	completeStep(t, other.Client, imp, result.MigrationResult{TablesDone: 2, Bytes: 8192})
+	completeStep(t, other.Client, imp, contract.MigrationResult{TablesDone: 2, Bytes: 8192})
 
 	// Verify there, against the inventory export recorded.
 	ver := waitForJob(t, other.Client, remoteNS, "cross-verify")
-	got, _ = envOf(ver, result.EnvArtifact)
+	got, _ = envOf(ver, contract.EnvArtifact)
 	g.Expect(got).To(Equal(artifact))
-	completeStep(t, other.Client, ver, result.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
+	completeStep(t, other.Client, ver, contract.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseReadyForCutover))
 	cur := current(g, mj)
 	g.Expect(cur.Status.Progress).To(Equal(migrationv1.Progress{TablesDone: 2, TablesTotal: 2, Bytes: 8192}))
 	for _, st := range cur.Status.Steps {
 		want := migrationv1.ClusterLocal
-		if st.Step == result.StepPrecheckTarget || st.Step == result.StepImport || st.Step == result.StepVerify {
+		if st.Step == contract.StepPrecheckTarget || st.Step == contract.StepImport || st.Step == contract.StepVerify {
 			want = migrationv1.ClusterTarget
 		}
 		g.Expect(st.Cluster).To(Equal(want), st.Step)

@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/agentjob"
@@ -25,7 +25,7 @@ import (
 
 // stepRun is one step a phase runs.
 type stepRun struct {
-	// step is the agent step (result.Step…).
+	// step is the agent step (contract.Step…).
 	step string
 	// target: the Job runs where the target-side Jobs run (the target
 	// cluster for a Store transfer to a remote target).
@@ -37,7 +37,7 @@ type stepRun struct {
 	// onResult records the step's result (nil when the Job completed
 	// without a report) in status, once, in the pass that sees the Job
 	// complete. An error fails the migration.
-	onResult func(*result.MigrationResult) error
+	onResult func(*contract.MigrationResult) error
 	// onFailure may handle a failed Job (nil error: handled); errNotHandled
 	// fails the migration.
 	onFailure func(reason string) error
@@ -98,13 +98,13 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 			cluster, ns = migrationv1.ClusterTarget, p.State.targetNS
 		}
 		n := int32(0)
-		if s.step == result.StepReplicationStatus && mj.Status.Replication != nil {
+		if s.step == contract.StepReplicationStatus && mj.Status.Replication != nil {
 			n = mj.Status.Replication.Checks
 		}
 		mj.Status.Steps = append(mj.Status.Steps, migrationv1.StepStatus{
 			Step: s.step, JobName: stepJobName(mj, s.step, n), Cluster: cluster, Namespace: ns, Phase: migrationv1.StepPending,
 		})
-		if s.step == result.StepReplicationStatus {
+		if s.step == contract.StepReplicationStatus {
 			if mj.Status.Replication == nil {
 				mj.Status.Replication = &migrationv1.ReplicationStatus{}
 			}
@@ -246,7 +246,7 @@ func (r *MigrationJobReconciler) clientFor(p *pass, st *migrationv1.StepStatus) 
 
 // podResult reads the agent's report from the termination messages of the
 // Job's pods: the newest result, else the newest failure reason.
-func (r *MigrationJobReconciler) podResult(ctx context.Context, c client.Reader, job *batchv1.Job) (*result.MigrationResult, string, error) {
+func (r *MigrationJobReconciler) podResult(ctx context.Context, c client.Reader, job *batchv1.Job) (*contract.MigrationResult, string, error) {
 	pods := &corev1.PodList{}
 	if err := c.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{
 		migrationv1.StepLabel: job.Labels[migrationv1.StepLabel], migrationv1.MigrationJobUIDLabel: job.Labels[migrationv1.MigrationJobUIDLabel],
@@ -259,14 +259,14 @@ func (r *MigrationJobReconciler) podResult(ctx context.Context, c client.Reader,
 			own = append(own, pods.Items[i])
 		}
 	}
-	newest, failed, err := agentjob.NewestResult(own, result.ParseMigration)
+	newest, failed, err := agentjob.NewestResult(own, contract.ParseMigration)
 	if err != nil {
 		return nil, "", fmt.Errorf("no agent result in the pods of Job %s", job.Name)
 	}
 	failure := ""
 	if failed != nil {
 		failure = failed.Error()
-		var fe *result.FailedError
+		var fe *contract.FailedError
 		if errors.As(failed, &fe) {
 			failure = fe.Reason
 		}
@@ -288,16 +288,16 @@ func (r *MigrationJobReconciler) deleteStepJob(ctx context.Context, p *pass, st 
 // sequence number for the repeated replication-status.
 func stepJobName(mj *migrationv1.MigrationJob, step string, n int32) string {
 	short := map[string]string{
-		result.StepPrecheckSource:    "precheck-src",
-		result.StepPrecheckTarget:    "precheck-tgt",
-		result.StepReplicationStart:  "repl-start",
-		result.StepReplicationStop:   "repl-stop",
-		result.StepReplicationStatus: "rstatus",
+		contract.StepPrecheckSource:    "precheck-src",
+		contract.StepPrecheckTarget:    "precheck-tgt",
+		contract.StepReplicationStart:  "repl-start",
+		contract.StepReplicationStop:   "repl-stop",
+		contract.StepReplicationStatus: "rstatus",
 	}[step]
 	if short == "" {
 		short = step
 	}
-	if step == result.StepReplicationStatus {
+	if step == contract.StepReplicationStatus {
 		return fmt.Sprintf("%s-%s-%d", mj.Name, short, n)
 	}
 	return mj.Name + "-" + short

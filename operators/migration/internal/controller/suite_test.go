@@ -24,7 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	cairnmgr "cairn.dev/libs/manager"
@@ -261,7 +261,7 @@ func agentPod(t *testing.T, c client.Client, job *batchv1.Job, n int, exitCode i
 }
 
 // completeStep marks job Complete after one pod that reported res.
-func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res result.MigrationResult) {
+func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res contract.MigrationResult) {
 	t.Helper()
 	if res.Step == "" {
 		res.Step = job.Labels[migrationv1.StepLabel]
@@ -269,7 +269,7 @@ func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res result.Mi
 	if res.Engine == "" {
 		res.Engine = "postgres"
 	}
-	b, err := result.MarshalMigration(res)
+	b, err := contract.MarshalMigration(res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res result.Mi
 func failStep(t *testing.T, c client.Client, job *batchv1.Job, attempts int32, agentError string) {
 	t.Helper()
 	for i := range attempts {
-		agentPod(t, c, job, int(i)+1, 1, string(result.FailureLine(agentError)))
+		agentPod(t, c, job, int(i)+1, 1, string(contract.FailureLine(agentError, "")))
 	}
 	updateJobStatus(t, c, job, func(s *batchv1.JobStatus) {
 		now := metav1.Now()
@@ -319,16 +319,16 @@ func updateJobStatus(t *testing.T, c client.Client, job *batchv1.Job, mutate fun
 }
 
 // verification is a verify result over tables; bad ones differ.
-func verification(method string, tables []string, bad map[string]string) *result.Verification {
-	v := &result.Verification{Method: method, Tables: len(tables)}
-	var mism, match []result.TableCheck
+func verification(method string, tables []string, bad map[string]string) *contract.Verification {
+	v := &contract.Verification{Method: method, Tables: len(tables)}
+	var mism, match []contract.TableCheck
 	for _, tb := range tables {
 		if reason, ok := bad[tb]; ok {
-			mism = append(mism, result.TableCheck{Table: tb, SourceRows: 100, TargetRows: 99, Reason: reason})
+			mism = append(mism, contract.TableCheck{Table: tb, SourceRows: 100, TargetRows: 99, Reason: reason})
 			v.Mismatched++
 			continue
 		}
-		match = append(match, result.TableCheck{Table: tb, SourceRows: 100, TargetRows: 100, Match: true})
+		match = append(match, contract.TableCheck{Table: tb, SourceRows: 100, TargetRows: 100, Match: true})
 		v.Matched++
 	}
 	v.Items = append(mism, match...)

@@ -10,7 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
@@ -18,10 +18,10 @@ import (
 
 // agentReport is the agent's termination message after restoring a with
 // checks and the drop asked for.
-func agentReport(t *testing.T, a cairnv1.Artifact, checks []result.CheckResult, created, dropped bool, dropErr string) string {
+func agentReport(t *testing.T, a cairnv1.Artifact, checks []contract.CheckResult, created, dropped bool, dropErr string) string {
 	t.Helper()
 	now := time.Now().UTC()
-	b, err := result.MarshalResult(result.Result{Artifact: a.Path, Size: a.Size, Checksum: a.Checksum,
+	b, err := contract.MarshalResult(contract.Result{Artifact: a.Path, Size: a.Size, Checksum: a.Checksum,
 		Start: now.Add(-3 * time.Second), End: now, DurationSeconds: 3, Engine: "postgres",
 		Checks: checks, TargetCreated: created, TargetDropped: dropped, DropError: dropErr})
 	if err != nil {
@@ -58,14 +58,14 @@ func TestChecksReportedIntoStatus(t *testing.T) {
 	rj := checkedRestoreJob(ns, "passed", checks)
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
 	job := waitForJob(t, rj)
-	dec := json.NewDecoder(strings.NewReader(envOf(job, result.EnvChecks)))
+	dec := json.NewDecoder(strings.NewReader(envOf(job, contract.EnvChecks)))
 	dec.DisallowUnknownFields()
-	var passed []result.Check
+	var passed []contract.Check
 	g.Expect(dec.Decode(&passed)).To(Succeed())
 	g.Expect(passed).To(HaveLen(2))
-	g.Expect(envOf(job, result.EnvDropTargetAfterChecks)).To(Equal("true"))
+	g.Expect(envOf(job, contract.EnvDropTargetAfterChecks)).To(Equal("true"))
 
-	completeJobWith(t, job, agentReport(t, newest, []result.CheckResult{
+	completeJobWith(t, job, agentReport(t, newest, []contract.CheckResult{
 		{Name: "has-orders", Passed: true, Value: "5000"}, {Name: "row-counts", Passed: true, Value: "2 tables, 8000 rows"}}, true, true, ""))
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseSucceeded))
 	cur := current(g, rj)
@@ -81,7 +81,7 @@ func TestChecksReportedIntoStatus(t *testing.T) {
 	rj = checkedRestoreJob(ns, "failed", checks)
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
 	job = waitForJob(t, rj)
-	completeJobWith(t, job, agentReport(t, newest, []result.CheckResult{
+	completeJobWith(t, job, agentReport(t, newest, []contract.CheckResult{
 		{Name: "has-orders", Passed: false, Value: "0", Message: "0 is less than 1"}, {Name: "row-counts", Passed: true}}, true, true, ""))
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseFailed))
 	cur = current(g, rj)
@@ -110,7 +110,7 @@ func TestChecksReportedIntoStatus(t *testing.T) {
 	rj = checkedRestoreJob(ns, "kept", checks[:1])
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
 	job = waitForJob(t, rj)
-	completeJobWith(t, job, agentReport(t, newest, []result.CheckResult{{Name: "has-orders", Passed: true, Value: "3"}}, false, false,
+	completeJobWith(t, job, agentReport(t, newest, []contract.CheckResult{{Name: "has-orders", Passed: true, Value: "3"}}, false, false,
 		"the target database existed before the restore (or lost its marker); it is never dropped"))
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseSucceeded))
 	cur = current(g, rj)

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
@@ -28,23 +28,6 @@ const (
 	NameValue      = "cairn-agent"
 	ComponentLabel = "app.kubernetes.io/component"
 	ComponentValue = "restore"
-)
-
-// The agent's environment variables a restore Job sets besides
-// libs/agentjob's.
-const (
-	// ArtifactEnv names the artifact to restore.
-	ArtifactEnv = "CAIRN_ARTIFACT"
-	// ChecksEnv holds spec.checks as JSON (a list of restorev1.Check),
-	// to run in the target after the restore. Set only when there are checks.
-	ChecksEnv = result.EnvChecks
-	// DropTargetEnv is "true" when the agent should drop the target after
-	// the checks, if the restore created it (spec.dropTargetAfterChecks).
-	DropTargetEnv = result.EnvDropTargetAfterChecks
-	// AllowOverwriteSourceEnv is "true" when spec.allowOverwriteSource is:
-	// without it the agent refuses a target whose server identity is the
-	// one the backup recorded of its source.
-	AllowOverwriteSourceEnv = result.EnvAllowOverwriteSource
 )
 
 // CacheByObject keeps only the operator's own Jobs and Pods in memory, and
@@ -94,43 +77,32 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 			Labels:    lbls,
 		},
 		Spec: agentjob.JobSpec(agentjob.Spec{
-			Command:               "restore",
+			Command:               contract.CommandRestore,
 			Image:                 image,
 			CatalogKey:            src.CatalogKey,
 			Database:              &target,
 			Storage:               src.Storage,
 			Artifact:              src.Artifact.Path,
+			Restore:               restoreSpec(spec),
 			Labels:                lbls,
 			BackoffLimit:          spec.MaxRetries,
 			ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
 		}),
 	}
-	addCheckEnv(job, spec)
 	return job
 }
 
-// addCheckEnv passes spec.checks, spec.dropTargetAfterChecks and
-// spec.allowOverwriteSource to the agent container; the agent reports the checks' results and what it did to
-// the target in its result (cairn.dev/agent/result).
-func addCheckEnv(job *batchv1.Job, spec *restorev1.RestoreJobSpec) {
-	var env []corev1.EnvVar
+// restoreSpec passes spec.checks, spec.dropTargetAfterChecks and
+// spec.allowOverwriteSource to the agent; the agent reports the checks'
+// results and what it did to the target in its result (contract.Result).
+func restoreSpec(spec *restorev1.RestoreJobSpec) *agentjob.RestoreSpec {
+	rs := &agentjob.RestoreSpec{DropTargetAfterChecks: spec.DropTargetAfterChecks, AllowOverwriteSource: spec.AllowOverwriteSource}
 	if len(spec.Checks) > 0 {
-		b, err := json.Marshal(spec.Checks)
-		if err == nil {
-			env = append(env, corev1.EnvVar{Name: ChecksEnv, Value: string(b)})
+		if b, err := json.Marshal(spec.Checks); err == nil {
+			rs.ChecksJSON = string(b)
 		}
 	}
-	if spec.DropTargetAfterChecks {
-		env = append(env, corev1.EnvVar{Name: DropTargetEnv, Value: "true"})
-	}
-	if spec.AllowOverwriteSource {
-		env = append(env, corev1.EnvVar{Name: AllowOverwriteSourceEnv, Value: "true"})
-	}
-	for i := range job.Spec.Template.Spec.Containers {
-		if c := &job.Spec.Template.Spec.Containers[i]; c.Name == agentjob.ContainerName {
-			c.Env = append(c.Env, env...)
-		}
-	}
+	return rs
 }
 
 // jobArtifact is the artifact a restore Job was given, read from its agent
@@ -141,7 +113,7 @@ func jobArtifact(job *batchv1.Job) string {
 			continue
 		}
 		for _, e := range c.Env {
-			if e.Name == ArtifactEnv {
+			if e.Name == contract.EnvArtifact {
 				return e.Value
 			}
 		}

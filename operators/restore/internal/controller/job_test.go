@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cairn.dev/agent/contract"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,22 +111,22 @@ func TestDesiredJobPassesChecks(t *testing.T) {
 		return env
 	}
 	env := envOf(rj)
-	if got, want := env[ChecksEnv], `[{"name":"has-orders","sql":"select count(*) from orders","atLeast":1}]`; got != want {
-		t.Errorf("%s=%s, want %s", ChecksEnv, got, want)
+	if got, want := env[contract.EnvChecks], `[{"name":"has-orders","sql":"select count(*) from orders","atLeast":1}]`; got != want {
+		t.Errorf("%s=%s, want %s", contract.EnvChecks, got, want)
 	}
-	if env[DropTargetEnv] != "true" {
-		t.Errorf("%s=%q, want true", DropTargetEnv, env[DropTargetEnv])
+	if env[contract.EnvDropTargetAfterChecks] != "true" {
+		t.Errorf("%s=%q, want true", contract.EnvDropTargetAfterChecks, env[contract.EnvDropTargetAfterChecks])
 	}
 	rj.Spec.Checks, rj.Spec.DropTargetAfterChecks = nil, false
 	env = envOf(rj)
-	for _, k := range []string{ChecksEnv, DropTargetEnv, AllowOverwriteSourceEnv} {
+	for _, k := range []string{contract.EnvChecks, contract.EnvDropTargetAfterChecks, contract.EnvAllowOverwriteSource} {
 		if _, ok := env[k]; ok {
 			t.Errorf("%s set without checks", k)
 		}
 	}
 	// The agent refuses to restore over the backup's source unless told.
 	rj.Spec.AllowOverwriteSource = true
-	if env = envOf(rj); env[AllowOverwriteSourceEnv] != "true" {
-		t.Errorf("%s=%q with allowOverwriteSource, want true", AllowOverwriteSourceEnv, env[AllowOverwriteSourceEnv])
+	if env = envOf(rj); env[contract.EnvAllowOverwriteSource] != "true" {
+		t.Errorf("%s=%q with allowOverwriteSource, want true", contract.EnvAllowOverwriteSource, env[contract.EnvAllowOverwriteSource])
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
@@ -24,7 +24,7 @@ import (
 
 // podResult reads the agent's report from the termination messages of the
 // Job's pods.
-func (r *RestoreJobReconciler) podResult(ctx context.Context, rj *restorev1.RestoreJob, job *batchv1.Job) (*result.Result, string, error) {
+func (r *RestoreJobReconciler) podResult(ctx context.Context, rj *restorev1.RestoreJob, job *batchv1.Job) (*contract.Result, string, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(job.Namespace),
 		client.MatchingLabels{restorev1.RestoreJobLabel: rj.Name}); err != nil {
@@ -54,7 +54,7 @@ func transition(_ context.Context, rec events.EventRecorder, old, rj *restorev1.
 
 // recordChecks copies the agent's check results and what it did to the
 // target into status.
-func recordChecks(rj *restorev1.RestoreJob, res *result.Result) {
+func recordChecks(rj *restorev1.RestoreJob, res *contract.Result) {
 	rj.Status.Checks = nil
 	for _, c := range res.Checks {
 		rj.Status.Checks = append(rj.Status.Checks, restorev1.CheckResult{Name: c.Name, Passed: c.Passed, Value: c.Value, Message: c.Message})
@@ -100,7 +100,7 @@ func checksOutcome(spec *restorev1.RestoreJobSpec, results []restorev1.CheckResu
 }
 
 // dropNote completes the Ready message with what happened to the target.
-func dropNote(spec *restorev1.RestoreJobSpec, rj *restorev1.RestoreJob, res *result.Result) string {
+func dropNote(spec *restorev1.RestoreJobSpec, rj *restorev1.RestoreJob, res *contract.Result) string {
 	switch {
 	case !spec.DropTargetAfterChecks:
 		return ""

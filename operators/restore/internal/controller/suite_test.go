@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"cairn.dev/agent/result"
+	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
@@ -277,7 +277,7 @@ func agentPod(t *testing.T, job *batchv1.Job, n int, exitCode int32, message str
 func agentSuccess(t *testing.T, a cairnv1.Artifact) string {
 	t.Helper()
 	now := time.Now().UTC()
-	b, err := result.Marshal(result.Result{Artifact: a.Path, Size: a.Size, Checksum: a.Checksum,
+	b, err := contract.Marshal(contract.Result{Artifact: a.Path, Size: a.Size, Checksum: a.Checksum,
 		Start: now.Add(-3 * time.Second), End: now, DurationSeconds: 3, Engine: "postgres"})
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ func completeJobWith(t *testing.T, job *batchv1.Job, message string) {
 func failJob(t *testing.T, job *batchv1.Job, attempts int32, agentError string) {
 	t.Helper()
 	for i := range attempts {
-		agentPod(t, job, int(i)+1, 1, string(result.FailureLine(agentError)))
+		agentPod(t, job, int(i)+1, 1, string(contract.FailureLine(agentError, "")))
 	}
 	updateJobStatus(t, job, func(s *batchv1.JobStatus) {
 		now := metav1.Now()

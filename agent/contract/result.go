@@ -1,19 +1,4 @@
-// Package result defines what the Cairn agent reports when a command ends: one
-// JSON line written to stdout and to the container's termination message
-// (at most 4096 bytes, the kubelet's limit).
-//
-// Operators decode termination messages with Parse. The package depends on
-// the standard library only, so importing it pulls nothing else into an
-// operator's build.
-//
-// A successful backup or restore reports a Result:
-//
-//	{"artifact":"cairn/ns/job/ns_job_20260102T030405.123Z.pgdump.zst","size":1234,
-//	 "checksum":"sha256:…","start":"2026-01-02T03:04:05.123Z","end":"…",
-//	 "durationSeconds":1.5,"engine":"postgres"}
-//
-// A failed command reports a Failure: {"error":"backup: …"}.
-package result
+package contract
 
 import (
 	"encoding/json"
@@ -90,23 +75,6 @@ type Result struct {
 	DropError string `json:"dropError,omitempty"`
 }
 
-// The restore's check contract, between the restore operator and `agent
-// restore`.
-const (
-	// EnvChecks holds the checks as a JSON list of Check (the RestoreJob's
-	// spec.checks), run in the target after a successful restore.
-	EnvChecks = "CAIRN_CHECKS"
-	// EnvDropTargetAfterChecks "true": drop the target after the checks ran,
-	// only if the restore created it.
-	EnvDropTargetAfterChecks = "CAIRN_DROP_TARGET_AFTER_CHECKS"
-	// EnvAllowOverwriteSource "true": the restore may replace the very
-	// database the backup was taken of (RestoreJob
-	// spec.allowOverwriteSource). Without it the agent compares the
-	// target's server identity with the one the backup recorded and
-	// refuses a match before it writes anything.
-	EnvAllowOverwriteSource = "CAIRN_ALLOW_OVERWRITE_SOURCE"
-)
-
 // Check is one check to run in a restored database: a SQL query returning
 // one row with one column and an expected value (Equals, AtLeast, AtMost;
 // all that are set must hold), or RowCountsMatchBackup. The JSON is the
@@ -172,6 +140,36 @@ func cut(s string, n int) string {
 type Failure struct {
 	// Error is a one-line reason. It never contains a credential.
 	Error string `json:"error"`
+	// Code says what kind of failure it is when an operator acts on the
+	// kind (Code…); empty otherwise. Operators decide on the code, never on
+	// the reason's words.
+	Code string `json:"code,omitempty"`
+}
+
+// Failure codes.
+const (
+	// CodeRetainedWALOverLimit: a replication slot of the migration keeps
+	// more WAL on the source than EnvMaxRetainedWALBytes allows. The
+	// migration operator drops the replication and fails the MigrationJob.
+	CodeRetainedWALOverLimit = "RetainedWALOverLimit"
+)
+
+// CodedError is an error the agent reports with a failure code.
+type CodedError struct {
+	Code string
+	Err  error
+}
+
+func (e *CodedError) Error() string { return e.Err.Error() }
+func (e *CodedError) Unwrap() error { return e.Err }
+
+// FailureCode is the code of err's CodedError, or "".
+func FailureCode(err error) string {
+	var ce *CodedError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return ""
 }
 
 // Summary is reported by the commands that do not move one artifact:
@@ -188,8 +186,9 @@ type Summary struct {
 	Newest string `json:"newest,omitempty"`
 }
 
-// FailedError is returned by Parse for a Failure message.
-type FailedError struct{ Reason string }
+// FailedError is returned by Parse, ParseMigration and ParseCatalog for a
+// Failure message: its reason and code.
+type FailedError struct{ Reason, Code string }
 
 func (e *FailedError) Error() string { return "agent failed: " + e.Reason }
 
@@ -202,19 +201,20 @@ func Marshal(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// FailureLine returns a Failure as one JSON line that fits in
-// MaxMessageBytes, shortening the reason if needed. Newlines in the reason
-// are replaced by spaces so the message stays one line.
-func FailureLine(reason string) []byte {
+// FailureLine returns a Failure (reason, and code: a Code… or "") as one
+// JSON line that fits in MaxMessageBytes, shortening the reason if needed.
+// Newlines in the reason are replaced by spaces so the message stays one
+// line.
+func FailureLine(reason, code string) []byte {
 	reason = strings.Join(strings.Fields(reason), " ")
-	b, _ := Marshal(Failure{Error: reason})
+	b, _ := Marshal(Failure{Error: reason, Code: code})
 	for len(b) > MaxMessageBytes {
 		// JSON escaping makes a rune at least one byte, so cutting the excess
 		// (plus room for the ellipsis) in runes always shrinks the line.
 		r := []rune(reason)
 		cut := min(len(b)-MaxMessageBytes+4, len(r))
 		reason = string(r[:len(r)-cut]) + "…"
-		b, _ = Marshal(Failure{Error: reason})
+		b, _ = Marshal(Failure{Error: reason, Code: code})
 	}
 	return b
 }
@@ -230,12 +230,8 @@ func Parse(message string) (*Result, error) {
 	if err := json.Unmarshal([]byte(message), &probe); err != nil {
 		return nil, fmt.Errorf("termination message is not agent JSON: %q", truncate(message, 200))
 	}
-	if raw, ok := probe["error"]; ok {
-		var f Failure
-		if err := json.Unmarshal(raw, &f.Error); err != nil {
-			return nil, fmt.Errorf("malformed failure message: %w", err)
-		}
-		return nil, &FailedError{Reason: f.Error}
+	if _, ok := probe["error"]; ok {
+		return nil, parseFailure(message)
 	}
 	var r Result
 	if err := json.Unmarshal([]byte(message), &r); err != nil {
@@ -252,4 +248,14 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// parseFailure decodes a Failure message into a *FailedError (or the
+// error of a malformed one).
+func parseFailure(message string) error {
+	var f Failure
+	if err := json.Unmarshal([]byte(message), &f); err != nil {
+		return fmt.Errorf("malformed failure message: %w", err)
+	}
+	return &FailedError{Reason: f.Error, Code: f.Code}
 }

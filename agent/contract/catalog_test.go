@@ -1,4 +1,4 @@
-package result
+package contract
 
 import (
 	"fmt"

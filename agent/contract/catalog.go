@@ -1,4 +1,4 @@
-package result
+package contract
 
 import (
 	"encoding/json"
@@ -62,7 +62,7 @@ func ParseCatalog(message string) (*Catalog, error) {
 		return nil, fmt.Errorf("termination message is not agent JSON: %q", truncate(message, 200))
 	}
 	if probe.Error != nil {
-		return nil, &FailedError{Reason: *probe.Error}
+		return nil, parseFailure(message)
 	}
 	if probe.Command != "list" {
 		return nil, errors.New("termination message is not a list report")

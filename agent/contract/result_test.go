@@ -1,4 +1,4 @@
-package result
+package contract
 
 import (
 	"errors"
@@ -73,7 +73,7 @@ func TestFailureLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := FailureLine(tt.reason)
+			b := FailureLine(tt.reason, CodeRetainedWALOverLimit)
 			if len(b) > MaxMessageBytes {
 				t.Fatalf("%d bytes > %d", len(b), MaxMessageBytes)
 			}
@@ -87,6 +87,18 @@ func TestFailureLine(t *testing.T) {
 			var f *FailedError
 			if !errors.As(err, &f) || f.Reason == "" {
 				t.Fatalf("Parse(FailureLine) = %v", err)
+			}
+			if f.Code != CodeRetainedWALOverLimit {
+				t.Fatalf("code %q, want %q", f.Code, CodeRetainedWALOverLimit)
+			}
+			for _, parse := range []func(string) error{
+				func(m string) error { _, err := ParseMigration(m); return err },
+				func(m string) error { _, err := ParseCatalog(m); return err },
+			} {
+				var g *FailedError
+				if err := parse(string(b)); !errors.As(err, &g) || *g != *f {
+					t.Fatalf("parsers disagree: %v, want %v", err, f)
+				}
 			}
 			if len(tt.reason) < 100 && f.Reason != strings.Join(strings.Fields(tt.reason), " ") {
 				t.Fatalf("reason %q, want %q", f.Reason, tt.reason)

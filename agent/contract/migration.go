@@ -1,4 +1,4 @@
-package result
+package contract
 
 import (
 	"encoding/json"
@@ -62,56 +62,9 @@ const (
 	StepAbort             = "abort"
 )
 
-// Environment variables of `agent migrate` (besides the backup's).
-const (
-	// EnvMigration is the MigrationJob's "<namespace>/<name>"; it names the
-	// store artifacts of a store transfer and the replication objects.
-	EnvMigration = "CAIRN_MIGRATION"
-	// EnvMigrationUID is the MigrationJob's UID; replication objects
-	// (publication, subscription, slot) carry a hash of it in their names.
-	EnvMigrationUID = "CAIRN_MIGRATION_UID"
-	// EnvMode is Full, SchemaOnly or Continuous.
-	EnvMode = "CAIRN_MIGRATE_MODE"
-	// EnvInclude and EnvExclude are comma-separated "schema.table" patterns
-	// (`*` any run of characters, `?` one character; a pattern without a dot
-	// matches a schema/database name, i.e. all its tables). Empty include =
-	// everything; exclude wins over include.
-	EnvInclude = "CAIRN_MIGRATE_INCLUDE"
-	EnvExclude = "CAIRN_MIGRATE_EXCLUDE"
-	// EnvParallel is the number of tables copied (and verified) at once.
-	EnvParallel = "CAIRN_MIGRATE_PARALLEL"
-	// EnvAllowNonEmptyTarget "true" lets precheck pass when the target holds
-	// included objects.
-	EnvAllowNonEmptyTarget = "CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET"
-	// EnvVerify is None, RowCount or Checksum (row counts and a content
-	// checksum per table).
-	EnvVerify = "CAIRN_MIGRATE_VERIFY"
-	// EnvArtifact of import/verify in a store transfer: the artifact export
-	// reported.
-	EnvArtifact = "CAIRN_ARTIFACT"
-	// EnvCutoverSourceReadOnly "true": cutover makes the source database
-	// read-only; precheck checks the privileges that needs; abort makes
-	// the source writable again.
-	EnvCutoverSourceReadOnly = "CAIRN_CUTOVER_SOURCE_READ_ONLY"
-	// EnvCutoverWritersStopped "true": the user declared that no
-	// application writes to the source any more (spec.cutover.writersStopped),
-	// so a Full cutover (direct transfer) may copy again the tables that
-	// changed since verification.
-	EnvCutoverWritersStopped = "CAIRN_CUTOVER_WRITERS_STOPPED"
-	// EnvMaxRetainedWALBytes: replication-status fails with ExitUsage-free
-	// Failure "retained WAL … above limit" when the slot retains more.
-	EnvMaxRetainedWALBytes = "CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES"
-
-	EnvTargetHost     = "CAIRN_TARGET_DB_HOST"
-	EnvTargetPort     = "CAIRN_TARGET_DB_PORT"
-	EnvTargetName     = "CAIRN_TARGET_DB_NAME"
-	EnvTargetUser     = "CAIRN_TARGET_DB_USER"
-	EnvTargetPassword = "CAIRN_TARGET_DB_PASSWORD"
-	// EnvTargetPasswordFile names a file holding the target password (a
-	// mounted Secret key; one trailing newline dropped). Set it or
-	// EnvTargetPassword, not both.
-	EnvTargetPasswordFile = "CAIRN_TARGET_DB_PASSWORD_FILE"
-)
+// Steps lists every step of `agent migrate`.
+var Steps = []string{StepPrecheck, StepPrecheckSource, StepPrecheckTarget, StepCopy, StepExport, StepImport, StepVerify,
+	StepCutover, StepReplicationStart, StepReplicationStatus, StepReplicationStop, StepAbort}
 
 // MigrationResult is what every `agent migrate` step reports. Fields a step
 // does not produce are left empty. It must fit in MaxMessageBytes: use
@@ -301,12 +254,8 @@ func ParseMigration(message string) (*MigrationResult, error) {
 	if err := json.Unmarshal([]byte(message), &probe); err != nil {
 		return nil, fmt.Errorf("termination message is not agent JSON: %q", truncate(message, 200))
 	}
-	if raw, ok := probe["error"]; ok {
-		var reason string
-		if err := json.Unmarshal(raw, &reason); err != nil {
-			return nil, fmt.Errorf("malformed failure message: %w", err)
-		}
-		return nil, &FailedError{Reason: reason}
+	if _, ok := probe["error"]; ok {
+		return nil, parseFailure(message)
 	}
 	var r MigrationResult
 	if err := json.Unmarshal([]byte(message), &r); err != nil {

@@ -1,0 +1,171 @@
+package contract
+
+// Commands of the agent: the first argument of its container. `migrate`
+// takes a step (Step…) as its second argument.
+const (
+	CommandBackup  = "backup"
+	CommandRestore = "restore"
+	CommandList    = "list"
+	CommandPrune   = "prune"
+	CommandDelete  = "delete"
+	CommandMigrate = "migrate"
+)
+
+// Commands lists every command, in the order `agent help` shows them.
+var Commands = []string{CommandBackup, CommandRestore, CommandList, CommandPrune, CommandDelete, CommandMigrate}
+
+// Stores: the values of EnvStore.
+const (
+	StorePVC = "pvc"
+	StoreS3  = "s3"
+)
+
+// The environment every command reads: the database, the store, the
+// catalog key, logging. Each one has a flag of the agent that overrides it
+// (`agent <command> -h`).
+const (
+	// EnvEngine is postgres or mysql (EnginePostgres, EngineMySQL).
+	EnvEngine = "CAIRN_ENGINE"
+	// The database: host, port (default 5432 or 3306), name, user and
+	// password (or a file holding it: a mounted Secret key).
+	EnvDBHost         = "CAIRN_DB_HOST"
+	EnvDBPort         = "CAIRN_DB_PORT"
+	EnvDBName         = "CAIRN_DB_NAME"
+	EnvDBUser         = "CAIRN_DB_USER"
+	EnvDBPassword     = "CAIRN_DB_PASSWORD"
+	EnvDBPasswordFile = "CAIRN_DB_PASSWORD_FILE"
+	// EnvStore is StorePVC or StoreS3.
+	EnvStore = "CAIRN_STORE"
+	// EnvPVCPath is where the store's volume is mounted.
+	EnvPVCPath = "CAIRN_PVC_PATH"
+	// The S3 store: endpoint (host:port or URL), bucket, key prefix, region,
+	// plain http, multipart part size in MiB (the upload's memory).
+	EnvS3Endpoint    = "CAIRN_S3_ENDPOINT"
+	EnvS3Bucket      = "CAIRN_S3_BUCKET"
+	EnvS3Prefix      = "CAIRN_S3_PREFIX"
+	EnvS3Region      = "CAIRN_S3_REGION"
+	EnvS3Insecure    = "CAIRN_S3_INSECURE"
+	EnvS3PartSizeMiB = "CAIRN_S3_PART_SIZE_MIB"
+	// The S3 credentials, under the names every S3 tool reads (or files
+	// holding them), and an optional session token.
+	EnvS3AccessKeyID         = "AWS_ACCESS_KEY_ID"
+	EnvS3AccessKeyIDFile     = "AWS_ACCESS_KEY_ID_FILE"
+	EnvS3SecretAccessKey     = "AWS_SECRET_ACCESS_KEY"
+	EnvS3SecretAccessKeyFile = "AWS_SECRET_ACCESS_KEY_FILE"
+	EnvS3SessionToken        = "AWS_SESSION_TOKEN"
+	// EnvBackupJob is the catalog key: the BackupJob's "namespace/name"
+	// (a MigrationJob's for a store transfer).
+	EnvBackupJob = "CAIRN_BACKUPJOB"
+	// EnvRetentionDays: backup prunes artifacts older than this many days
+	// after a success (keeping the newest), prune does; 0 or unset = none.
+	EnvRetentionDays = "CAIRN_RETENTION_DAYS"
+	// EnvPruneAfterBackup "false": backup does not prune.
+	EnvPruneAfterBackup = "CAIRN_PRUNE_AFTER_BACKUP"
+	// EnvArtifact is the artifact restore (and a store transfer's import,
+	// verify and cutover) reads: a name or a path; empty = the newest in the
+	// catalog.
+	EnvArtifact = "CAIRN_ARTIFACT"
+	// EnvCompression is backup's zstd level: fastest, default or better.
+	EnvCompression = "CAIRN_COMPRESSION"
+	// EnvInventory is what backup records per table: None, RowCount or
+	// Checksum.
+	EnvInventory = "CAIRN_INVENTORY"
+	// EnvOutput is list's output: json or table.
+	EnvOutput = "CAIRN_OUTPUT"
+	// EnvCheckTimeout is how long one restore check may run (a duration).
+	EnvCheckTimeout = "CAIRN_CHECK_TIMEOUT"
+	// EnvTerminationLog is the file the result line is written to (default
+	// the kubelet's /dev/termination-log).
+	EnvTerminationLog = "CAIRN_TERMINATION_LOG"
+	// EnvLogLevel (debug, info, warn, error) and EnvLogFormat (text, json)
+	// of the agent's log on stderr.
+	EnvLogLevel  = "CAIRN_LOG_LEVEL"
+	EnvLogFormat = "CAIRN_LOG_FORMAT"
+)
+
+// The restore's checks and guards, between the restore operator and
+// `agent restore`.
+const (
+	// EnvChecks holds the checks as a JSON list of Check (the RestoreJob's
+	// spec.checks), run in the target after a successful restore.
+	EnvChecks = "CAIRN_CHECKS"
+	// EnvDropTargetAfterChecks "true": drop the target after the checks ran,
+	// only if the restore created it.
+	EnvDropTargetAfterChecks = "CAIRN_DROP_TARGET_AFTER_CHECKS"
+	// EnvAllowOverwriteSource "true": the restore may replace the very
+	// database the backup was taken of (RestoreJob
+	// spec.allowOverwriteSource). Without it the agent compares the
+	// target's server identity with the one the backup recorded and
+	// refuses a match before it writes anything.
+	EnvAllowOverwriteSource = "CAIRN_ALLOW_OVERWRITE_SOURCE"
+)
+
+// Environment variables of `agent migrate` (besides the backup's).
+const (
+	// EnvMigration is the MigrationJob's "<namespace>/<name>"; it names the
+	// store artifacts of a store transfer and the replication objects.
+	EnvMigration = "CAIRN_MIGRATION"
+	// EnvMigrationUID is the MigrationJob's UID; replication objects
+	// (publication, subscription, slot) carry a hash of it in their names.
+	EnvMigrationUID = "CAIRN_MIGRATION_UID"
+	// EnvMode is Full, SchemaOnly or Continuous.
+	EnvMode = "CAIRN_MIGRATE_MODE"
+	// EnvInclude and EnvExclude are comma-separated "schema.table" patterns
+	// (`*` any run of characters, `?` one character; a pattern without a dot
+	// matches a schema/database name, i.e. all its tables). Empty include =
+	// everything; exclude wins over include.
+	EnvInclude = "CAIRN_MIGRATE_INCLUDE"
+	EnvExclude = "CAIRN_MIGRATE_EXCLUDE"
+	// EnvParallel is the number of tables copied (and verified) at once.
+	EnvParallel = "CAIRN_MIGRATE_PARALLEL"
+	// EnvAllowNonEmptyTarget "true" lets precheck pass when the target holds
+	// included objects.
+	EnvAllowNonEmptyTarget = "CAIRN_MIGRATE_ALLOW_NON_EMPTY_TARGET"
+	// EnvVerify is None, RowCount or Checksum (row counts and a content
+	// checksum per table).
+	EnvVerify = "CAIRN_MIGRATE_VERIFY"
+	// EnvCutoverSourceReadOnly "true": cutover makes the source database
+	// read-only; precheck checks the privileges that needs; abort makes
+	// the source writable again.
+	EnvCutoverSourceReadOnly = "CAIRN_CUTOVER_SOURCE_READ_ONLY"
+	// EnvCutoverWritersStopped "true": the user declared that no
+	// application writes to the source any more (spec.cutover.writersStopped),
+	// so a Full cutover (direct transfer) may copy again the tables that
+	// changed since verification.
+	EnvCutoverWritersStopped = "CAIRN_CUTOVER_WRITERS_STOPPED"
+	// EnvMaxRetainedWALBytes: a step that finds the migration's slot
+	// retaining more WAL on the source fails with the code
+	// CodeRetainedWALOverLimit (replication-status, the waits of verify and
+	// replication-stop).
+	EnvMaxRetainedWALBytes = "CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES"
+
+	EnvTargetHost     = "CAIRN_TARGET_DB_HOST"
+	EnvTargetPort     = "CAIRN_TARGET_DB_PORT"
+	EnvTargetName     = "CAIRN_TARGET_DB_NAME"
+	EnvTargetUser     = "CAIRN_TARGET_DB_USER"
+	EnvTargetPassword = "CAIRN_TARGET_DB_PASSWORD"
+	// EnvTargetPasswordFile names a file holding the target password (a
+	// mounted Secret key; one trailing newline dropped). Set it or
+	// EnvTargetPassword, not both.
+	EnvTargetPasswordFile = "CAIRN_TARGET_DB_PASSWORD_FILE"
+)
+
+// Vars are the variables every command parses, MigrateVars those only
+// `agent migrate` parses besides. The agent parses each one and no other,
+// and an operator renders no other: both sides are tested against these
+// lists (agent/internal/config; libs/agentjob and the operators' Job tests).
+var (
+	Vars = []string{
+		EnvEngine, EnvDBHost, EnvDBPort, EnvDBName, EnvDBUser, EnvDBPassword, EnvDBPasswordFile,
+		EnvStore, EnvPVCPath, EnvS3Endpoint, EnvS3Bucket, EnvS3Prefix, EnvS3Region, EnvS3Insecure, EnvS3PartSizeMiB,
+		EnvS3AccessKeyID, EnvS3AccessKeyIDFile, EnvS3SecretAccessKey, EnvS3SecretAccessKeyFile, EnvS3SessionToken,
+		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvArtifact, EnvCompression, EnvInventory, EnvOutput,
+		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
+		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
+	}
+	MigrateVars = []string{
+		EnvMigration, EnvMigrationUID, EnvMode, EnvInclude, EnvExclude, EnvParallel, EnvAllowNonEmptyTarget, EnvVerify,
+		EnvCutoverSourceReadOnly, EnvCutoverWritersStopped, EnvMaxRetainedWALBytes,
+		EnvTargetHost, EnvTargetPort, EnvTargetName, EnvTargetUser, EnvTargetPassword, EnvTargetPasswordFile,
+	}
+)

@@ -1,0 +1,3 @@
+module cairn.dev/agent/contract
+
+go 1.26.0

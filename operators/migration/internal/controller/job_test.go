@@ -1,0 +1,52 @@
+package controller
+
+import (
+	"testing"
+
+	"cairn.dev/agent/contract"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/agentjob"
+)
+
+// Every step's Job, in every mode and transfer, renders only what the
+// agent parses (the contract; the agent's side is tested in
+// agent/internal/config), with nothing added after rendering.
+func TestStepJobsRenderTheContract(t *testing.T) {
+	store := &cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "s3:9000", Bucket: "b", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}}
+	variants := map[string]func(*migrationv1.MigrationJobSpec){
+		"full direct": func(*migrationv1.MigrationJobSpec) {},
+		"continuous": func(s *migrationv1.MigrationJobSpec) {
+			s.Mode = migrationv1.ModeContinuous
+			s.Cutover.SourceReadOnly = true
+		},
+		"full store, objects": func(s *migrationv1.MigrationJobSpec) {
+			s.Transfer.Method, s.Transfer.Storage = migrationv1.TransferStore, store
+			s.Objects = &migrationv1.ObjectSelector{Include: []string{"public.*"}, Exclude: []string{"public.tmp_*"}}
+			s.Cutover.WritersStopped = true
+		},
+	}
+	for name, mutate := range variants {
+		mj := &migrationv1.MigrationJob{Spec: migrationv1.MigrationJobSpec{
+			Source: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "src", Database: "app", CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s"}},
+			Target: migrationv1.TargetDatabase{DatabaseRef: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "tgt", Database: "app",
+				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "t"}}},
+		}}
+		mj.Namespace, mj.Name = "ns", "m"
+		mj.UID = "5f0c1d2e-0000-4000-8000-000000000001"
+		mutate(&mj.Spec)
+		spec := mj.Spec.DeepCopy()
+		spec.SetDefaults()
+		for _, step := range contract.Steps {
+			t.Run(name+" "+step, func(t *testing.T) {
+				as := stepSpec(mj, spec, step, &cairnv1.Artifact{Path: "a"}, "agent:1", jobLabels(mj, step))
+				for _, p := range agentjob.ContractProblems(agentjob.PodTemplate(as)) {
+					t.Error(p)
+				}
+				if _, tgt := sides(step, spec); tgt && as.Migration.Target == nil {
+					t.Error("a step that reaches the target renders no target")
+				}
+			})
+		}
+	}
+}
