@@ -10,6 +10,9 @@
 //     event brings the object back;
 //  4. run the kind's ordered steps, each ensuring one thing; a step ends the
 //     pass early with a typed error (Stalled, Waiting, Transient) or Done;
+//     then the kind's Summarize hook, if any, decides the phase and the
+//     Ready/Stalled/Reconciling conditions from the facts the steps
+//     recorded (status is decided in one place);
 //  5. write status once, with observedGeneration, only if it changed, with
 //     an optimistic lock (a status computed from a stale read is never
 //     stored: the pass fails with a conflict and is repeated);
@@ -80,6 +83,12 @@ type Reconciler[T Object, S any] struct {
 	Finalizer *finalizer.Finalizer
 	// Steps run in order on a live object.
 	Steps []Step[T, S]
+	// Summarize runs after the steps (also when one ended the pass) and
+	// before the write: it decides the phase and conditions from what the
+	// steps recorded in status and in the pass' state, so they are decided
+	// in one place. err is the error that ended the steps (nil, Done, or a
+	// typed one); it returns the error the pass ends with.
+	Summarize func(p *Pass[T, S], err error) error
 	// Cleanup is what the finalizer runs for an object being deleted; nil
 	// removes the finalizer at once.
 	Cleanup func(p *Pass[T, S]) finalizer.Cleanup
@@ -179,6 +188,9 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if p.writeFailed {
 		return ctrl.Result{}, stepErr
+	}
+	if r.Summarize != nil {
+		stepErr = r.Summarize(p, stepErr)
 	}
 	res, err := r.outcome(ctx, p, stepErr)
 	if werr := r.write(ctx, p); werr != nil {

@@ -1,5 +1,7 @@
 package v1
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // DatabaseEngine names a database engine the agent can dump and restore.
 // +kubebuilder:validation:Enum=postgres;mysql
 type DatabaseEngine string
@@ -125,3 +127,24 @@ type Artifact struct {
 	// +optional
 	Checksum string `json:"checksum,omitempty"`
 }
+
+// AgentRun records one agent Job an object runs (libs/agentjob.Run): its
+// name, stored before the Job is created, so a restarted operator finds
+// that Job and never creates a second one; when it started (set when the
+// Job was created: a run with a start time whose Job is gone was deleted
+// before it finished) and when it finished.
+type AgentRun struct {
+	// JobName is the name of the Job.
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+	// StartTime is when the Job was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the Job finished.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+}
+
+// Created reports whether the run's Job was created (its start time is
+// recorded).
+func (r *AgentRun) Created() bool { return r.StartTime != nil }

@@ -689,8 +689,6 @@ type StepStatus struct {
 	// Step is the agent step (precheck, copy, export, import, verify,
 	// cutover, replication-start, replication-status, replication-stop, ...).
 	Step string `json:"step"`
-	// JobName is the name of its Job, recorded before the Job is created.
-	JobName string `json:"jobName"`
 	// Cluster is Local or Target.
 	// +kubebuilder:validation:Enum=Local;Target
 	Cluster string `json:"cluster"`
@@ -698,15 +696,9 @@ type StepStatus struct {
 	Namespace string `json:"namespace"`
 	// Phase of the Job.
 	Phase StepPhase `json:"phase"`
-	// Created is true once the Job was created (a recorded step whose Job
-	// is missing and was created has been deleted: it failed).
-	// +optional
-	Created bool `json:"created,omitempty"`
-	// StartTime and CompletionTime of the Job.
-	// +optional
-	StartTime *metav1.Time `json:"startTime,omitempty"`
-	// +optional
-	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// The step's Job: its name, recorded before the Job is created, when it
+	// was created and when it finished.
+	cairnv1.AgentRun `json:",inline"`
 	// Message says why the step failed.
 	// +optional
 	Message string `json:"message,omitempty"`

@@ -218,17 +218,9 @@ type RestoreJobStatus struct {
 	// +optional
 	Artifact *cairnv1.Artifact `json:"artifact,omitempty"`
 
-	// JobName is the name of the restore Job.
-	// +optional
-	JobName string `json:"jobName,omitempty"`
-
-	// StartTime is when the restore Job was created.
-	// +optional
-	StartTime *metav1.Time `json:"startTime,omitempty"`
-
-	// CompletionTime is when the restore Job finished, either result.
-	// +optional
-	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// The restore Job: its name, when it was created and when it
+	// finished, either result.
+	cairnv1.AgentRun `json:",inline"`
 
 	// Attempts counts the restore pods started so far (1 + retries).
 	// +optional

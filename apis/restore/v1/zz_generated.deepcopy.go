@@ -184,14 +184,7 @@ func (in *RestoreJobStatus) DeepCopyInto(out *RestoreJobStatus) {
 		*out = new(apismetav1.Artifact)
 		**out = **in
 	}
-	if in.StartTime != nil {
-		in, out := &in.StartTime, &out.StartTime
-		*out = (*in).DeepCopy()
-	}
-	if in.CompletionTime != nil {
-		in, out := &in.CompletionTime, &out.CompletionTime
-		*out = (*in).DeepCopy()
-	}
+	in.AgentRun.DeepCopyInto(&out.AgentRun)
 	if in.Checks != nil {
 		in, out := &in.Checks, &out.Checks
 		*out = make([]CheckResult, len(*in))

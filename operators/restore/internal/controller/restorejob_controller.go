@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
+	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/access"
@@ -51,10 +52,6 @@ import (
 const (
 	DefaultWaitInterval    = 30 * time.Second
 	DefaultCleanupDeadline = 5 * time.Minute
-	// resultGrace is how long after a Job completed the controller waits
-	// for its pod (and the agent's report) to show up in the cache before it
-	// records success without the report.
-	resultGrace = 30 * time.Second
 )
 
 // RestoreJobReconciler reconciles RestoreJobs.
@@ -78,7 +75,6 @@ type RestoreJobReconciler struct {
 	// manager, and none is an error.
 	Guard *access.Guard
 
-	applier  *ownership.Applier
 	refs     *references.Checker
 	skeleton *reconcile.Reconciler[*restorev1.RestoreJob, state]
 }
@@ -91,8 +87,10 @@ type state struct {
 	// spec is the RestoreJob's spec with defaults applied (for objects
 	// admitted while the defaulting webhook was not running).
 	spec restorev1.RestoreJobSpec
-	// job is the RestoreJob's Job, once it exists.
-	job *batchv1.Job
+	// src is the resolved source (start), the run's Job renders it.
+	src *source
+	// run is what the run step found of the restore Job.
+	run *agentjob.Observation[contract.Result]
 }
 
 // SetupWithManager registers the controller with mgr.
@@ -112,7 +110,6 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	if r.Guard == nil {
 		return errors.New("restore controller: no access.Guard (the operator's Prepare registers it)")
 	}
-	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
 	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
 	r.skeleton = &reconcile.Reconciler[*restorev1.RestoreJob, state]{
 		Kind:     "RestoreJob",
@@ -124,8 +121,9 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		Steps: []reconcile.Step[*restorev1.RestoreJob, state]{
 			{Name: "prepare", Run: r.prepare},
 			{Name: "start", Run: r.start},
-			{Name: "observe", Run: r.observe},
+			{Name: "run", Run: r.run},
 		},
+		Summarize:  r.summarize,
 		Cleanup:    r.cleanup,
 		Transition: transition,
 	}

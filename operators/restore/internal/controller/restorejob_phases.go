@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
@@ -24,10 +25,9 @@ import (
 	"cairn.dev/operators/restore/internal/restorespec"
 )
 
-// prepare applies defaults, sets the status fields every phase shows, ends
-// the pass of a finished RestoreJob, and finds its Job; a started RestoreJob
-// whose Job is gone has failed.
-func (r *RestoreJobReconciler) prepare(ctx context.Context, p *pass) error {
+// prepare applies defaults, sets the status fields every phase shows and
+// ends the pass of a finished RestoreJob.
+func (r *RestoreJobReconciler) prepare(_ context.Context, p *pass) error {
 	rj := p.Obj
 	p.State.spec = *rj.Spec.DeepCopy()
 	p.State.spec.SetDefaults()
@@ -40,37 +40,23 @@ func (r *RestoreJobReconciler) prepare(ctx context.Context, p *pass) error {
 		// Succeeded and Failed are final: the Job may be gone by now.
 		return reconcile.Done()
 	}
-	job, err := r.getJob(ctx, rj)
-	if err != nil {
-		return err
-	}
-	p.State.job = job
-	if job == nil && rj.Status.StartTime != nil {
-		return r.jobMissing(ctx, p)
-	}
 	return nil
-}
-
-// getJob returns rj's Job from the cache, or nil.
-func (r *RestoreJobReconciler) getJob(ctx context.Context, rj *restorev1.RestoreJob) (*batchv1.Job, error) {
-	job := &batchv1.Job{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: rj.Namespace, Name: rj.JobName()}, job)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading Job %s: %w", rj.JobName(), err)
-	}
-	return job, nil
 }
 
 // start validates the spec, resolves the source, checks the objects the
 // restore needs, records the artifact (a checkpoint: a retry or a restart
-// restores this artifact, never a newer one) and creates the Job. It does
-// nothing once the Job exists.
+// restores this artifact, never a newer one); the run step creates the
+// Job. It does nothing once the Job was created, or when a Job of the
+// RestoreJob's exists (its status was lost: the run step adopts it, and
+// the artifact it restores is read from it).
 func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
-	if p.State.job != nil {
+	if p.Obj.Status.Created() {
 		return nil
+	}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Obj.Namespace, Name: p.Obj.JobName()}, &batchv1.Job{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading Job %s: %w", p.Obj.JobName(), err)
 	}
 	log := ctrl.LoggerFrom(ctx)
 	rj := p.Obj
@@ -115,26 +101,7 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 		log.Info("artifact resolved", "artifact", src.Artifact.Path, "catalogKey", src.CatalogKey)
 	}
 	src.Artifact = *rj.Status.Artifact
-
-	desired := desiredJob(rj, &p.State.spec, src, r.AgentImage)
-	// Create, never update: the cache holds Jobs without their spec
-	// (agentjob.TransformRun), and a pass only gets here when the cache had
-	// no Job of this name.
-	err = r.applier.Create(ctx, rj, desired)
-	var nc *ownership.NotControlledError
-	switch {
-	case errors.As(err, &nc):
-		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
-	case apierrors.IsAlreadyExists(err):
-		// Ours, created by an earlier pass; the cache has not seen it yet.
-		log.V(1).Info("Job exists but is not cached yet", "Job", desired.Name)
-		p.RequeueAfter(time.Second)
-		return reconcile.Done()
-	case err != nil:
-		return fmt.Errorf("creating Job %s: %w", desired.Name, err)
-	}
-	log.Info("restore Job created", "Job", desired.Name, "artifact", src.Artifact.Path)
-	p.State.job = desired
+	p.State.src = &src
 	return nil
 }
 
@@ -206,121 +173,113 @@ func guardOverwrite(p *pass, bj *backupv1.BackupJob) error {
 	return nil
 }
 
-// observe reads the Job's state into status.
-func (r *RestoreJobReconciler) observe(ctx context.Context, p *pass) error {
-	log := ctrl.LoggerFrom(ctx)
-	rj, job, spec := p.Obj, p.State.job, &p.State.spec
-	if !metav1.IsControlledBy(job, rj) {
-		nc := &ownership.NotControlledError{Kind: "Job", Key: client.ObjectKeyFromObject(job)}
-		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
+// run creates the restore Job (libs/agentjob.Run: its name is in status
+// before it exists) and reads where it is into the pass' state; summarize
+// decides what that means.
+func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
+	rj := p.Obj
+	run := agentjob.Run[contract.Result]{
+		Record: &rj.Status.AgentRun, Namespace: rj.Namespace,
+		Client: r.Client, Live: r.APIReader, Checkpoint: p.Checkpoint,
+		Render: func() (*batchv1.Job, error) {
+			if p.State.src == nil {
+				return nil, errors.New("the restore's source was not resolved")
+			}
+			job := desiredJob(rj, &p.State.spec, *p.State.src, r.AgentImage)
+			return job, ownership.SetController(rj, job, r.Scheme)
+		},
+		Ours:  func(job *batchv1.Job) bool { return metav1.IsControlledBy(job, rj) },
+		Parse: contract.Parse,
 	}
-	if rj.Status.StartTime == nil {
-		t := job.CreationTimestamp
-		if t.IsZero() {
-			t = metav1.Now()
-		}
-		rj.Status.StartTime = &t
+	obs, err := run.Observe(ctx)
+	if err != nil {
+		return err
 	}
-	if rj.Status.Artifact == nil {
-		// Status was lost (e.g. the object was restored from a backup
-		// without status): the Job says what it restores. The cache holds
-		// Jobs without their spec: read this one past it (rare).
-		live := &batchv1.Job{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), live); err != nil {
-			return fmt.Errorf("reading Job %s: %w", job.Name, err)
-		}
-		if a := jobArtifact(live); a != "" {
-			rj.Status.Artifact = &cairnv1.Artifact{Path: a}
+	p.State.run = &obs
+	p.RequeueAfter(obs.RequeueAfter)
+	if job := obs.Job; job != nil {
+		rj.Status.Attempts = job.Status.Failed + job.Status.Succeeded + job.Status.Active
+		if rj.Status.Artifact == nil && !obs.Created {
+			// Status was lost (e.g. the object was restored from a backup
+			// without status): the Job says what it restores. The cache
+			// holds Jobs without their spec: read this one past it (rare).
+			live := &batchv1.Job{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), live); err != nil {
+				return fmt.Errorf("reading Job %s: %w", job.Name, err)
+			}
+			if a := jobArtifact(live); a != "" {
+				rj.Status.Artifact = &cairnv1.Artifact{Path: a}
+			}
 		}
 	}
-	rj.Status.Attempts = job.Status.Failed + job.Status.Succeeded + job.Status.Active
+	if res := obs.Result; res != nil {
+		rj.Status.Artifact = agentjob.Artifact(res)
+		recordChecks(rj, res)
+	}
+	return nil
+}
+
+// summarize decides the RestoreJob's phase and conditions from what the
+// steps found (libs/reconcile's one place for it): waiting for the source
+// is Pending; a running Job Running; a finished one Succeeded or Failed,
+// by the Job's outcome and the checks' results.
+func (r *RestoreJobReconciler) summarize(p *pass, err error) error {
+	rj, spec, obs := p.Obj, &p.State.spec, p.State.run
+	var waiting *reconcile.WaitingError
+	if errors.As(err, &waiting) {
+		rj.Status.Phase = restorev1.PhasePending
+	}
+	if err != nil || obs == nil {
+		return err
+	}
 	artifact := ""
 	if rj.Status.Artifact != nil {
 		artifact = rj.Status.Artifact.Path
 	}
-
-	out := agentjob.JobOutcome(job)
-	if !out.Finished {
+	switch obs.State {
+	case agentjob.RunPending:
+		if rj.Status.Created() {
+			rj.Status.Phase = restorev1.PhaseRunning
+		}
+	case agentjob.RunRunning:
 		rj.Status.Phase = restorev1.PhaseRunning
 		conditions.MarkReconciling(rj, restorev1.RestoreJobRunningReason, fmt.Sprintf(
 			"restoring artifact %s into %s with Job %s (attempt %d of at most %d)",
-			artifact, describeTarget(spec.Target), job.Name, max(rj.Status.Attempts, 1), *spec.MaxRetries+1))
-		return nil
-	}
-
-	res, failure, perr := r.podResult(ctx, rj, job)
-	at := metav1.NewTime(out.At)
-	if out.At.IsZero() {
-		at = metav1.Now()
-	}
-	if out.Succeeded {
-		if res == nil && time.Since(out.At) < resultGrace {
-			// The Job's pods reach the cache on their own watch; wait a
-			// little for the agent's report (a Pod event also wakes us).
-			log.V(1).Info("Job complete; waiting for the agent's report", "error", perr)
-			rj.Status.Phase = restorev1.PhaseRunning
-			p.RequeueAfter(2 * time.Second)
-			return nil
-		}
-		if res != nil {
-			rj.Status.Artifact = agentjob.Artifact(res)
-			artifact = res.Artifact
-			recordChecks(rj, res)
-		} else {
-			log.Info("Job complete but no agent report found; keeping the resolved artifact", "error", perr)
-		}
-		rj.Status.CompletionTime = &at
+			artifact, describeTarget(spec.Target), rj.JobName(), max(rj.Status.Attempts, 1), *spec.MaxRetries+1))
+	case agentjob.RunDeleted:
+		// A deleted restore is not started again behind the user's back.
+		now := metav1.Now()
+		rj.Status.Phase, rj.Status.CompletionTime = restorev1.PhaseFailed, &now
+		conditions.MarkStalled(rj, restorev1.RestoreJobJobDeletedReason, fmt.Sprintf(
+			"restore Job %s was deleted before it finished; the target database may be partly restored; create a new RestoreJob to try again", rj.JobName()))
+	case agentjob.RunSucceeded:
 		restored := fmt.Sprintf("restored artifact %s into %s in %s",
-			artifact, describeTarget(spec.Target), at.Sub(rj.Status.StartTime.Time).Round(time.Second))
+			artifact, describeTarget(spec.Target), rj.Status.CompletionTime.Sub(rj.Status.StartTime.Time).Round(time.Second))
 		if reason, msg := checksOutcome(spec, rj.Status.Checks); reason != "" {
 			rj.Status.Phase = restorev1.PhaseFailed
-			conditions.MarkStalled(rj, reason, restored+", but "+msg+dropNote(spec, rj, res))
+			conditions.MarkStalled(rj, reason, restored+", but "+msg+dropNote(spec, rj, obs.Result))
 			return nil
 		}
 		rj.Status.Phase = restorev1.PhaseSucceeded
 		if n := len(rj.Status.Checks); n > 0 {
 			restored += fmt.Sprintf("; %d check(s) passed", n)
 		}
-		conditions.MarkReady(rj, cairnv1.SucceededReason, restored+dropNote(spec, rj, res))
-		return nil
+		conditions.MarkReady(rj, cairnv1.SucceededReason, restored+dropNote(spec, rj, obs.Result))
+	case agentjob.RunFailed:
+		msg := fmt.Sprintf("restore Job %s failed after %d attempt(s)", rj.JobName(), rj.Status.Attempts)
+		if o := obs.Outcome; o.Reason != "" {
+			msg += ": " + o.Reason
+		}
+		if o := obs.Outcome; o.Message != "" {
+			msg += " (" + o.Message + ")"
+		}
+		if f := obs.FailureReason(); f != "" {
+			msg += "; agent: " + f
+		}
+		rj.Status.Phase = restorev1.PhaseFailed
+		conditions.MarkStalled(rj, cairnv1.FailedReason, msg+"; create a new RestoreJob to try again")
 	}
-	msg := fmt.Sprintf("restore Job %s failed after %d attempt(s)", job.Name, rj.Status.Attempts)
-	if out.Reason != "" {
-		msg += ": " + out.Reason
-	}
-	if out.Message != "" {
-		msg += " (" + out.Message + ")"
-	}
-	if failure != "" {
-		msg += "; agent: " + failure
-	}
-	msg += "; create a new RestoreJob to try again"
-	rj.Status.Phase = restorev1.PhaseFailed
-	rj.Status.CompletionTime = &at
-	conditions.MarkStalled(rj, cairnv1.FailedReason, msg)
 	return nil
-}
-
-// jobMissing handles a started RestoreJob whose Job is not in the cache: a
-// cache lag right after creation, or a Job deleted before it finished. A
-// deleted restore is not started again behind the user's back: it failed.
-func (r *RestoreJobReconciler) jobMissing(ctx context.Context, p *pass) error {
-	rj := p.Obj
-	live := &batchv1.Job{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rj.Namespace, Name: rj.JobName()}, live)
-	switch {
-	case err == nil:
-		p.RequeueAfter(time.Second)
-		return reconcile.Done()
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading Job %s: %w", rj.JobName(), err)
-	}
-	now := metav1.Now()
-	rj.Status.Phase = restorev1.PhaseFailed
-	rj.Status.CompletionTime = &now
-	conditions.MarkStalled(rj, restorev1.RestoreJobJobDeletedReason, fmt.Sprintf(
-		"restore Job %s was deleted before it finished; the target database may be partly restored; create a new RestoreJob to try again", rj.JobName()))
-	return reconcile.Done()
 }
 
 // deleteJob is the finalizer's cleanup: delete rj's Job with background
@@ -349,10 +308,9 @@ func (r *RestoreJobReconciler) deleteJob(ctx context.Context, rj *restorev1.Rest
 	return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 }
 
-// wait ends the pass of a RestoreJob waiting for its source: Pending,
-// Reconciling with reason, looked at again within WaitInterval (BackupJob
-// events wake it sooner).
-func (r *RestoreJobReconciler) wait(p *pass, reason, format string, args ...any) error {
-	p.Obj.Status.Phase = restorev1.PhasePending
+// wait ends the pass of a RestoreJob waiting for its source: Pending
+// (summarize), Reconciling with reason, looked at again within
+// WaitInterval (BackupJob events wake it sooner).
+func (r *RestoreJobReconciler) wait(_ *pass, reason, format string, args ...any) error {
 	return reconcile.Waiting(r.WaitInterval, reason, format, args...)
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,23 +19,6 @@ import (
 	"cairn.dev/libs/references"
 	"cairn.dev/operators/restore/internal/restorespec"
 )
-
-// podResult reads the agent's report from the termination messages of the
-// Job's pods.
-func (r *RestoreJobReconciler) podResult(ctx context.Context, rj *restorev1.RestoreJob, job *batchv1.Job) (*contract.Result, string, error) {
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(job.Namespace),
-		client.MatchingLabels{restorev1.RestoreJobLabel: rj.Name}); err != nil {
-		return nil, "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
-	}
-	var mine []corev1.Pod
-	for _, pod := range pods.Items {
-		if metav1.IsControlledBy(&pod, job) {
-			mine = append(mine, pod)
-		}
-	}
-	return agentjob.PodResult(mine)
-}
 
 // transition counts a RestoreJob that just reached Succeeded or Failed (the
 // skeleton has emitted the transition Event), and warns when a target that
