@@ -37,10 +37,12 @@ const JobNameLabel = batchv1.JobNameLabel
 // before it finished is reported as such. R is the result type
 // (contract.Result, contract.MigrationResult, contract.Catalog).
 type Run[R any] struct {
-	// Record is the run's record in the object's status; Record.JobName
-	// names the Job. Nil for a run that is not recorded (it is found by its
-	// name alone, e.g. one derived from a request id).
-	Record *cairnv1.AgentRun
+	// Record returns the run's record in the object's status (called
+	// again after a checkpoint: a status write decodes the stored object
+	// anew, and a record inside a slice moves); its JobName names the Job.
+	// Nil for a run that is not recorded (found by its name alone, e.g. one
+	// derived from a request id).
+	Record func() *cairnv1.AgentRun
 	// Namespace and Name of the Job (Name defaults to Record.JobName).
 	Namespace, Name string
 	// Client creates the Job and reads it (through the cache for this
@@ -127,12 +129,12 @@ func (r *Run[R]) now() time.Time {
 
 func (r *Run[R]) name() string {
 	if r.Name == "" && r.Record != nil {
-		return r.Record.JobName
+		return r.Record().JobName
 	}
 	return r.Name
 }
 
-func (r *Run[R]) created() bool { return r.Record != nil && r.Record.Created() }
+func (r *Run[R]) created() bool { return r.Record != nil && r.Record().Created() }
 
 // Observe ensures the run's Job exists and reads where it is. It records
 // the start time when it creates the Job (or first sees it) and the
@@ -179,7 +181,7 @@ func (r *Run[R]) create(ctx context.Context, key client.ObjectKey) (Observation[
 	if err == nil {
 		ctrl.LoggerFrom(ctx).Info("agent Job created", "Job", key.Name, "namespace", key.Namespace)
 		if r.Record != nil {
-			r.Record.StartTime = metaNow(r.now())
+			r.Record().StartTime = metaNow(r.now())
 		}
 		return Observation[R]{State: RunRunning, Job: desired, Created: true}, nil
 	}
@@ -204,12 +206,12 @@ func (r *Run[R]) observe(ctx context.Context, job *batchv1.Job) (Observation[R],
 		nc := &ownership.NotControlledError{Kind: "Job", Key: client.ObjectKeyFromObject(job)}
 		return Observation[R]{}, reconcile.Stalled(cairnv1.NotControlledReason, "%s%s", nc.Error(), r.NotOurs)
 	}
-	if r.Record != nil && r.Record.StartTime == nil {
+	if r.Record != nil && r.Record().StartTime == nil {
 		t := job.CreationTimestamp
 		if t.IsZero() {
 			t = *metaNow(r.now())
 		}
-		r.Record.StartTime = &t
+		r.Record().StartTime = &t
 	}
 	obs := Observation[R]{State: RunRunning, Job: job, Outcome: JobOutcome(job)}
 	if !obs.Outcome.Finished {
@@ -244,7 +246,7 @@ func (r *Run[R]) observe(ctx context.Context, job *batchv1.Job) (Observation[R],
 		if at.IsZero() {
 			at = r.now()
 		}
-		r.Record.CompletionTime = metaNow(at)
+		r.Record().CompletionTime = metaNow(at)
 	}
 	return obs, nil
 }

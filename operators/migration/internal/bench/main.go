@@ -80,7 +80,7 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 	mj.Status.ObservedGeneration = mj.Generation
 	mj.Status.Phase, mj.Status.StartTime = migrationv1.PhasePrechecking, &now
 	mj.Status.Precheck = &migrationv1.PrecheckResult{}
-	mj.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, JobName: job.Name, Cluster: migrationv1.ClusterLocal,
+	mj.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, AgentRun: cairnv1.AgentRun{JobName: job.Name}, Cluster: migrationv1.ClusterLocal,
 		Namespace: mj.Namespace, Phase: migrationv1.StepPending}}
 	msg := fmt.Sprintf("starting step %s: Job %s/%s", contract.StepPrecheck, mj.Namespace, job.Name)
 	conditions.MarkReconciling(mj, migrationv1.StepRunningReason, msg)
@@ -96,7 +96,7 @@ func floor(ctx context.Context, c client.Client, obj client.Object) error {
 	}
 	orig = mj.DeepCopy()
 	st := &mj.Status.Steps[0]
-	st.Created, st.Phase, st.StartTime = true, migrationv1.StepRunning, &job.CreationTimestamp
+	st.Phase, st.StartTime = migrationv1.StepRunning, &job.CreationTimestamp
 	conditions.MarkReconciling(mj, migrationv1.StepRunningReason,
 		fmt.Sprintf("checking source and target: Job %s/%s running", mj.Namespace, job.Name))
 	return c.Status().Patch(ctx, mj, client.MergeFrom(orig))

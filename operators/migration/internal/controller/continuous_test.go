@@ -121,7 +121,7 @@ func TestContinuousAbortsWhenTheAgentReportsTheLimit(t *testing.T) {
 	mj := continuousJob(ns, "agentleak", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	copyAndVerify(t, ns, "agentleak")
-	failStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-rstatus-0"), 1, "retained WAL 2147483648 bytes above limit 1073741824")
+	failStepWithCode(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-rstatus-0"), 1, "retained WAL 2147483648 bytes above limit 1073741824", contract.CodeRetainedWALOverLimit)
 	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-abort"), contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	g.Expect(condition(g, mj, cairnv1.StalledCondition).Reason).To(Equal(migrationv1.RetainedWALLimitReason))

@@ -216,7 +216,7 @@ func TestContinuousDeletionWaitsForReplicationStart(t *testing.T) {
 	start := waitForJob(t, env.Client, ns, "racy-repl-start")
 	g.Eventually(func(g Gomega) bool {
 		st := current(g, mj).Status.Step(contract.StepReplicationStart)
-		return st != nil && st.Created
+		return st != nil && st.Created()
 	}).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
 	g.Consistently(jobNames(env.Client, ns)).WithTimeout(2*time.Second).ShouldNot(ContainElement("racy-abort"), "no abort beside a running replication-start")

@@ -391,7 +391,7 @@ func (r *MigrationJobReconciler) abortForDeletion(ctx context.Context, mj *migra
 			return false, err
 		}
 	}
-	st := &migrationv1.StepStatus{Step: contract.StepAbort, JobName: stepJobName(mj, contract.StepAbort, 0),
+	st := &migrationv1.StepStatus{Step: contract.StepAbort, AgentRun: cairnv1.AgentRun{JobName: stepJobName(mj, contract.StepAbort, 0)},
 		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
 	job := &batchv1.Job{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.JobName}, job)
@@ -425,7 +425,8 @@ func (r *MigrationJobReconciler) abortForDeletion(ctx context.Context, mj *migra
 	if cur := mj.Status.Step(contract.StepAbort); cur != nil {
 		cur.Phase = migrationv1.StepSucceeded
 	} else {
-		st.Created, st.Phase = true, migrationv1.StepSucceeded
+		now := metav1.Now()
+		st.StartTime, st.Phase = &now, migrationv1.StepSucceeded
 		mj.Status.Steps = append(mj.Status.Steps, *st)
 	}
 	return false, nil
@@ -473,7 +474,7 @@ func DesiredFirstJob(mj *migrationv1.MigrationJob, image string, scheme *runtime
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
 	r := &MigrationJobReconciler{AgentImage: image, Scheme: scheme}
-	st := &migrationv1.StepStatus{Step: contract.StepPrecheck, JobName: stepJobName(mj, contract.StepPrecheck, 0),
+	st := &migrationv1.StepStatus{Step: contract.StepPrecheck, AgentRun: cairnv1.AgentRun{JobName: stepJobName(mj, contract.StepPrecheck, 0)},
 		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
 	return r.desiredJob(mj, spec, st, nil)
 }

@@ -30,7 +30,7 @@ func TestStepFinishedWhileTheOperatorWasDown(t *testing.T) {
 	job := waitForJob(t, env.Client, ns, "down-precheck")
 	g.Eventually(func(g Gomega) bool {
 		st := current(g, mj).Status.Step(contract.StepPrecheck)
-		return st != nil && st.Created && st.Phase == migrationv1.StepRunning
+		return st != nil && st.Created() && st.Phase == migrationv1.StepRunning
 	}).WithTimeout(timeout).Should(BeTrue())
 
 	cached := &batchv1.Job{}
@@ -73,7 +73,7 @@ func TestJobOfALostStatusWriteIsFoundNotDuplicated(t *testing.T) {
 		}
 		now := metav1.Now()
 		cur.Status.Phase, cur.Status.StartTime = migrationv1.PhasePrechecking, &now
-		cur.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, JobName: job.Name,
+		cur.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, AgentRun: cairnv1.AgentRun{JobName: job.Name},
 			Cluster: migrationv1.ClusterLocal, Namespace: ns, Phase: migrationv1.StepPending}}
 		return env.Client.Status().Update(ctx, cur)
 	}).WithTimeout(timeout).Should(Succeed())
@@ -82,7 +82,7 @@ func TestJobOfALostStatusWriteIsFoundNotDuplicated(t *testing.T) {
 	startOperator(t)
 	g.Eventually(func(g Gomega) bool {
 		st := current(g, mj).Status.Step(contract.StepPrecheck)
-		return st != nil && st.Created && st.Phase == migrationv1.StepRunning
+		return st != nil && st.Created() && st.Phase == migrationv1.StepRunning
 	}).WithTimeout(timeout).Should(BeTrue())
 	g.Consistently(func(g Gomega) []string {
 		var uids []string

@@ -460,15 +460,15 @@ func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) 
 		r.deleteStepJob(ctx, p, st)
 		mj.Status.Replication.Checks++
 		st.JobName = stepJobName(mj, contract.StepReplicationStatus, mj.Status.Replication.Checks)
-		st.Phase, st.Created, st.StartTime, st.CompletionTime, st.Message = migrationv1.StepPending, false, nil, nil, ""
+		st.Phase, st.StartTime, st.CompletionTime, st.Message = migrationv1.StepPending, nil, nil, ""
 		// The new name is stored before its Job exists.
 		if err := p.Checkpoint(ctx); err != nil {
 			return fmt.Errorf("recording replication check %d: %w", mj.Status.Replication.Checks, err)
 		}
 	}
 	_, err := r.runSteps(ctx, p, mj.Status.Phase, "", stepRun{step: contract.StepReplicationStatus, quiet: true,
-		onResult: r.recordReplication(p), onFailure: func(reason string) error {
-			if strings.Contains(reason, "retained WAL") && strings.Contains(reason, "above limit") {
+		onResult: r.recordReplication(p), onFailure: func(f *contract.FailedError) error {
+			if f != nil && f.Code == contract.CodeRetainedWALOverLimit {
 				if mj.Status.Replication == nil {
 					mj.Status.Replication = &migrationv1.ReplicationStatus{}
 				}

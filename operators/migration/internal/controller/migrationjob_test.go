@@ -293,7 +293,7 @@ func TestJobDeletedMidStep(t *testing.T) {
 	job := waitForJob(t, env.Client, ns, "deleted-precheck")
 	g.Eventually(func(g Gomega) bool {
 		st := current(g, mj).Status.Step("precheck")
-		return st != nil && st.Created
+		return st != nil && st.Created()
 	}).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(env.Client.Delete(context.Background(), job, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
@@ -325,7 +325,7 @@ func TestRecordedStepGetsItsJob(t *testing.T) {
 		}
 		now := metav1.Now()
 		cur.Status.Phase, cur.Status.StartTime = migrationv1.PhasePrechecking, &now
-		cur.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, JobName: "resume-precheck-recorded",
+		cur.Status.Steps = []migrationv1.StepStatus{{Step: contract.StepPrecheck, AgentRun: cairnv1.AgentRun{JobName: "resume-precheck-recorded"},
 			Cluster: migrationv1.ClusterLocal, Namespace: ns, Phase: migrationv1.StepPending}}
 		return env.Client.Status().Update(ctx, cur)
 	}).WithTimeout(timeout).Should(Succeed())

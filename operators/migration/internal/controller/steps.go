@@ -2,14 +2,10 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +15,6 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
-	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
 )
 
@@ -38,9 +33,10 @@ type stepRun struct {
 	// without a report) in status, once, in the pass that sees the Job
 	// complete. An error fails the migration.
 	onResult func(*contract.MigrationResult) error
-	// onFailure may handle a failed Job (nil error: handled); errNotHandled
-	// fails the migration.
-	onFailure func(reason string) error
+	// onFailure may handle a failed Job by the agent's failure (nil when
+	// it reported none; nil error: handled); errNotHandled fails the
+	// migration.
+	onFailure func(*contract.FailedError) error
 }
 
 // runSteps runs steps (each once, in dependency order) and reports whether
@@ -79,9 +75,9 @@ func (r *MigrationJobReconciler) runSteps(ctx context.Context, p *pass, phase mi
 	return all, nil
 }
 
-// runStep ensures s's Job exists (its name checkpointed in status first),
-// and records its outcome once it finished. It returns true when the step
-// has succeeded.
+// runStep ensures s's Job exists (libs/agentjob.Run: its name is recorded
+// in status before the Job is created), and records its outcome once it
+// finished. It returns true when the step has succeeded.
 func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun) (bool, error) {
 	log := ctrl.LoggerFrom(ctx)
 	mj, spec := p.Obj, &p.State.spec
@@ -102,7 +98,7 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 			n = mj.Status.Replication.Checks
 		}
 		mj.Status.Steps = append(mj.Status.Steps, migrationv1.StepStatus{
-			Step: s.step, JobName: stepJobName(mj, s.step, n), Cluster: cluster, Namespace: ns, Phase: migrationv1.StepPending,
+			Step: s.step, AgentRun: cairnv1.AgentRun{JobName: stepJobName(mj, s.step, n)}, Cluster: cluster, Namespace: ns, Phase: migrationv1.StepPending,
 		})
 		if s.step == contract.StepReplicationStatus {
 			if mj.Status.Replication == nil {
@@ -113,123 +109,75 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 		if !s.quiet {
 			conditions.MarkReconciling(mj, migrationv1.StepRunningReason, fmt.Sprintf("starting step %s: Job %s/%s", s.step, ns, stepJobName(mj, s.step, n)))
 		}
-		// The name is stored before the Job exists: a restarted operator
-		// finds this Job, never a second one.
-		if err := p.Checkpoint(ctx); err != nil {
-			return false, fmt.Errorf("recording step %s: %w", s.step, err)
-		}
 		st = mj.Status.Step(s.step)
 	}
 	c := r.clientFor(p, st)
-	key := client.ObjectKey{Namespace: st.Namespace, Name: st.JobName}
 	// live reads past the cache: the API reader here, the target
 	// cluster's client (never cached) there.
 	live := client.Reader(c)
 	if st.Cluster == migrationv1.ClusterLocal {
 		live = r.APIReader
 	}
-	job := &batchv1.Job{}
-	err := c.Get(ctx, key, job)
-	if apierrors.IsNotFound(err) && st.Created && st.Cluster == migrationv1.ClusterLocal {
-		// The cache may lag behind the Job this step created a moment ago:
-		// only the API server can say it is gone. (A Job not recorded as
-		// created is not read past the cache: the create below finds one
-		// that exists, AlreadyExists, and reads it then.)
-		err = r.APIReader.Get(ctx, key, job)
+	run := agentjob.Run[contract.MigrationResult]{
+		Record:    func() *cairnv1.AgentRun { return &mj.Status.Step(s.step).AgentRun },
+		Namespace: st.Namespace, Client: c, Live: live, Checkpoint: p.Checkpoint,
+		Render: func() (*batchv1.Job, error) {
+			return r.desiredJob(mj, spec, mj.Status.Step(s.step), mj.Status.Artifact)
+		},
+		// A Job in the target cluster has no owner reference: the label
+		// with the MigrationJob's UID says it is ours.
+		Ours:    func(job *batchv1.Job) bool { return job.Labels[migrationv1.MigrationJobUIDLabel] == string(mj.UID) },
+		NotOurs: fmt.Sprintf(" (it is not labelled %s=%s)", migrationv1.MigrationJobUIDLabel, mj.UID),
+		Parse:   contract.ParseMigration,
 	}
-	switch {
-	case apierrors.IsNotFound(err):
-		if st.Created {
-			st.Phase = migrationv1.StepFailed
-			st.Message = fmt.Sprintf("Job %s/%s was deleted before it finished", st.Namespace, st.JobName)
-			now := metav1.Now()
-			st.CompletionTime = &now
-			return false, r.fail(p, migrationv1.JobDeletedReason, fmt.Sprintf(
-				"step %s: Job %s/%s was deleted before it finished; the target may be partly written; create a new MigrationJob to try again", s.step, st.Namespace, st.JobName))
-		}
-		desired, err := r.desiredJob(mj, spec, st, mj.Status.Artifact)
-		if err != nil {
-			return false, err
-		}
-		err = c.Create(ctx, desired)
-		if err == nil {
+	obs, err := run.Observe(ctx)
+	if err != nil {
+		return false, err
+	}
+	st = mj.Status.Step(s.step) // a checkpoint decoded the status anew
+	p.RequeueAfter(obs.RequeueAfter)
+	switch obs.State {
+	case agentjob.RunPending:
+		return false, nil
+	case agentjob.RunRunning:
+		if obs.Created {
 			log.Info("step Job created", "step", s.step, "Job", st.JobName, "namespace", st.Namespace, "cluster", st.Cluster)
-			st.Created, st.Phase = true, migrationv1.StepRunning
-			now := metav1.Now()
-			st.StartTime = &now
-			if st.Cluster == migrationv1.ClusterTarget {
-				p.RequeueAfter(r.PollInterval)
-			}
-			return false, nil
 		}
-		if !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("creating Job %s/%s for step %s: %w", st.Namespace, st.JobName, s.step, err)
-		}
-		// A Job of this name exists that the cache did not show: created by
-		// an earlier pass whose status write was lost, or someone else's.
-		// Read it past the cache and go on with it (checked below: never a
-		// second Job, never someone else's adopted).
-		job = &batchv1.Job{}
-		if err := live.Get(ctx, key, job); apierrors.IsNotFound(err) {
-			p.RequeueAfter(time.Second) // deleted meanwhile: look again
-			return false, nil
-		} else if err != nil {
-			return false, fmt.Errorf("reading Job %s/%s: %w", st.Namespace, st.JobName, err)
-		}
-	case err != nil:
-		return false, fmt.Errorf("reading Job %s/%s: %w", st.Namespace, st.JobName, err)
-	}
-	if job.Labels[migrationv1.MigrationJobUIDLabel] != string(mj.UID) {
-		nc := &ownership.NotControlledError{Kind: "Job", Key: client.ObjectKeyFromObject(job)}
-		return false, reconcile.Stalled(cairnv1.NotControlledReason, "%s (it is not labelled %s=%s)", nc.Error(), migrationv1.MigrationJobUIDLabel, mj.UID)
-	}
-	st.Created = true
-	if st.StartTime == nil {
-		t := job.CreationTimestamp
-		st.StartTime = &t
-	}
-	out := agentjob.JobOutcome(job)
-	if !out.Finished {
 		st.Phase = migrationv1.StepRunning
 		if st.Cluster == migrationv1.ClusterTarget {
 			p.RequeueAfter(r.PollInterval) // not watched: look again
 		}
 		return false, nil
-	}
-	res, failure, perr := r.podResult(ctx, c, job)
-	at := metav1.NewTime(out.At)
-	if out.At.IsZero() {
-		at = metav1.Now()
-	}
-	if out.Succeeded {
-		if res == nil && time.Since(out.At) < resultGrace {
-			log.V(1).Info("Job complete; waiting for the agent's report", "Job", job.Name, "error", perr)
-			p.RequeueAfter(2 * time.Second)
-			return false, nil
-		}
-		if res != nil {
+	case agentjob.RunDeleted:
+		now := metav1.Now()
+		st.Phase, st.CompletionTime = migrationv1.StepFailed, &now
+		st.Message = fmt.Sprintf("Job %s/%s was deleted before it finished", st.Namespace, st.JobName)
+		return false, r.fail(p, migrationv1.JobDeletedReason, fmt.Sprintf(
+			"step %s: Job %s/%s was deleted before it finished; the target may be partly written; create a new MigrationJob to try again", s.step, st.Namespace, st.JobName))
+	case agentjob.RunSucceeded:
+		if res := obs.Result; res != nil {
 			st.Actions, st.Warnings = capLines(res.Actions), capLines(res.Warnings)
 		}
 		if s.onResult != nil {
-			if err := s.onResult(res); err != nil {
-				st.Phase, st.Message, st.CompletionTime = migrationv1.StepFailed, err.Error(), &at
+			if err := s.onResult(obs.Result); err != nil {
+				st.Phase, st.Message = migrationv1.StepFailed, err.Error()
 				return false, r.fail(p, migrationv1.StepFailedReason, fmt.Sprintf("step %s: %v", s.step, err))
 			}
 		}
-		st.Phase, st.CompletionTime = migrationv1.StepSucceeded, &at
-		log.Info("step succeeded", "step", s.step, "Job", job.Name)
+		st.Phase = migrationv1.StepSucceeded
+		log.Info("step succeeded", "step", s.step, "Job", st.JobName)
 		return true, nil
 	}
-	msg := fmt.Sprintf("Job %s/%s failed after %d attempt(s)", st.Namespace, st.JobName, job.Status.Failed)
-	if out.Reason != "" {
-		msg += ": " + out.Reason
+	msg := fmt.Sprintf("Job %s/%s failed after %d attempt(s)", st.Namespace, st.JobName, obs.Job.Status.Failed)
+	if obs.Outcome.Reason != "" {
+		msg += ": " + obs.Outcome.Reason
 	}
-	if failure != "" {
-		msg += "; agent: " + failure
+	if f := obs.FailureReason(); f != "" {
+		msg += "; agent: " + f
 	}
-	st.Phase, st.Message, st.CompletionTime = migrationv1.StepFailed, msg, &at
+	st.Phase, st.Message = migrationv1.StepFailed, msg
 	if s.onFailure != nil {
-		if err := s.onFailure(failure); err == nil {
+		if err := s.onFailure(obs.Failure); err == nil {
 			return false, nil
 		}
 	}
@@ -242,36 +190,6 @@ func (r *MigrationJobReconciler) clientFor(p *pass, st *migrationv1.StepStatus) 
 		return p.State.target
 	}
 	return r.Client
-}
-
-// podResult reads the agent's report from the termination messages of the
-// Job's pods: the newest result, else the newest failure reason.
-func (r *MigrationJobReconciler) podResult(ctx context.Context, c client.Reader, job *batchv1.Job) (*contract.MigrationResult, string, error) {
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{
-		migrationv1.StepLabel: job.Labels[migrationv1.StepLabel], migrationv1.MigrationJobUIDLabel: job.Labels[migrationv1.MigrationJobUIDLabel],
-	}); err != nil {
-		return nil, "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
-	}
-	var own []corev1.Pod
-	for i := range pods.Items {
-		if metav1.IsControlledBy(&pods.Items[i], job) {
-			own = append(own, pods.Items[i])
-		}
-	}
-	newest, failed, err := agentjob.NewestResult(own, contract.ParseMigration)
-	if err != nil {
-		return nil, "", fmt.Errorf("no agent result in the pods of Job %s", job.Name)
-	}
-	failure := ""
-	if failed != nil {
-		failure = failed.Error()
-		var fe *contract.FailedError
-		if errors.As(failed, &fe) {
-			failure = fe.Reason
-		}
-	}
-	return newest, failure, nil
 }
 
 // deleteStepJob deletes a finished step's Job (replication checks, which

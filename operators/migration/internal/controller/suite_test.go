@@ -288,8 +288,15 @@ func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res contract.
 // failStep marks job Failed after attempts failed pods reporting agentError.
 func failStep(t *testing.T, c client.Client, job *batchv1.Job, attempts int32, agentError string) {
 	t.Helper()
+	failStepWithCode(t, c, job, attempts, agentError, "")
+}
+
+// failStepWithCode fails job as failStep does, the agent reporting the
+// failure code code (contract.Code…).
+func failStepWithCode(t *testing.T, c client.Client, job *batchv1.Job, attempts int32, agentError, code string) {
+	t.Helper()
 	for i := range attempts {
-		agentPod(t, c, job, int(i)+1, 1, string(contract.FailureLine(agentError, "")))
+		agentPod(t, c, job, int(i)+1, 1, string(contract.FailureLine(agentError, code)))
 	}
 	updateJobStatus(t, c, job, func(s *batchv1.JobStatus) {
 		now := metav1.Now()

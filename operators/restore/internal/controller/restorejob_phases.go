@@ -179,7 +179,7 @@ func guardOverwrite(p *pass, bj *backupv1.BackupJob) error {
 func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
 	rj := p.Obj
 	run := agentjob.Run[contract.Result]{
-		Record: &rj.Status.AgentRun, Namespace: rj.Namespace,
+		Record: func() *cairnv1.AgentRun { return &rj.Status.AgentRun }, Namespace: rj.Namespace,
 		Client: r.Client, Live: r.APIReader, Checkpoint: p.Checkpoint,
 		Render: func() (*batchv1.Job, error) {
 			if p.State.src == nil {
