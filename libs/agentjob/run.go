@@ -213,41 +213,53 @@ func (r *Run[R]) observe(ctx context.Context, job *batchv1.Job) (Observation[R],
 		}
 		r.Record().StartTime = &t
 	}
-	obs := Observation[R]{State: RunRunning, Job: job, Outcome: JobOutcome(job)}
-	if !obs.Outcome.Finished {
-		return obs, nil
-	}
-	res, failure, err := Result(ctx, r.Live, job, r.Parse)
+	obs, err := Read(ctx, r.Client, job, r.Parse, r.Grace, r.now())
 	if err != nil {
 		return Observation[R]{}, err
 	}
-	obs.Result, obs.Failure = res, failure
-	if obs.Outcome.Succeeded {
-		grace := r.Grace
-		if grace == 0 {
-			grace = ResultGrace
-		}
-		if res == nil {
-			if since := r.now().Sub(obs.Outcome.At); since < grace {
-				// The Job's pods reach the cache on their own watch; a Pod
-				// event wakes the object sooner.
-				ctrl.LoggerFrom(ctx).V(1).Info("Job complete; waiting for the agent's report", "Job", job.Name)
-				obs.State, obs.RequeueAfter = RunPending, min(grace-since, 2*time.Second)
-				return obs, nil
-			}
-			ctrl.LoggerFrom(ctx).Info("Job complete but no agent report found", "Job", job.Name)
-		}
-		obs.State = RunSucceeded
-	} else {
-		obs.State = RunFailed
-	}
-	if r.Record != nil {
+	if r.Record != nil && (obs.State == RunSucceeded || obs.State == RunFailed) {
 		at := obs.Outcome.At
 		if at.IsZero() {
 			at = r.now()
 		}
 		r.Record().CompletionTime = metaNow(at)
 	}
+	return obs, nil
+}
+
+// Read reads where an existing Job of the caller's is: running, or
+// finished with the agent's result (read with c, the pods' reader) — a
+// succeeded Job whose result has not reached c yet is Pending for up to
+// grace (ResultGrace when 0) after it finished, and then Succeeded without
+// a result.
+func Read[R any](ctx context.Context, c client.Reader, job *batchv1.Job, parse func(string) (*R, error), grace time.Duration, now time.Time) (Observation[R], error) {
+	obs := Observation[R]{State: RunRunning, Job: job, Outcome: JobOutcome(job)}
+	if !obs.Outcome.Finished {
+		return obs, nil
+	}
+	res, failure, err := Result(ctx, c, job, parse)
+	if err != nil {
+		return Observation[R]{}, err
+	}
+	obs.Result, obs.Failure = res, failure
+	if !obs.Outcome.Succeeded {
+		obs.State = RunFailed
+		return obs, nil
+	}
+	if grace == 0 {
+		grace = ResultGrace
+	}
+	if res == nil {
+		if since := now.Sub(obs.Outcome.At); since < grace {
+			// The Job's pods reach the cache on their own watch; a Pod
+			// event wakes the object sooner.
+			ctrl.LoggerFrom(ctx).V(1).Info("Job complete; waiting for the agent's report", "Job", job.Name)
+			obs.State, obs.RequeueAfter = RunPending, min(grace-since, 2*time.Second)
+			return obs, nil
+		}
+		ctrl.LoggerFrom(ctx).Info("Job complete but no agent report found", "Job", job.Name)
+	}
+	obs.State = RunSucceeded
 	return obs, nil
 }
 

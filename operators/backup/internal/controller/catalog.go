@@ -3,10 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,36 +31,35 @@ const (
 func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 	bj := p.Obj
 	id := bj.Annotations[backupv1.ListCatalogAnnotation]
-	if id == "" || (bj.Status.Catalog != nil && bj.Status.Catalog.Request == id) {
+	if id == "" {
 		return nil
 	}
 	job := listJob(bj, r.AgentImage, id)
-	cur := &batchv1.Job{}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(job), cur)
-	switch {
-	case apierrors.IsNotFound(err):
-		if err := ownership.SetController(bj, job, r.Scheme); err != nil {
-			return err
-		}
-		if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating catalog listing Job %s: %w", job.Name, err)
-		}
+	if bj.Status.Catalog != nil && bj.Status.Catalog.Request == id {
+		// Answered: its Job goes (a pass that read the BackupJob before the
+		// answer was stored may have started it again).
+		return r.deleteListJob(ctx, bj, job)
+	}
+	run := &agentjob.Run[contract.Catalog]{
+		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
+		Render: func() (*batchv1.Job, error) { return job, ownership.SetController(bj, job, r.Scheme) },
+		Ours:   func(j *batchv1.Job) bool { return metav1.IsControlledBy(j, bj) },
+		Parse:  contract.ParseCatalog, Grace: r.ResultGrace, Now: r.now,
+	}
+	obs, err := run.Observe(ctx)
+	if err != nil {
+		return fmt.Errorf("catalog listing Job %s: %w", job.Name, err)
+	}
+	p.RequeueAfter(obs.RequeueAfter)
+	if obs.Created {
 		ctrl.LoggerFrom(ctx).Info("catalog listing Job created", "Job", job.Name, "request", id)
-		return nil
-	case err != nil:
-		return err
 	}
-	o := agentjob.JobOutcome(cur)
-	if !o.Finished {
+	if obs.State != agentjob.RunSucceeded && obs.State != agentjob.RunFailed {
 		return nil
 	}
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(cur.Namespace), client.MatchingLabels{jobNameLabel: cur.Name}); err != nil {
-		return err
-	}
+	o := obs.Outcome
 	listing := &backupv1.CatalogListing{Request: id, Time: &metav1.Time{Time: o.At}}
-	rep, failure, rerr := agentjob.NewestResult(pods.Items, contract.ParseCatalog)
-	switch {
+	switch rep := obs.Result; {
 	case rep != nil && o.Succeeded:
 		listing.Count = int32(rep.Count)
 		for _, a := range rep.Artifacts {
@@ -72,17 +69,34 @@ func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 				break
 			}
 		}
-	case failure != nil:
-		listing.Message = failure.Error()
-	case rerr != nil && r.now().Sub(o.At) < r.ResultGrace:
-		p.RequeueAfter(time.Second) // the pod's report has not reached the cache yet
-		return nil
+	case obs.Failure != nil:
+		listing.Message = "agent failed: " + obs.Failure.Reason
+	case o.Succeeded:
+		listing.Message = fmt.Sprintf("the listing Job %s succeeded without a report", job.Name)
 	default:
-		listing.Message = fmt.Sprintf("the listing Job %s failed: %s %s", cur.Name, o.Reason, o.Message)
+		listing.Message = fmt.Sprintf("the listing Job %s failed: %s %s", job.Name, o.Reason, o.Message)
 	}
+	// The answer is stored before its Job is deleted: a pass that read the
+	// BackupJob before it cannot store it again (its write conflicts).
 	bj.Status.Catalog = listing
-	if err := r.Client.Delete(ctx, cur, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+	if err := p.Checkpoint(ctx); err != nil {
 		return err
+	}
+	return r.deleteListJob(ctx, bj, obs.Job)
+}
+
+// deleteListJob deletes a listing Job of bj's if the cache shows it.
+func (r *BackupJobReconciler) deleteListJob(ctx context.Context, bj *backupv1.BackupJob, job *batchv1.Job) error {
+	cur := &batchv1.Job{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(job), cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(cur, bj) || !cur.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	err := r.Client.Delete(ctx, cur, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &cur.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting catalog listing Job %s: %w", cur.Name, err)
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ func terminate(t *testing.T, job *batchv1.Job, succeed bool, msg string) {
 		pod.Labels[k] = v
 	}
 	pod.Labels["batch.kubernetes.io/job-name"] = job.Name
+	// As the Job controller makes it: controlled by its Job.
+	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
 	g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
 	code := int32(0)
 	if !succeed {

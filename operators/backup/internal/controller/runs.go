@@ -8,13 +8,13 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/ownership"
@@ -56,13 +56,9 @@ func (r *BackupJobReconciler) runNow(ctx context.Context, p *pass) error {
 		return nil
 	}
 	job := runNowJob(bj, r.AgentImage, id)
-	if err := ownership.SetController(bj, job, r.Scheme); err != nil {
-		return err
-	}
-	if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating run-now Job %s: %w", job.Name, err)
-	} else if err == nil {
-		ctrl.LoggerFrom(ctx).Info("run-now Job created", "Job", job.Name, "request", id)
+	run := r.run(bj, job, contract.Parse)
+	if _, err := run.Observe(ctx); err != nil {
+		return fmt.Errorf("run-now Job %s: %w", job.Name, err)
 	}
 	bj.Status.LastRunNowRequest = id
 	p.State.active = true
@@ -196,20 +192,21 @@ func recorded(bj *backupv1.BackupJob, name string, at time.Time) bool {
 }
 
 // recordRun folds one finished run into the status. A successful run whose
-// pod result is not cached yet waits up to ResultGrace for it (the Job
-// controller's update can arrive before the kubelet's pod update).
+// pod result is not cached yet waits up to ResultGrace for it
+// (agentjob.Read: the Job controller's update can arrive before the
+// kubelet's pod update).
 func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.BackupJob, job *batchv1.Job, o agentjob.Outcome) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Job", job.Name)
-	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{jobNameLabel: job.Name}); err != nil {
+	obs, err := agentjob.Read(ctx, r.Client, job, contract.Parse, r.ResultGrace, r.now())
+	if err != nil {
 		return 0, err
 	}
-	res, failure, rerr := agentjob.PodResult(pods.Items)
+	if obs.State == agentjob.RunPending {
+		return obs.RequeueAfter, nil
+	}
+	res, failure := obs.Result, obs.FailureReason()
 	if o.Succeeded && res == nil {
-		if since := r.now().Sub(o.At); since < r.ResultGrace {
-			return r.ResultGrace - since, nil
-		}
-		log.Info("run succeeded without an agent result in its pods; recording it without an artifact", "reason", rerr)
+		log.Info("run succeeded without an agent result in its pods; recording it without an artifact")
 	}
 
 	at := metaTime(o.At)
@@ -305,4 +302,16 @@ func jobRef(namespace, name string) *batchv1.Job {
 	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	j.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("Job"))
 	return j
+}
+
+// run is an agent Job of bj's that is found by its name alone (run-now,
+// catalog listing: the name derives from the request), created with bj as
+// its controller, never adopted otherwise.
+func (r *BackupJobReconciler) run(bj *backupv1.BackupJob, job *batchv1.Job, parse func(string) (*contract.Result, error)) *agentjob.Run[contract.Result] {
+	return &agentjob.Run[contract.Result]{
+		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
+		Render: func() (*batchv1.Job, error) { return job, ownership.SetController(bj, job, r.Scheme) },
+		Ours:   func(j *batchv1.Job) bool { return metav1.IsControlledBy(j, bj) },
+		Parse:  parse, Grace: r.ResultGrace, Now: r.now,
+	}
 }

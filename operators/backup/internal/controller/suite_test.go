@@ -220,6 +220,8 @@ func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, 
 		pod.Labels[k] = v
 	}
 	pod.Labels["batch.kubernetes.io/job-name"] = name
+	// As the Job controller makes it: controlled by its Job.
+	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
 	g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
 	now := metav1.Now()
 	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
