@@ -16,8 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -36,22 +34,16 @@ import (
 const agentImage = "agent:bench"
 
 func scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(backupv1.AddToScheme(s))
-	utilruntime.Must(backupv1alpha1.AddToScheme(s))
-	return s
+	return bench.Scheme(backupv1.AddToScheme, backupv1alpha1.AddToScheme)
 }
 
 func backupJob(ns string, i int) client.Object {
 	return &backupv1.BackupJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("db-%05d", i)},
 		Spec: backupv1.BackupJobSpec{
-			Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "db.svc", Database: "app",
-				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
+			Database: bench.Database("db.svc", "app", "db"),
 			Schedule: "0 2 * * *", TimeZone: "Asia/Shanghai",
-			Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "s3:9000", Bucket: "backups",
-				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}},
+			Storage: bench.S3Store("s3"),
 		},
 	}
 }
@@ -59,12 +51,7 @@ func backupJob(ns string, i int) client.Object {
 // prepare creates the two Secrets every BackupJob names (the operator
 // checks them before it schedules anything).
 func prepare(ctx context.Context, c client.Client, ns string, _ int) error {
-	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		StringData: map[string]string{"username": "app", "password": "bench"}}); err != nil {
-		return err
-	}
-	return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
-		StringData: map[string]string{"accessKeyID": "bench", "secretAccessKey": "bench"}})
+	return bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"db"}, S3: []string{"s3"}})
 }
 
 // floor makes the operator's writes for one BackupJob (its finalizer was

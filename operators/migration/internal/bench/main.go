@@ -17,8 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/contract"
@@ -34,21 +32,14 @@ import (
 
 const agentImage = "agent:bench"
 
-func scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(migrationv1.AddToScheme(s))
-	return s
-}
+func scheme() *k8sruntime.Scheme { return bench.Scheme(migrationv1.AddToScheme) }
 
 func migrationJob(ns string, i int) client.Object {
 	return &migrationv1.MigrationJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("db-%05d", i)},
 		Spec: migrationv1.MigrationJobSpec{
-			Source: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "pg15.svc", Database: fmt.Sprintf("app_%05d", i),
-				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "source"}},
-			Target: migrationv1.TargetDatabase{DatabaseRef: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "pg17.svc",
-				Database: fmt.Sprintf("app_%05d", i), CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "target"}}},
+			Source:  bench.Database("pg15.svc", fmt.Sprintf("app_%05d", i), "source"),
+			Target:  migrationv1.TargetDatabase{DatabaseRef: bench.Database("pg17.svc", fmt.Sprintf("app_%05d", i), "target")},
 			Objects: &migrationv1.ObjectSelector{Include: []string{"public.*"}, Exclude: []string{"public.audit_*"}},
 		},
 	}
@@ -56,13 +47,7 @@ func migrationJob(ns string, i int) client.Object {
 
 // prepare creates the two credentials Secrets every MigrationJob names.
 func prepare(ctx context.Context, c client.Client, ns string, _ int) error {
-	for _, name := range []string{"source", "target"} {
-		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			StringData: map[string]string{"username": "app", "password": "bench"}}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"source", "target"}})
 }
 
 // floor makes the operator's writes for one MigrationJob (its finalizer was

@@ -17,8 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -37,26 +35,18 @@ import (
 )
 
 func scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(backupv1.AddToScheme(s))
-	utilruntime.Must(restorev1.AddToScheme(s))
-	utilruntime.Must(migrationv1.AddToScheme(s))
-	utilruntime.Must(platformv1.AddToScheme(s))
-	return s
+	return bench.Scheme(backupv1.AddToScheme, restorev1.AddToScheme, migrationv1.AddToScheme, platformv1.AddToScheme)
 }
 
 func plan(ns string, i int) client.Object {
 	return &platformv1.ProtectionPlan{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("db-%05d", i)},
 		Spec: platformv1.ProtectionPlanSpec{
-			Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "db.svc", Database: fmt.Sprintf("app_%05d", i),
-				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
+			Database: bench.Database("db.svc", fmt.Sprintf("app_%05d", i), "db"),
 			TimeZone: "Asia/Shanghai",
 			Backup: platformv1.BackupTemplate{
 				Schedule: "0 2 * * *",
-				Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "s3:9000", Bucket: "backups",
-					CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}},
+				Storage:  bench.S3Store("s3"),
 			},
 			Verification: platformv1.VerificationSpec{
 				EveryNBackups: ptr.To(int32(2)),
@@ -71,16 +61,7 @@ func plan(ns string, i int) client.Object {
 // prepare creates the Secrets the plans' children name (the orchestrator
 // itself reads no Secret; the child operators check them).
 func prepare(ctx context.Context, c client.Client, ns string, _ int) error {
-	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, StringData: map[string]string{"username": "app", "password": "bench"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scratch"}, StringData: map[string]string{"username": "app", "password": "bench"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"}, StringData: map[string]string{"accessKeyID": "bench", "secretAccessKey": "bench"}},
-	} {
-		if err := c.Create(ctx, s); err != nil {
-			return err
-		}
-	}
-	return nil
+	return bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"db", "scratch"}, S3: []string{"s3"}})
 }
 
 // status sets the plan's status as the orchestrator writes it before any

@@ -17,8 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -35,13 +33,7 @@ import (
 
 const agentImage = "agent:bench"
 
-func scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(backupv1.AddToScheme(s))
-	utilruntime.Must(restorev1.AddToScheme(s))
-	return s
-}
+func scheme() *k8sruntime.Scheme { return bench.Scheme(backupv1.AddToScheme, restorev1.AddToScheme) }
 
 func name(i int) string { return fmt.Sprintf("db-%05d", i) }
 
@@ -49,11 +41,9 @@ func backupJob(ns string, i int) *backupv1.BackupJob {
 	return &backupv1.BackupJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i)},
 		Spec: backupv1.BackupJobSpec{
-			Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "db.svc", Database: "app",
-				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
+			Database: bench.Database("db.svc", "app", "db"),
 			Schedule: "0 2 * * *", TimeZone: "Asia/Shanghai",
-			Storage: cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: "s3:9000", Bucket: "backups",
-				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}},
+			Storage: bench.S3Store("s3"),
 		},
 	}
 }
@@ -63,8 +53,7 @@ func restoreJob(ns string, i int) client.Object {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i)},
 		Spec: restorev1.RestoreJobSpec{
 			Source: restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: name(i)}},
-			Target: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "scratch.svc", Database: fmt.Sprintf("verify_%05d", i),
-				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch"}},
+			Target: bench.Database("scratch.svc", fmt.Sprintf("verify_%05d", i), "scratch"),
 		},
 	}
 }
@@ -72,14 +61,8 @@ func restoreJob(ns string, i int) client.Object {
 // prepare creates the Secrets the restores need and the n source
 // BackupJobs, each with a successful artifact in status.
 func prepare(ctx context.Context, c client.Client, ns string, n int) error {
-	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, StringData: map[string]string{"username": "app", "password": "bench"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "scratch"}, StringData: map[string]string{"username": "app", "password": "bench"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"}, StringData: map[string]string{"accessKeyID": "bench", "secretAccessKey": "bench"}},
-	} {
-		if err := c.Create(ctx, s); err != nil {
-			return err
-		}
+	if err := bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"db", "scratch"}, S3: []string{"s3"}}); err != nil {
+		return err
 	}
 	return bench.Parallel(n, 8, func(i int) error {
 		bj := backupJob(ns, i)
