@@ -28,7 +28,7 @@ import (
 //			Flags:       func(fs *flag.FlagSet) { fs.StringVar(&agentImage, "agent-image", ...) },
 //			CacheByObject: controller.CacheByObject,
 //			Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-//				return (&controller.BackupJobReconciler{...}).SetupWithManager(mgr, o.ControllerOptions())
+//				return (&controller.BackupJobReconciler{...}).SetupWithManager(ctx, mgr, o.ControllerOptions())
 //			},
 //			Webhooks: webhook.Setup,
 //		})

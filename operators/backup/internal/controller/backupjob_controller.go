@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,8 +66,9 @@ type BackupJobReconciler struct {
 	// ResultGrace is how long a finished run waits for its pod's result to
 	// reach the cache before it is recorded without an artifact.
 	ResultGrace time.Duration
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock tells the time (deadlines, result grace); nil is the real
+	// clock. Tests set one they control.
+	Clock clock.PassiveClock
 	// Guard verifies that the admission webhook approved the BackupJob's
 	// references (libs/access); nil means the one registered for the
 	// manager, and none is an error.
@@ -80,12 +82,7 @@ type BackupJobReconciler struct {
 	cronJobs    *ownership.Applier
 }
 
-func (r *BackupJobReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
+func (r *BackupJobReconciler) now() time.Time { return r.Clock.Now() }
 
 // Reconcile runs one pass of the skeleton (libs/reconcile) with the
 // BackupJob's steps.
@@ -100,7 +97,10 @@ type pass = reconcile.Pass[*backupv1.BackupJob, state]
 // updates ignored), Owns CronJob (metadata only), Jobs and Pods mapped by
 // label to their one BackupJob, Secrets and PVCs (metadata only) mapped to
 // the BackupJobs that refer to them.
-func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	if r.CleanupDeadline == 0 {
 		r.CleanupDeadline = 10 * time.Minute
 	}
@@ -125,7 +125,7 @@ func (r *BackupJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 		Recorder: r.Recorder,
 		New:      func() *backupv1.BackupJob { return &backupv1.BackupJob{} },
 		Finalizer: &finalizer.Finalizer{Name: backupv1.CleanupFinalizer, Deadline: r.CleanupDeadline,
-			PollInterval: 2 * time.Second, RetryInterval: 15 * time.Second, Client: r.Client, Recorder: r.Recorder, Now: r.Now},
+			PollInterval: 2 * time.Second, RetryInterval: 15 * time.Second, Client: r.Client, Recorder: r.Recorder, Now: r.Clock.Now},
 		Steps: []reconcile.Step[*backupv1.BackupJob, state]{
 			{Name: "validate", Run: r.validate},
 			{Name: "references", Run: r.checkReferences},

@@ -41,7 +41,7 @@ var (
 	// that ask for whole objects rather than metadata: the operator must
 	// cache CronJobs as metadata only.
 	fullCronJobReads atomic.Int64
-	// reconcilerUnderTest lets tests set the clock.
+	// reconcilerUnderTest lets tests set the clock (testClock reads it).
 	clock atomic.Pointer[time.Time]
 )
 
@@ -110,20 +110,15 @@ func startOperator(ctx context.Context) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} }
 	op := operator.New("test")
-	op.Setup = func(_ context.Context, mgr ctrl.Manager, o *manager.Options) error {
+	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 		r := &controller.BackupJobReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
 			CleanupDeadline: time.Hour, ResultGrace: 3 * time.Second,
 			OperatorNamespace: o.LeaderElectionNamespace,
-			Now: func() time.Time {
-				if t := clock.Load(); t != nil {
-					return *t
-				}
-				return time.Now()
-			},
+			Clock: testClock{},
 		}
-		return r.SetupWithManager(mgr, o.ControllerOptions())
+		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
 	_, err = env.StartOperator(ctx, op, testenv.OperatorOptions{Config: cfg})
 	return err
@@ -279,3 +274,16 @@ func update(t *testing.T, key client.ObjectKey, mutate func(*backupv1.BackupJob)
 		t.Fatal(err)
 	}
 }
+
+// testClock is the operator's clock in these tests: the time a test set
+// (clock), else the real time.
+type testClock struct{}
+
+func (testClock) Now() time.Time {
+	if t := clock.Load(); t != nil {
+		return *t
+	}
+	return time.Now()
+}
+
+func (c testClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

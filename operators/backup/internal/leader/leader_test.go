@@ -87,7 +87,7 @@ func replica(t *testing.T, ctx context.Context, writes *atomic.Int64) {
 	signer = r.Guard.Approver
 	opts := o.ControllerOptions()
 	opts.SkipNameValidation = ptr.To(true) // two replicas in one test process
-	if err := r.SetupWithManager(mgr, opts); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, opts); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = mgr.Start(ctx) }()

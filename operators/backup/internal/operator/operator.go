@@ -44,7 +44,7 @@ func New(version string) manager.Operator {
 			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
 		},
 		CacheByObject: controller.CacheByObject,
-		Setup: func(_ context.Context, mgr ctrl.Manager, o *manager.Options) error {
+		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.BackupJobReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage, CleanupDeadline: cleanupDeadline,
@@ -52,7 +52,7 @@ func New(version string) manager.Operator {
 				// operator's own namespace (the pod's, like its Lease).
 				OperatorNamespace: podNamespace(o.LeaderElectionNamespace),
 			}
-			return r.SetupWithManager(mgr, o.ControllerOptions())
+			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,
 	}

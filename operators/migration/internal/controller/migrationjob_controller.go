@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,6 +89,8 @@ type MigrationJobReconciler struct {
 	// ReplicationInterval is how often a Continuous migration checks its
 	// replication (a replication-status Job).
 	ReplicationInterval time.Duration
+	// Clock tells the time (the result grace); nil is the real clock.
+	Clock clock.PassiveClock
 	// CleanupDeadline bounds the finalizer's cleanup.
 	CleanupDeadline time.Duration
 	// Remote builds clients for target clusters; nil builds one from the
@@ -125,6 +128,9 @@ type state struct {
 func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.AgentImage == "" {
 		return errors.New("migration controller: no agent image")
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
 	}
 	if r.PollInterval <= 0 {
 		r.PollInterval = DefaultPollInterval

@@ -128,7 +128,7 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 		// with the MigrationJob's UID says it is ours.
 		Ours:    func(job *batchv1.Job) bool { return job.Labels[migrationv1.MigrationJobUIDLabel] == string(mj.UID) },
 		NotOurs: fmt.Sprintf(" (it is not labelled %s=%s)", migrationv1.MigrationJobUIDLabel, mj.UID),
-		Parse:   contract.ParseMigration,
+		Parse:   contract.ParseMigration, Now: r.Clock.Now,
 	}
 	obs, err := run.Observe(ctx)
 	if err != nil {

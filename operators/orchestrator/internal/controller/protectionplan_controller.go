@@ -92,7 +92,7 @@ type state struct {
 }
 
 // SetupWithManager registers the controller with mgr.
-func (r *ProtectionPlanReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+func (r *ProtectionPlanReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}

@@ -77,13 +77,13 @@ func startOperator(t *testing.T, now time.Time) *clocktesting.FakePassiveClock {
 	g.Expect(err).NotTo(HaveOccurred())
 	clock := clocktesting.NewFakePassiveClock(now)
 	op := operator.New("test")
-	op.Setup = func(_ context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
+	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
 		o.RateLimiterMaxDelay = 2 * time.Second
 		r := &controller.ProtectionPlanReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			Recorder: mgr.GetEventRecorder(o.EventSource()), Clock: clock, CleanupDeadline: time.Minute,
 		}
-		return r.SetupWithManager(mgr, o.ControllerOptions())
+		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
 	env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: cfg, LeaderElection: true})
 	return clock

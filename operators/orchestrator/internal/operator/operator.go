@@ -40,12 +40,12 @@ func New(version string) manager.Operator {
 		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
 		},
-		Setup: func(_ context.Context, mgr ctrl.Manager, o *manager.Options) error {
+		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.ProtectionPlanReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				Recorder: mgr.GetEventRecorder(o.EventSource()), CleanupDeadline: cleanupDeadline,
 			}
-			return r.SetupWithManager(mgr, o.ControllerOptions())
+			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,
 	}

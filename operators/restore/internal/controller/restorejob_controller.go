@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,6 +71,8 @@ type RestoreJobReconciler struct {
 	WaitInterval time.Duration
 	// CleanupDeadline bounds the finalizer's cleanup after a deletion request.
 	CleanupDeadline time.Duration
+	// Clock tells the time (the result grace); nil is the real clock.
+	Clock clock.PassiveClock
 	// Guard verifies that the admission webhook approved the RestoreJob's
 	// references (libs/access); nil means the one registered for the
 	// manager, and none is an error.
@@ -97,6 +100,9 @@ type state struct {
 func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.AgentImage == "" {
 		return errors.New("restore controller: no agent image")
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
 	}
 	if r.WaitInterval <= 0 {
 		r.WaitInterval = DefaultWaitInterval

@@ -189,7 +189,7 @@ func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
 			return job, ownership.SetController(rj, job, r.Scheme)
 		},
 		Ours:  func(job *batchv1.Job) bool { return metav1.IsControlledBy(job, rj) },
-		Parse: contract.Parse,
+		Parse: contract.Parse, Now: r.Clock.Now,
 	}
 	obs, err := run.Observe(ctx)
 	if err != nil {
