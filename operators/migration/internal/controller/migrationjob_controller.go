@@ -194,6 +194,28 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Complete(r)
 }
 
+// phases is the MigrationJob's phase machine: the handler of each phase
+// that is not final runs the phase's agent steps (runSteps) and moves the
+// phase on.
+//
+//	Pending → Prechecking → Copying → Verifying → ReadyForCutover → CuttingOver → Succeeded
+//	          (precheck;     (copy, or   (verify)    (approval;         (cutover, replication-stop,
+//	           dryRun ends)   export +               Continuous:         switch the Secret)
+//	                          import)                replication-status)
+//
+// Any phase → Failed (a step failed; an abort step first undoes what the
+// migration did to the source); dryRun ends in Succeeded after Prechecking.
+func (r *MigrationJobReconciler) phases() map[migrationv1.Phase]func(context.Context, *pass) error {
+	return map[migrationv1.Phase]func(context.Context, *pass) error{
+		migrationv1.PhasePending:         r.begin,
+		migrationv1.PhasePrechecking:     r.precheck,
+		migrationv1.PhaseCopying:         r.copy,
+		migrationv1.PhaseVerifying:       r.verify,
+		migrationv1.PhaseReadyForCutover: r.readyForCutover,
+		migrationv1.PhaseCuttingOver:     r.cutover,
+	}
+}
+
 // Reconcile runs one pass of the skeleton with the MigrationJob's steps.
 func (r *MigrationJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	return r.skeleton.Reconcile(ctx, req)
