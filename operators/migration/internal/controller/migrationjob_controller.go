@@ -68,9 +68,6 @@ const (
 	DefaultPollInterval        = 10 * time.Second
 	DefaultReplicationInterval = 30 * time.Second
 	DefaultCleanupDeadline     = 10 * time.Minute
-	// resultGrace is how long after a Job completed the controller waits
-	// for its pod's report to show up before it gives up on it.
-	resultGrace = 30 * time.Second
 )
 
 // MigrationJobReconciler reconciles MigrationJobs.
