@@ -105,7 +105,7 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		r.CleanupDeadline = 10 * time.Minute
 	}
 	if r.ResultGrace == 0 {
-		r.ResultGrace = 10 * time.Second
+		r.ResultGrace = agentjob.ResultGrace
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
