@@ -87,8 +87,18 @@ var exactRBAC = map[string]map[string]rules{
 			// of cairn-system/cairn-backup-delete-credentials — nothing
 			// else, whatever RBAC says: the ValidatingAdmissionPolicy
 			// cairn-backup-secret-writes (TestBackupSecretWritesPolicy).
-			"/secrets":                {"get", "list", "patch", "watch"},
-			"/persistentvolumeclaims": readOnly,
+			"/secrets": {"get", "list", "patch", "watch"},
+			// Claims and volumes (issue 30, a PVC store of a namespace
+			// being deleted): patch the finalizer
+			// backup.cairn.dev/artifact-delete on a Delete-policy
+			// BackupJob's claim; create and delete claims
+			// cairn-system/cairn-backup-delete-* naming a volume; get a
+			// volume and point its claimRef to such a claim and back to
+			// the claim recorded on it — nothing else, whatever RBAC says:
+			// the ValidatingAdmissionPolicies cairn-backup-claim-writes and
+			// cairn-backup-volume-writes (TestBackupVolumeWritesPolicy).
+			"/persistentvolumeclaims": {"create", "delete", "get", "list", "patch", "watch"},
+			"/persistentvolumes":      {"get", "patch"},
 			"events.k8s.io/events":    createPatch,
 		},
 	},
