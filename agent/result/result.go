@@ -107,6 +107,14 @@ const (
 	EnvAllowOverwriteSource = "CAIRN_ALLOW_OVERWRITE_SOURCE"
 )
 
+// The words a failed restore's reason ends with when it created a scratch
+// database (EnvDropTargetAfterChecks): dropped, or not (then why). The
+// restore operator reports the one it finds.
+const (
+	ScratchDropped    = "the scratch database it created was dropped"
+	ScratchNotDropped = "the scratch database it created was NOT dropped"
+)
+
 // Check is one check to run in a restored database: a SQL query returning
 // one row with one column and an expected value (Equals, AtLeast, AtMost;
 // all that are set must hold), or RowCountsMatchBackup. The JSON is the

@@ -106,7 +106,7 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	return result.Marshal(entryResult(st, key, entry))
 }
 
-func (a *app) restore(ctx context.Context) ([]byte, error) {
+func (a *app) restore(ctx context.Context) (line []byte, err error) {
 	cfg := a.cfg
 	st, err := a.openStore()
 	if err != nil {
@@ -172,6 +172,14 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	}
 	// created: this run created the target (not an earlier attempt).
 	created := own
+	if own && cfg.DropTargetAfterChecks {
+		// A scratch database is dropped on every path to failure too.
+		defer func() {
+			if err != nil {
+				err = a.dropScratchAfterFailure(tgt, marker, created, err)
+			}
+		}()
+	}
 	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, eng); err != nil {
 		return nil, err
 	}

@@ -106,6 +106,7 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 		}),
 	}
 	addCheckEnv(job, spec)
+	holdScratchReport(job, spec)
 	return job
 }
 

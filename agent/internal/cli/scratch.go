@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/result"
+)
+
+// scratchDropTimeout bounds the drop of a scratch database after a failed
+// or interrupted restore: the pod is being stopped (the kubelet's grace
+// period is 30 seconds by default), and the stopped restore's sessions may
+// still be closing on the server.
+const scratchDropTimeout = 20 * time.Second
+
+// dropScratchAfterFailure drops the scratch database this restore created
+// for a verification (DropTargetAfterChecks) when the restore or its checks
+// did not finish — an error, or the pod being stopped (SIGTERM cancels the
+// command's context: a namespace or the RestoreJob being deleted) — so an
+// interrupted verification leaves no database behind (issue 30). The drop
+// runs on a context of its own and is retried while the stopped restore's
+// sessions still use the database. What became of it is added to cause,
+// in the words of result.ScratchDropped / result.ScratchNotDropped, which
+// the restore operator reports.
+func (a *app) dropScratchAfterFailure(tgt engine.Target, marker string, created bool, cause error) error {
+	db := a.cfg.DB.Database
+	ctx, cancel := context.WithTimeout(context.Background(), scratchDropTimeout)
+	defer cancel()
+	var err error
+	for {
+		if err = tgt.DropTarget(ctx, marker, created); err == nil || errors.Is(err, engine.ErrNotOwn) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		a.log.Warn("scratch database not dropped after the failed restore", "database", db, "error", err)
+		return fmt.Errorf("%w; %s (database %q): %v", cause, result.ScratchNotDropped, db, err)
+	}
+	a.log.Info("scratch database dropped after the failed restore", "database", db)
+	return fmt.Errorf("%w; %s (database %q)", cause, result.ScratchDropped, db)
+}

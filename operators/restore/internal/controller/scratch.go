@@ -1,0 +1,241 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"cairn.dev/agent/result"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/finalizer"
+)
+
+// A verification restore (spec.dropTargetAfterChecks) creates a scratch
+// database. When it is stopped before it finished — its RestoreJob
+// deleted, or the whole namespace (issue 30) — the agent drops the
+// database it created before it exits and says so in its termination
+// message (result.ScratchDropped / result.ScratchNotDropped). The pod
+// carries ScratchReportFinalizer from its Job's template, so that message
+// is still there when the RestoreJob's cleanup reads it, however fast the
+// pod is deleted: the cleanup reports it (an Event on the RestoreJob and,
+// when its namespace is being deleted, on the Namespace) and releases the
+// pod. A pod whose outcome its RestoreJob recorded (it finished) or whose
+// RestoreJob is gone is released by the scratch-pod controller. The
+// operator may remove that finalizer and change nothing else of a pod: the
+// ValidatingAdmissionPolicy cairn-restore-pod-writes (docs/security.md).
+const ScratchReportFinalizer = "restore.cairn.dev/scratch-report"
+
+// Event reasons of a stopped verification restore.
+const (
+	// ScratchDroppedReason (Normal): the stopped restore dropped the scratch
+	// database it created.
+	ScratchDroppedReason = "ScratchDatabaseDropped"
+	// ScratchLeftReason (Warning): it did not, or said nothing: the
+	// scratch database may remain.
+	ScratchLeftReason = "ScratchDatabaseLeft"
+)
+
+// holdScratchReport puts ScratchReportFinalizer on the pod template of a
+// verification restore's Job.
+func holdScratchReport(job *batchv1.Job, spec *restorev1.RestoreJobSpec) {
+	if spec.DropTargetAfterChecks {
+		job.Spec.Template.Finalizers = append(job.Spec.Template.Finalizers, ScratchReportFinalizer)
+	}
+}
+
+// heldPods are the pods of rj's Job that carry ScratchReportFinalizer,
+// read live.
+func (r *RestoreJobReconciler) heldPods(ctx context.Context, rj *restorev1.RestoreJob) ([]corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(rj.Namespace),
+		client.MatchingLabels{ManagedByLabel: ManagedByValue, restorev1.RestoreJobLabel: rj.Name}); err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if controllerutil.ContainsFinalizer(&p, ScratchReportFinalizer) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// agentState is the agent container's state: whether it ran and ended,
+// and its termination message.
+func agentState(p *corev1.Pod) (started, ended bool, message string) {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != agentjob.ContainerName {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil {
+			return true, true, t.Message
+		}
+		return cs.State.Running != nil || cs.LastTerminationState.Terminated != nil, false, ""
+	}
+	return false, p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, ""
+}
+
+// reportScratch is the part of a deleted RestoreJob's cleanup that says
+// what became of its scratch database: once the Job's pods were stopped,
+// each held pod's report is turned into an Event and the pod released.
+// True when no held pod is left.
+func (r *RestoreJobReconciler) reportScratch(ctx context.Context, rj *restorev1.RestoreJob) (bool, error) {
+	pods, err := r.heldPods(ctx, rj)
+	if err != nil || len(pods) == 0 {
+		return err == nil, err
+	}
+	done := true
+	for i := range pods {
+		p := &pods[i]
+		started, ended, msg := agentState(p)
+		if started && !ended {
+			done = false // being stopped: the agent drops the database, then reports
+			continue
+		}
+		if started && !rj.Finished() {
+			r.scratchEvent(ctx, rj, p.Name, msg)
+		}
+		if err := releasePod(ctx, r.Client, p); err != nil {
+			return false, err
+		}
+	}
+	return done, nil
+}
+
+// scratchEvent reports what the stopped agent of pod said about the
+// scratch database.
+func (r *RestoreJobReconciler) scratchEvent(ctx context.Context, rj *restorev1.RestoreJob, pod, msg string) {
+	t := rj.Spec.Target
+	where := fmt.Sprintf("%q on %s:%d", t.Database, t.Host, t.Port)
+	typ, reason, note := corev1.EventTypeWarning, ScratchLeftReason, ""
+	res, err := result.Parse(msg)
+	var failed *result.FailedError
+	switch {
+	case err == nil && res != nil:
+		if res.TargetDropped || !res.TargetCreated {
+			return // it finished: its result says what it did
+		}
+		note = fmt.Sprintf("the restore (pod %s) finished but the RestoreJob was deleted before it recorded it: the scratch database %s was not dropped: %s", pod, where, res.DropError)
+	case asFailed(err, &failed) && strings.Contains(failed.Reason, result.ScratchDropped):
+		typ, reason = corev1.EventTypeNormal, ScratchDroppedReason
+		note = fmt.Sprintf("the restore (pod %s) was stopped before it finished and dropped the scratch database %s it had created", pod, where)
+	case asFailed(err, &failed) && strings.Contains(failed.Reason, result.ScratchNotDropped):
+		note = fmt.Sprintf("the restore (pod %s) was stopped before it finished and could NOT drop the scratch database %s it had created: %s", pod, where, failed.Reason)
+	case asFailed(err, &failed):
+		return // it failed before it created the scratch database
+	default:
+		note = fmt.Sprintf("the restore (pod %s) was stopped without a report: if it had created the scratch database %s, it remains (on PostgreSQL it carries the comment %q)",
+			pod, where, "cairn-agent: scratch database of a verification restore of …")
+	}
+	r.Recorder.Eventf(rj, nil, typ, reason, "Cleanup", "%s", note)
+	if ns, about := finalizer.NamespaceOf(r.APIReader, rj, "RestoreJob")(ctx); ns != nil {
+		r.Recorder.Eventf(ns, nil, typ, reason, "Cleanup", "%s: %s", about, note)
+	}
+}
+
+func asFailed(err error, target **result.FailedError) bool {
+	f, ok := err.(*result.FailedError)
+	if ok {
+		*target = f
+	}
+	return ok
+}
+
+// releasePod removes ScratchReportFinalizer from p (a merge patch of its
+// finalizers with the optimistic lock).
+func releasePod(ctx context.Context, c client.Client, p *corev1.Pod) error {
+	orig := p.DeepCopy()
+	if !controllerutil.RemoveFinalizer(p, ScratchReportFinalizer) {
+		return nil
+	}
+	err := c.Patch(ctx, p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	return client.IgnoreNotFound(err)
+}
+
+// releaseScratchPods releases every held pod of rj (cleanup given up).
+func (r *RestoreJobReconciler) releaseScratchPods(ctx context.Context, rj *restorev1.RestoreJob) error {
+	pods, err := r.heldPods(ctx, rj)
+	if err != nil {
+		return err
+	}
+	for i := range pods {
+		if err := releasePod(ctx, r.Client, &pods[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scratchPods releases held pods the RestoreJob's cleanup will not: those
+// of a RestoreJob that finished (its status holds the outcome) or is gone.
+// A pod still running, or of a RestoreJob being deleted, is left to the
+// RestoreJob.
+type scratchPods struct {
+	c client.Client
+}
+
+func (s *scratchPods) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &corev1.Pod{}
+	if err := s.c.Get(ctx, req.NamespacedName, p); err != nil || !controllerutil.ContainsFinalizer(p, ScratchReportFinalizer) {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	rj := &restorev1.RestoreJob{}
+	err := s.c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[restorev1.RestoreJobLabel]}, rj)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return ctrl.Result{}, err
+	case !rj.DeletionTimestamp.IsZero() || !rj.Finished():
+		return ctrl.Result{}, nil
+	default:
+		if started, ended, _ := agentState(p); started && !ended {
+			return ctrl.Result{}, nil
+		}
+	}
+	return ctrl.Result{}, releasePod(ctx, s.c, p)
+}
+
+// setupScratchPods registers the scratch-pod controller: held pods (the
+// operator's cached pods), and RestoreJob changes mapped to their pods.
+func setupScratchPods(mgr ctrl.Manager, c client.Client, opts controller.Options) error {
+	held := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return controllerutil.ContainsFinalizer(o, ScratchReportFinalizer)
+	})
+	pods := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []crreconcile.Request {
+		rj, ok := o.(*restorev1.RestoreJob)
+		if !ok || !rj.Spec.DropTargetAfterChecks {
+			return nil
+		}
+		list := &corev1.PodList{}
+		if err := c.List(ctx, list, client.InNamespace(rj.Namespace), client.MatchingLabels{restorev1.RestoreJobLabel: rj.Name}); err != nil {
+			return nil
+		}
+		var reqs []crreconcile.Request
+		for _, p := range list.Items {
+			if controllerutil.ContainsFinalizer(&p, ScratchReportFinalizer) {
+				reqs = append(reqs, crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+			}
+		}
+		return reqs
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("restorejob-scratch-pods").
+		WithOptions(opts).
+		For(&corev1.Pod{}, builder.WithPredicates(held)).
+		Watches(&restorev1.RestoreJob{}, pods).
+		Complete(&scratchPods{c: c})
+}
