@@ -56,7 +56,9 @@ func namespaceDeletion(t *testing.T, kind string, policy backupv1.DeletionPolicy
 	if kind == "pvc" {
 		ownStorage = pvcStorage(t, ns, "backups")
 		planStorage = ownStorage
-		stored = func() []string { return filesUnder(t, filepath.Join(env.Cluster.Pods.VolumeDir(ns+"-backups"), "cairn", ns)) }
+		stored = func() []string {
+			return filesUnder(t, filepath.Join(env.Cluster.Pods.VolumeDir(ns+"-backups"), "cairn", ns))
+		}
 	}
 	own := backupJob(ns, "orders", e, src, fixtures.Yearly, ownStorage)
 	own.Spec.DeletionPolicy = policy
