@@ -198,6 +198,10 @@ func (a *app) restore(ctx context.Context) (line []byte, err error) {
 		for _, c := range r.Checks {
 			a.log.Info("check", "name", c.Name, "passed", c.Passed, "value", c.Value, "message", c.Message)
 		}
+		if ctx.Err() != nil {
+			// Stopped (the pod deleted) while the checks ran: no verdict.
+			return nil, fmt.Errorf("stopped while the checks ran: %w", ctx.Err())
+		}
 	}
 	if cfg.DropTargetAfterChecks {
 		// Only after the checks ran, and only the restore's own target.
@@ -205,7 +209,7 @@ func (a *app) restore(ctx context.Context) (line []byte, err error) {
 		case !own:
 			r.DropError = engine.ErrNotOwn.Error()
 		default:
-			if err := tgt.DropTarget(ctx, marker, created); err != nil {
+			if err := a.dropScratch(ctx, tgt, marker, created); err != nil {
 				r.DropError = err.Error()
 			} else {
 				r.TargetDropped = true

@@ -16,6 +16,16 @@ import (
 // still be closing on the server.
 const scratchDropTimeout = 20 * time.Second
 
+// dropScratch drops the restore's own scratch database after its checks,
+// on a context a stop arriving meanwhile does not cancel (bounded by
+// scratchDropTimeout): a database the restore created is never left behind
+// because the pod was deleted at that moment.
+func (a *app) dropScratch(ctx context.Context, tgt engine.Target, marker string, created bool) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scratchDropTimeout)
+	defer cancel()
+	return tgt.DropTarget(ctx, marker, created)
+}
+
 // dropScratchAfterFailure drops the scratch database this restore created
 // for a verification (DropTargetAfterChecks) when the restore or its checks
 // did not finish — an error, or the pod being stopped (SIGTERM cancels the

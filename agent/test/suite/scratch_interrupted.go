@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,9 +19,10 @@ import (
 // ScratchDroppedWhenInterrupted stops (SIGTERM, as the kubelet does when
 // its pod is deleted — the RestoreJob's or the whole namespace's deletion)
 // a verification restore into a scratch database it created, while it
-// loads the dump: the agent drops the scratch database before it exits,
-// and its failure message says so (issue 30). Before, the half-restored
-// database stayed on the server.
+// loads the dump, and again while a (slow) check runs: each time the agent
+// drops the scratch database before it exits, and its failure message says
+// so (issue 30). Before, the half-restored database stayed on the server,
+// and a stop during the checks ended with exit 0 and the database kept.
 func ScratchDroppedWhenInterrupted(t *testing.T, e *Env, kind string) {
 	st := e.NewStore(t, kind)
 	src, scratch := "intr_src_"+kind, "intr_scratch_"+kind
@@ -36,19 +38,33 @@ func ScratchDroppedWhenInterrupted(t *testing.T, e *Env, kind string) {
 		t.Fatalf("%s exists before the test", scratch)
 	}
 
+	rows := []result.Check{{Name: "rows", RowCountsMatchBackup: true}}
+	stopRestore(t, e, st, job, scratch, rows, "the restore loads the dump")
+	sleep := "SELECT count(*) FROM (SELECT pg_sleep(120)) s"
+	if e.DB.Engine() != "postgres" {
+		sleep = "SELECT SLEEP(120)"
+	}
+	stopRestore(t, e, st, job, scratch, append(rows, result.Check{Name: "slow", SQL: sleep, AtLeast: ptr(int64(0))}), "a check runs")
+}
+
+// stopRestore starts a verification restore of job into scratch with
+// checks, SIGTERMs it once the scratch database exists (and, when the
+// checks hold a slow one, once the restore is done: its log says
+// "restore finished"), and checks that it dropped the database and said so.
+func stopRestore(t *testing.T, e *Env, st *Store, job naming.Job, scratch string, cs []result.Check, while string) {
+	t.Helper()
 	env := append(append(append(append([]string{}, e.DB.AgentEnv(scratch)...), st.Env...), "CAIRN_BACKUPJOB="+job.String()),
-		checksEnv(t, []result.Check{{Name: "rows", RowCountsMatchBackup: true}}, true)...)
+		checksEnv(t, cs, true)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd, termLog, err := e.Agent.Command(ctx, env, "restore")
 	check(t, err)
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	check(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	// Stop it as soon as it created the scratch database (it then loads
-	// the dump for a few seconds).
+	inChecks := len(cs) > 1
 	err = testenv.Poll(2*time.Minute, 20*time.Millisecond, func() error {
 		select {
 		case err := <-exited:
@@ -56,8 +72,8 @@ func ScratchDroppedWhenInterrupted(t *testing.T, e *Env, kind string) {
 			return nil
 		default:
 		}
-		if !dbExists(t, e, scratch) {
-			return errors.New("no scratch database yet")
+		if !dbExists(t, e, scratch) || inChecks && !strings.Contains(stderr.String(), "restore finished") {
+			return errors.New("not there yet")
 		}
 		return nil
 	})
@@ -65,17 +81,35 @@ func ScratchDroppedWhenInterrupted(t *testing.T, e *Env, kind string) {
 	check(t, cmd.Process.Signal(syscall.SIGTERM))
 	werr := <-exited
 	if werr == nil {
-		t.Fatalf("the restore finished before it was stopped (seed a bigger source): %s", stderr.String())
+		t.Fatalf("the restore finished before it was stopped while %s: %s", while, stderr.String())
 	}
 	r := testenv.Run{Args: []string{"restore"}, Code: cmd.ProcessState.ExitCode(), Stderr: stderr.String(), TermLog: string(must(os.ReadFile(termLog)))}
 	reason := mustFail(t, r, result.ScratchDropped, scratch)
 	if strings.Contains(reason, result.ScratchNotDropped) {
-		t.Errorf("failure %q says the scratch database was not dropped", reason)
+		t.Errorf("stopped while %s: failure %q says the scratch database was not dropped", while, reason)
 	}
 	if dbExists(t, e, scratch) {
-		t.Errorf("the stopped restore's scratch database %s is still there", scratch)
+		t.Errorf("stopped while %s: the scratch database %s is still there", while, scratch)
 	}
-	t.Logf("stopped restore: %s", reason)
+	t.Logf("stopped while %s: %s", while, reason)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func must[T any](v T, err error) T {
