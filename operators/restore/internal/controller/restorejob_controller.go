@@ -139,7 +139,7 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	referrers := func(gk schema.GroupKind, keep ...func(client.Object) bool) handler.EventHandler {
 		return ownership.EnqueueReferrers(r.Client, references.IndexField, &restorev1.RestoreJobList{}, gk, keep...)
 	}
-	if err := setupScratchPods(mgr, r.Client, opts); err != nil {
+	if err := setupScratchPods(mgr, r, opts); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

@@ -77,6 +77,7 @@ func (r *RestoreJobReconciler) heldPods(ctx context.Context, rj *restorev1.Resto
 // agentState is the agent container's state: whether it ran and ended,
 // and its termination message.
 func agentState(p *corev1.Pod) (started, ended bool, message string) {
+	over := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name != agentjob.ContainerName {
 			continue
@@ -84,9 +85,9 @@ func agentState(p *corev1.Pod) (started, ended bool, message string) {
 		if t := cs.State.Terminated; t != nil {
 			return true, true, t.Message
 		}
-		return cs.State.Running != nil || cs.LastTerminationState.Terminated != nil, false, ""
+		return cs.State.Running != nil || cs.LastTerminationState.Terminated != nil, over, ""
 	}
-	return false, p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, ""
+	return false, over, ""
 }
 
 // reportScratch is the part of a deleted RestoreJob's cleanup that says
@@ -101,26 +102,42 @@ func (r *RestoreJobReconciler) reportScratch(ctx context.Context, rj *restorev1.
 	done := true
 	for i := range pods {
 		p := &pods[i]
-		started, ended, msg := agentState(p)
-		if started && !ended {
+		if started, ended, _ := agentState(p); started && !ended {
+			ctrl.LoggerFrom(ctx).Info("waiting for the stopped verification's report", "Pod", p.Name)
 			done = false // being stopped: the agent drops the database, then reports
 			continue
 		}
-		if started && !rj.Finished() {
-			r.scratchEvent(ctx, rj, p.Name, msg)
-		}
-		if err := releasePod(ctx, r.Client, p); err != nil {
+		if err := r.reportAndRelease(ctx, rj, p); err != nil {
 			return false, err
 		}
 	}
 	return done, nil
 }
 
+// reportAndRelease reports what the agent of pod p (of rj, nil when gone)
+// said about its scratch database, if it ran, and releases p.
+func (r *RestoreJobReconciler) reportAndRelease(ctx context.Context, rj *restorev1.RestoreJob, p *corev1.Pod) error {
+	if started, _, msg := agentState(p); started {
+		r.scratchEvent(ctx, rj, p, msg)
+	}
+	if err := releasePod(ctx, r.Client, p); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("released the verification's pod after its report", "Pod", p.Name)
+	return nil
+}
+
 // scratchEvent reports what the stopped agent of pod said about the
-// scratch database.
-func (r *RestoreJobReconciler) scratchEvent(ctx context.Context, rj *restorev1.RestoreJob, pod, msg string) {
-	t := rj.Spec.Target
-	where := fmt.Sprintf("%q on %s:%d", t.Database, t.Host, t.Port)
+// scratch database of rj (nil: gone; then on the Namespace only, if it is
+// being deleted).
+func (r *RestoreJobReconciler) scratchEvent(ctx context.Context, rj *restorev1.RestoreJob, pod *corev1.Pod, msg string) {
+	var where, about string
+	if rj != nil {
+		t := rj.Spec.Target
+		where = fmt.Sprintf("%q on %s:%d", t.Database, t.Host, t.Port)
+	} else {
+		where = "(its RestoreJob is gone)"
+	}
 	typ, reason, note := corev1.EventTypeWarning, ScratchLeftReason, ""
 	res, err := result.Parse(msg)
 	var failed *result.FailedError
@@ -129,20 +146,27 @@ func (r *RestoreJobReconciler) scratchEvent(ctx context.Context, rj *restorev1.R
 		if res.TargetDropped || !res.TargetCreated {
 			return // it finished: its result says what it did
 		}
-		note = fmt.Sprintf("the restore (pod %s) finished but the RestoreJob was deleted before it recorded it: the scratch database %s was not dropped: %s", pod, where, res.DropError)
+		note = fmt.Sprintf("the restore (pod %s) finished but did not drop the scratch database %s: %s", pod.Name, where, res.DropError)
 	case asFailed(err, &failed) && strings.Contains(failed.Reason, result.ScratchDropped):
 		typ, reason = corev1.EventTypeNormal, ScratchDroppedReason
-		note = fmt.Sprintf("the restore (pod %s) was stopped before it finished and dropped the scratch database %s it had created", pod, where)
+		note = fmt.Sprintf("the restore (pod %s) was stopped or failed before it finished and dropped the scratch database %s it had created", pod.Name, where)
 	case asFailed(err, &failed) && strings.Contains(failed.Reason, result.ScratchNotDropped):
-		note = fmt.Sprintf("the restore (pod %s) was stopped before it finished and could NOT drop the scratch database %s it had created: %s", pod, where, failed.Reason)
+		note = fmt.Sprintf("the restore (pod %s) was stopped or failed before it finished and could NOT drop the scratch database %s it had created: %s", pod.Name, where, failed.Reason)
 	case asFailed(err, &failed):
 		return // it failed before it created the scratch database
 	default:
 		note = fmt.Sprintf("the restore (pod %s) was stopped without a report: if it had created the scratch database %s, it remains (on PostgreSQL it carries the comment %q)",
-			pod, where, "cairn-agent: scratch database of a verification restore of …")
+			pod.Name, where, "cairn-agent: scratch database of a verification restore of …")
 	}
-	r.Recorder.Eventf(rj, nil, typ, reason, "Cleanup", "%s", note)
-	if ns, about := finalizer.NamespaceOf(r.APIReader, rj, "RestoreJob")(ctx); ns != nil {
+	ctrl.LoggerFrom(ctx).Info("verification's scratch database", "Pod", pod.Name, "reason", reason, "note", note)
+	var ns client.Object
+	if rj != nil {
+		r.Recorder.Eventf(rj, nil, typ, reason, "Cleanup", "%s", note)
+		ns, about = finalizer.NamespaceOf(r.APIReader, rj, "RestoreJob")(ctx)
+	} else {
+		ns, about = finalizer.NamespaceOf(r.APIReader, pod, "Pod")(ctx)
+	}
+	if ns != nil {
 		r.Recorder.Eventf(ns, nil, typ, reason, "Cleanup", "%s: %s", about, note)
 	}
 }
@@ -183,35 +207,45 @@ func (r *RestoreJobReconciler) releaseScratchPods(ctx context.Context, rj *resto
 // scratchPods releases held pods the RestoreJob's cleanup will not: those
 // of a RestoreJob that finished (its status holds the outcome) or is gone.
 // A pod still running, or of a RestoreJob being deleted, is left to the
-// RestoreJob.
+// RestoreJob; so is a finished RestoreJob's pod while its namespace is
+// being deleted (its status goes with it: the cleanup reports the pod).
 type scratchPods struct {
-	c client.Client
+	r *RestoreJobReconciler
 }
 
 func (s *scratchPods) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := s.r.Client
 	p := &corev1.Pod{}
-	if err := s.c.Get(ctx, req.NamespacedName, p); err != nil || !controllerutil.ContainsFinalizer(p, ScratchReportFinalizer) {
+	if err := c.Get(ctx, req.NamespacedName, p); err != nil || !controllerutil.ContainsFinalizer(p, ScratchReportFinalizer) {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if started, ended, _ := agentState(p); started && !ended {
+		return ctrl.Result{}, nil
+	}
 	rj := &restorev1.RestoreJob{}
-	err := s.c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[restorev1.RestoreJobLabel]}, rj)
+	err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[restorev1.RestoreJobLabel]}, rj)
 	switch {
 	case apierrors.IsNotFound(err):
+		live := &corev1.Pod{}
+		if err := s.r.APIReader.Get(ctx, req.NamespacedName, live); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		return ctrl.Result{}, s.r.reportAndRelease(ctx, nil, live)
 	case err != nil:
 		return ctrl.Result{}, err
 	case !rj.DeletionTimestamp.IsZero() || !rj.Finished():
 		return ctrl.Result{}, nil
-	default:
-		if started, ended, _ := agentState(p); started && !ended {
-			return ctrl.Result{}, nil
-		}
 	}
-	return ctrl.Result{}, releasePod(ctx, s.c, p)
+	if ns, _ := finalizer.NamespaceOf(s.r.APIReader, rj, "RestoreJob")(ctx); ns != nil {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, releasePod(ctx, c, p)
 }
 
 // setupScratchPods registers the scratch-pod controller: held pods (the
 // operator's cached pods), and RestoreJob changes mapped to their pods.
-func setupScratchPods(mgr ctrl.Manager, c client.Client, opts controller.Options) error {
+func setupScratchPods(mgr ctrl.Manager, r *RestoreJobReconciler, opts controller.Options) error {
+	c := r.Client
 	held := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return controllerutil.ContainsFinalizer(o, ScratchReportFinalizer)
 	})
@@ -237,5 +271,5 @@ func setupScratchPods(mgr ctrl.Manager, c client.Client, opts controller.Options
 		WithOptions(opts).
 		For(&corev1.Pod{}, builder.WithPredicates(held)).
 		Watches(&restorev1.RestoreJob{}, pods).
-		Complete(&scratchPods{c: c})
+		Complete(&scratchPods{r: r})
 }
