@@ -75,6 +75,15 @@ type Result struct {
 	DropError string `json:"dropError,omitempty"`
 }
 
+// The words a failed restore's reason ends with when it created a scratch
+// database (EnvDropTargetAfterChecks) and was stopped: dropped, or not
+// (then why). The failure's code says the same for the operator
+// (CodeScratchDropped, CodeScratchNotDropped).
+const (
+	ScratchDropped    = "the scratch database it created was dropped"
+	ScratchNotDropped = "the scratch database it created was NOT dropped"
+)
+
 // Check is one check to run in a restored database: a SQL query returning
 // one row with one column and an expected value (Equals, AtLeast, AtMost;
 // all that are set must hold), or RowCountsMatchBackup. The JSON is the
@@ -152,6 +161,12 @@ const (
 	// more WAL on the source than EnvMaxRetainedWALBytes allows. The
 	// migration operator drops the replication and fails the MigrationJob.
 	CodeRetainedWALOverLimit = "RetainedWALOverLimit"
+	// CodeScratchDropped and CodeScratchNotDropped: a verification restore
+	// (EnvDropTargetAfterChecks) was stopped before it finished, and the
+	// scratch database it created was dropped, or was not (the reason says
+	// why). The restore operator reports it.
+	CodeScratchDropped    = "ScratchDropped"
+	CodeScratchNotDropped = "ScratchNotDropped"
 )
 
 // CodedError is an error the agent reports with a failure code.

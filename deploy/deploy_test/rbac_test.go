@@ -87,8 +87,18 @@ var exactRBAC = map[string]map[string]rules{
 			// of cairn-system/cairn-backup-delete-credentials — nothing
 			// else, whatever RBAC says: the ValidatingAdmissionPolicy
 			// cairn-backup-secret-writes (TestBackupSecretWritesPolicy).
-			"/secrets":                {"get", "list", "patch", "watch"},
-			"/persistentvolumeclaims": readOnly,
+			"/secrets": {"get", "list", "patch", "watch"},
+			// Claims and volumes (issue 30, a PVC store of a namespace
+			// being deleted): patch the finalizer
+			// backup.cairn.dev/artifact-delete on a Delete-policy
+			// BackupJob's claim; create and delete claims
+			// cairn-system/cairn-backup-delete-* naming a volume; get a
+			// volume and point its claimRef to such a claim and back to
+			// the claim recorded on it — nothing else, whatever RBAC says:
+			// the ValidatingAdmissionPolicies cairn-backup-claim-writes and
+			// cairn-backup-volume-writes (TestBackupVolumeWritesPolicy).
+			"/persistentvolumeclaims": {"create", "delete", "get", "list", "patch", "watch"},
+			"/persistentvolumes":      {"get", "patch"},
 			"events.k8s.io/events":    createPatch,
 		},
 	},
@@ -100,18 +110,27 @@ var exactRBAC = map[string]map[string]rules{
 			"restore.cairn.dev/restorejobs/finalizers":  {"update"},
 			"backup.cairn.dev/backupjobs":               readOnly, // the artifact's store
 			"batch/jobs":                                {"create", "delete", "get", "list", "watch"},
-			"/pods":                                     readOnly,
-			"/secrets":                                  readOnly, // as backup
-			"/persistentvolumeclaims":                   readOnly,
-			"/events":                                   createPatch,
-			"events.k8s.io/events":                      createPatch,
+			// patch (issue 30): only removing the finalizer
+			// restore.cairn.dev/scratch-report a verification restore's
+			// pods carry from their Job's template, once their report was
+			// read — nothing else, whatever RBAC says: the
+			// ValidatingAdmissionPolicy cairn-restore-pod-writes
+			// (TestRestorePodWritesPolicy).
+			"/pods":                   {"get", "list", "patch", "watch"},
+			"/namespaces":             {"get"},  // is the namespace being deleted: Events go on the Namespace too
+			"/secrets":                readOnly, // as backup
+			"/persistentvolumeclaims": readOnly,
+			"/events":                 createPatch,
+			"events.k8s.io/events":    createPatch,
 		},
 	},
-	// No patch on Secrets in the manager role: switchSecret's patch is
-	// cairn-migration-secret-switcher, bound nowhere by the platform (a
-	// tenant binds it in a namespace) and held to host/port/database of
-	// labelled Secrets by the ValidatingAdmissionPolicy
-	// cairn-migration-secret-switch.
+	// patch on Secrets, which the ValidatingAdmissionPolicy
+	// cairn-migration-secret-switch holds to two writes: its finalizer
+	// migration.cairn.dev/remote-cleanup on a kubeconfig Secret (issue
+	// 30), and switchSecret's host/port/database of a labelled Secret in a
+	// namespace that granted the verb "switch" by binding
+	// cairn-migration-secret-switcher (bound nowhere by the platform: a
+	// tenant binds it in a namespace; TestSecretSwitchPolicy).
 	"migration": {
 		"ClusterRole cairn-migration-manager": {
 			"authorization.k8s.io/subjectaccessreviews":    {"create"}, // the webhooks review the requester's rights (libs/access)
@@ -120,13 +139,14 @@ var exactRBAC = map[string]map[string]rules{
 			"migration.cairn.dev/migrationjobs/finalizers": {"update"},
 			"batch/jobs":              {"create", "delete", "get", "list", "watch"},
 			"/pods":                   readOnly,
-			"/secrets":                readOnly, // references, kubeconfig Secrets, switchSecret's current keys
+			"/secrets":                {"get", "list", "patch", "watch"}, // references, kubeconfig Secrets, switchSecret's current keys; patch: above
+			"/namespaces":             {"get"},                           // is the namespace being deleted: Events go on the Namespace too
 			"/persistentvolumeclaims": readOnly,
 			"/events":                 createPatch,
 			"events.k8s.io/events":    createPatch,
 		},
 		"ClusterRole cairn-migration-secret-switcher": {
-			"/secrets": {"patch"},
+			"/secrets": {"switch"},
 		},
 	},
 	// The orchestrator writes its children (BackupJobs, RestoreJobs,

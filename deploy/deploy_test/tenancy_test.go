@@ -121,12 +121,15 @@ func installPlatform(t *testing.T) {
 }
 
 // TestNoOperatorMayWriteSecrets: after `kustomize build platform` is
-// applied, no operator's ServiceAccount may create, update, patch or delete
-// a Secret anywhere (but the backup operator's patch, which its admission
-// policy narrows: TestBackupSecretWritesPolicy) — `kubectl auth can-i patch secrets -n kube-system
+// applied, no operator's ServiceAccount may create, update or delete a
+// Secret anywhere, and none but backup and migration may patch one (their
+// patch is held by their admission policies to their finalizers and, for
+// backup, its delete credentials Secret: TestBackupSecretWritesPolicy,
+// TestSecretSwitchPolicy) — `kubectl auth can-i update secrets -n kube-system
 // --as=system:serviceaccount:cairn-system:cairn-migration-controller-manager`
-// is no — until a tenant binds cairn-migration-secret-switcher in a
-// namespace, which lets the migration operator patch Secrets there and
+// is no. The migration operator's opt-in to switchSecret is the verb
+// "switch" on Secrets, which it holds nowhere until a tenant binds
+// cairn-migration-secret-switcher in a namespace, and then there and
 // nowhere else. What the operators may read of Secrets is stated too
 // (docs/security.md): backup, restore and migration read every Secret
 // (RBAC has no metadata-only grant), the orchestrator none.
@@ -134,14 +137,14 @@ func TestNoOperatorMayWriteSecrets(t *testing.T) {
 	ctx := t.Context()
 	installPlatform(t)
 	for _, op := range operators {
-		for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection"} {
+		for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection", "switch"} {
 			for _, ns := range []string{"kube-system", "default", "cairn-system", ""} {
-				// The backup operator's patch is held by its policy to its
-				// finalizer and its delete credentials Secret
-				// (TestBackupSecretWritesPolicy).
-				if op == "backup" && verb == "patch" {
+				// The backup and migration operators' patch is held by
+				// their policies to their finalizers (and backup's delete
+				// credentials Secret).
+				if (op == "backup" || op == "migration") && verb == "patch" {
 					if !can(ctx, t, operatorUser(op), saGroups, verb, "", "secrets", ns) {
-						t.Errorf("%s may not patch secrets in namespace %q: a Delete-policy BackupJob's credentials cannot be kept for its artifact delete", operatorUser(op), ns)
+						t.Errorf("%s may not patch secrets in namespace %q: the Secrets its cleanup needs cannot be kept while a namespace is deleted", operatorUser(op), ns)
 					}
 					continue
 				}
@@ -159,14 +162,14 @@ func TestNoOperatorMayWriteSecrets(t *testing.T) {
 	ns := newNamespace(ctx, t, "switch-opt-in")
 	bind(ctx, t, ns, "cairn-migration-secret-switcher", "cairn-migration-secret-switcher", saSubject("migration"))
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return can(ctx, t, operatorUser("migration"), saGroups, "patch", "", "secrets", ns), nil
+		return can(ctx, t, operatorUser("migration"), saGroups, "switch", "", "secrets", ns), nil
 	})
 	if err != nil {
-		t.Fatalf("the migration operator may not patch secrets in %s after the tenant bound cairn-migration-secret-switcher", ns)
+		t.Fatalf("the migration operator may not switch secrets in %s after the tenant bound cairn-migration-secret-switcher", ns)
 	}
 	for _, other := range []string{"kube-system", "default", ""} {
-		if can(ctx, t, operatorUser("migration"), saGroups, "patch", "", "secrets", other) {
-			t.Errorf("a RoleBinding in %s lets the migration operator patch secrets in %q", ns, other)
+		if can(ctx, t, operatorUser("migration"), saGroups, "switch", "", "secrets", other) {
+			t.Errorf("a RoleBinding in %s lets the migration operator switch secrets in %q", ns, other)
 		}
 	}
 	for _, verb := range []string{"create", "update", "delete"} {
@@ -179,10 +182,13 @@ func TestNoOperatorMayWriteSecrets(t *testing.T) {
 // TestSecretSwitchPolicy: the ValidatingAdmissionPolicy
 // cairn-migration-secret-switch, on a real API server, lets the migration
 // operator's ServiceAccount change only host/port/database of a Secret
-// labelled migration.cairn.dev/switchable: "true" — with the patch the
-// operator sends (a merge patch with the resourceVersion) — and refuses
-// every other write, even when the ServiceAccount is given cluster-admin's
-// rules in the namespace (a compromised or over-granted operator).
+// labelled migration.cairn.dev/switchable: "true" in a namespace that
+// opted in (bound cairn-migration-secret-switcher: the verb "switch"), and
+// add or remove its finalizer migration.cairn.dev/remote-cleanup on any
+// Secret — with the patches the operator sends (a merge patch with the
+// resourceVersion) — and refuses every other write, even when the
+// ServiceAccount is given cluster-admin's rules in the namespace (a
+// compromised or over-granted operator).
 func TestSecretSwitchPolicy(t *testing.T) {
 	ctx := t.Context()
 	installPlatform(t)
@@ -268,7 +274,39 @@ func TestSecretSwitchPolicy(t *testing.T) {
 	refused("add an annotation", patch("app-db", nil, func(s *corev1.Secret) { s.Annotations = map[string]string{"a": "b"} }), "labels, annotations")
 	refused("label a Secret switchable", patch("other-app", nil, func(s *corev1.Secret) {
 		s.Labels = map[string]string{"migration.cairn.dev/switchable": "true"}
-	}), notLabelled)
+	}), "labels, annotations")
+
+	// Its finalizer, on any Secret (a kubeconfig Secret it keeps for a
+	// MigrationJob's cleanup while the namespace is deleted, issue 30):
+	// added and removed; no other finalizer, and no data with it.
+	const remoteCleanup = "migration.cairn.dev/remote-cleanup"
+	if err := patch("other-app", nil, func(s *corev1.Secret) { s.Finalizers = append(s.Finalizers, remoteCleanup) }); err != nil {
+		t.Fatalf("adding its finalizer to an unlabelled Secret: %v", err)
+	}
+	refused("another finalizer", patch("other-app", nil, func(s *corev1.Secret) { s.Finalizers = append(s.Finalizers, "evil.example/hold") }), "labels, annotations")
+	refused("switch an unlabelled Secret with the finalizer", patch("other-app", map[string]string{"host": "attacker.example"}, nil), notLabelled)
+	if err := patch("other-app", nil, func(s *corev1.Secret) { s.Finalizers = nil }); err != nil {
+		t.Fatalf("removing its finalizer: %v", err)
+	}
+
+	// A labelled Secret in a namespace that did not opt in (no RoleBinding
+	// of cairn-migration-secret-switcher): its patch right reaches it, the
+	// policy does not let it switch.
+	other := newNamespace(ctx, t, "switch-no-opt-in")
+	elsewhere := labelled.DeepCopy()
+	elsewhere.Namespace, elsewhere.ResourceVersion = other, ""
+	if err := env.Client.Create(ctx, elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	refused("switch where the namespace did not opt in", func() error {
+		sec := &corev1.Secret{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(elsewhere), sec); err != nil {
+			t.Fatal(err)
+		}
+		base := sec.DeepCopy()
+		sec.Data["host"] = []byte("attacker.example")
+		return op.Patch(ctx, sec, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}(), "did not opt in")
 
 	// A compromised or over-granted operator: cluster-admin's rules in the
 	// namespace. RBAC now allows everything; the policy still refuses.

@@ -7,7 +7,7 @@
 // A pod's image goes through an image map (the platform's
 // ghcr.io/cairn-dev/agent:<tag> runs the image `make images` builds,
 // cairn.local/agent:dev), its command and args, env, volumes (emptyDir per
-// pod, a host folder per PersistentVolumeClaim, hostPath), security context
+// pod, a host folder per PersistentVolume its claims mount, hostPath), security context
 // (user and groups, fsGroup, read-only root filesystem, dropped
 // capabilities, no-new-privileges) and memory and CPU limits are mapped to
 // the container, which uses the host's network so pods reach the databases
@@ -245,8 +245,17 @@ func repository(image string) string {
 	return image
 }
 
-// ClaimDir is the host folder backing a PersistentVolumeClaim.
-func (r *Runner) ClaimDir(namespace, claim string) string { return r.p.ClaimDir(namespace, claim) }
+// ClaimDir is the host folder backing a PersistentVolumeClaim (its
+// volume's, when it is bound to one).
+func (r *Runner) ClaimDir(namespace, claim string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return r.p.claimDir(ctx, namespace, claim)
+}
+
+// VolumeDir is the host folder backing a PersistentVolume: what every
+// claim bound to it mounts.
+func (r *Runner) VolumeDir(volume string) string { return r.p.volumeDir(volume) }
 
 // Logs returns a pod container's output, while the runner knows the pod.
 func (r *Runner) Logs(namespace, pod, container string) string {

@@ -33,8 +33,9 @@ type errVolumeSource struct{ msg string }
 func (e *errVolumeSource) Error() string { return e.msg }
 
 // prepare maps the pod to runtime specs: its volumes to host folders (an
-// emptyDir per pod, a PersistentVolumeClaim per claim and namespace, kept
-// across pods like a real volume; hostPath as is; a configMap or Secret
+// emptyDir per pod, a PersistentVolumeClaim its volume's folder — a claim
+// not bound to a volume one of its own — kept across pods like a real
+// volume; hostPath as is; a configMap or Secret
 // projected into a folder of the pod, its keys as files, mounted read-only),
 // the termination message to a host file, and the security context.
 func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, error) {
@@ -59,7 +60,7 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 		case v.EmptyDir != nil:
 			dir = filepath.Join(st.dir, "volumes", v.Name)
 		case v.PersistentVolumeClaim != nil:
-			dir = p.ClaimDir(pod.Namespace, v.PersistentVolumeClaim.ClaimName)
+			dir = p.claimDir(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName)
 		case v.HostPath != nil:
 			volumes[v.Name] = v.HostPath.Path
 			continue
@@ -327,10 +328,22 @@ func writeProjected(dir string, files []projectedFile, fsGroup *int64) error {
 	return nil
 }
 
-// ClaimDir is the host folder that backs a PersistentVolumeClaim of a
-// namespace on this node.
-func (p *provider) ClaimDir(namespace, claim string) string {
+// claimDir is the host folder that backs a PersistentVolumeClaim of a
+// namespace on this node: the folder of the PersistentVolume it is bound
+// to (spec.volumeName), as with a real volume, whose data any claim bound
+// to it later sees; for a claim without a volume (or none at all: the pod
+// runner's own tests), a folder of its own.
+func (p *provider) claimDir(ctx context.Context, namespace, claim string) string {
+	c, err := p.cs.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err == nil && c.Spec.VolumeName != "" {
+		return p.volumeDir(c.Spec.VolumeName)
+	}
 	return filepath.Join(p.dir, "claims", namespace, claim)
+}
+
+// volumeDir is the host folder of a PersistentVolume on this node.
+func (p *provider) volumeDir(volume string) string {
+	return filepath.Join(p.dir, "volumes", volume)
 }
 
 func runAsNonRoot(psc *corev1.PodSecurityContext, sc *corev1.SecurityContext) bool {

@@ -93,6 +93,9 @@ type Spec struct {
 	Resources *corev1.ResourceRequirements
 	// Labels on the pods (and on the Job by the caller).
 	Labels map[string]string
+	// PodFinalizers hold the pods until the operator has read them (a
+	// restore's report of its scratch database).
+	PodFinalizers []string
 	// BackoffLimit and ActiveDeadlineSeconds of the Job.
 	BackoffLimit          *int32
 	ActiveDeadlineSeconds *int64
@@ -238,7 +241,7 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 		resources = *s.Resources.DeepCopy()
 	}
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: s.Labels},
+		ObjectMeta: metav1.ObjectMeta{Labels: s.Labels, Finalizers: s.PodFinalizers},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
 			AutomountServiceAccountToken: ptr.To(false),

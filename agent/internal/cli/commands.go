@@ -106,7 +106,7 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	return contract.Marshal(entryResult(st, key, entry))
 }
 
-func (a *app) restore(ctx context.Context) ([]byte, error) {
+func (a *app) restore(ctx context.Context) (line []byte, err error) {
 	cfg := a.cfg
 	st, err := a.openStore()
 	if err != nil {
@@ -172,6 +172,14 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	}
 	// created: this run created the target (not an earlier attempt).
 	created := own
+	if own && cfg.DropTargetAfterChecks {
+		// A scratch database is dropped on every path to failure too.
+		defer func() {
+			if err != nil {
+				err = a.dropScratchAfterFailure(tgt, marker, created, err)
+			}
+		}()
+	}
 	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, eng); err != nil {
 		return nil, err
 	}
@@ -190,6 +198,10 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 		for _, c := range r.Checks {
 			a.log.Info("check", "name", c.Name, "passed", c.Passed, "value", c.Value, "message", c.Message)
 		}
+		if ctx.Err() != nil {
+			// Stopped (the pod deleted) while the checks ran: no verdict.
+			return nil, fmt.Errorf("stopped while the checks ran: %w", ctx.Err())
+		}
 	}
 	if cfg.DropTargetAfterChecks {
 		// Only after the checks ran, and only the restore's own target.
@@ -197,7 +209,7 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 		case !own:
 			r.DropError = engine.ErrNotOwn.Error()
 		default:
-			if err := tgt.DropTarget(ctx, marker, created); err != nil {
+			if err := a.dropScratch(ctx, tgt, marker, created); err != nil {
 				r.DropError = err.Error()
 			} else {
 				r.TargetDropped = true

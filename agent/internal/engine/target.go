@@ -208,7 +208,10 @@ func (m *MySQL) DropTarget(ctx context.Context, _ string, created bool) error {
 	if !created {
 		return ErrNotOwn
 	}
-	if _, err := m.batch(ctx, "", "DROP DATABASE IF EXISTS "+m.ident()+";\n"); err != nil {
+	// A stopped restore's statement may still hold the database's metadata
+	// lock on the server: wait for it at most a few seconds (the caller
+	// retries), not the server's default of a year.
+	if _, err := m.batch(ctx, "", "SET SESSION lock_wait_timeout = 5;\nDROP DATABASE IF EXISTS "+m.ident()+";\n"); err != nil {
 		return fmt.Errorf("drop database %q: %w", m.Database, err)
 	}
 	return nil

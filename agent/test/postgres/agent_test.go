@@ -101,6 +101,10 @@ func TestChecksAndScratchDrop(t *testing.T) {
 	}
 }
 
+func TestScratchDroppedWhenInterrupted(t *testing.T) {
+	suite.ScratchDroppedWhenInterrupted(t, e(t), "pvc")
+}
+
 // TestHostileChecks: checks that write, run a shell or a program, write a
 // server file, outlive the transaction or run forever all fail, with no
 // effect, and every check is reported.

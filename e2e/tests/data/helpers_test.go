@@ -199,7 +199,8 @@ func stored(t *testing.T, bj *backupv1.BackupJob, path string) []byte {
 
 func pvcPath(bj *backupv1.BackupJob, path string) string {
 	p := bj.Spec.Storage.PVC
-	return filepath.Join(env.Cluster.Pods.ClaimDir(bj.Namespace, p.ClaimName), p.SubPath, path)
+	// pvcStorage's volume: its folder outlives the claim and its namespace.
+	return filepath.Join(env.Cluster.Pods.VolumeDir(bj.Namespace+"-"+p.ClaimName), p.SubPath, path)
 }
 
 // artifacts lists the stored dump artifacts of bj (not its catalog).

@@ -3,6 +3,8 @@ package data_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,87 +25,123 @@ import (
 	"cairn.dev/e2e/platform"
 )
 
-// Issue 30: deleting a namespace keeps deletionPolicy's promise. A
-// namespace holds two BackupJobs on the real S3 server (versitygw) — one of
-// its own, one owned by a ProtectionPlan — with two artifacts each. With
-// Delete the namespace is gone within a minute and the bucket holds none of
-// their artifacts or catalog entries (the delete ran in the operator's
-// namespace: the tenant's refuses new Jobs); with Retain they all stay.
+// Issue 30: deleting a namespace keeps deletionPolicy's promise, on both
+// store kinds. A namespace holds two BackupJobs — one of its own, one owned
+// by a ProtectionPlan — with two artifacts each, on the real S3 server
+// (versitygw) or on one claim bound to a volume (the pod runner's folder
+// for it). With Delete the namespace is gone within a minute and the store
+// holds none of their artifacts or catalog entries: the deletes ran in the
+// operator's namespace (the tenant's refuses new Jobs), with the S3
+// credentials handed over, or on the claim's volume bound for it to a claim
+// of the operator's namespace and bound back to the tenant's claim after;
+// with Retain they all stay.
 func TestNamespaceDeletionKeepsDeletionPolicy(t *testing.T) {
-	for _, policy := range []backupv1.DeletionPolicy{backupv1.DeletionPolicyDelete, backupv1.DeletionPolicyRetain} {
-		t.Run(string(policy), func(t *testing.T) {
-			g := NewWithT(t)
-			ctx := context.Background()
-			e := mariadb()
-			ns := namespace(t, e)
-			src := dbName(ns, "shop")
-			g.Expect(e.seed(src, 100)).To(Succeed())
-			own := backupJob(ns, "orders", e, src, fixtures.Yearly, s3Storage(ns+"/orders"))
-			own.Spec.DeletionPolicy = policy
-			g.Expect(env.Client.Create(ctx, own)).To(Succeed())
-			plan := yearlyPlan(ns, e, src, ns+"/plan", policy)
-			g.Expect(env.Client.Create(ctx, plan)).To(Succeed())
-			owned := &backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: plan.Name}}
-			for _, bj := range []*backupv1.BackupJob{own, owned} {
-				g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(bj), &backupv1.BackupJob{}) }).
-					WithTimeout(time.Minute).Should(Succeed())
-				for _, id := range []string{"one", "two"} {
-					before := time.Now()
-					fixtures.SetRunNow(g, env.Client, bj, id)
-					waitSucceeded(t, bj, before, 2*time.Minute)
-				}
-			}
-			g.Expect(objectsUnder(t, ns+"/")).To(ContainElements(
-				HavePrefix(ns+"/orders/"), HavePrefix(ns+"/plan/")))
-			g.Expect(artifacts(t, fixtures.Get(g, env.Client, own))).To(HaveLen(2))
-			g.Expect(artifacts(t, fixtures.Get(g, env.Client, owned))).To(HaveLen(2))
-			stored := objectsUnder(t, ns+"/")
-
-			start := time.Now()
-			g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-			g.Eventually(func() bool {
-				return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
-			}).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "the namespace is gone within a minute")
-			t.Logf("namespace %s (%s) gone %s after the delete", ns, policy, time.Since(start).Round(time.Second))
-			if policy == backupv1.DeletionPolicyDelete {
-				g.Expect(objectsUnder(t, ns+"/")).To(BeEmpty(), "no artifact or catalog entry of the deleted namespace is left")
-			} else {
-				g.Expect(objectsUnder(t, ns+"/")).To(ConsistOf(stored), "Retain keeps every artifact and catalog entry")
-			}
-			// The handed-over credentials are gone with the delete.
-			sec := &corev1.Secret{}
-			g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: "cairn-system", Name: "cairn-backup-delete-credentials"}, sec)).To(Succeed())
-			g.Expect(sec.Data).To(BeEmpty())
-		})
+	for _, kind := range []string{"s3", "pvc"} {
+		for _, policy := range []backupv1.DeletionPolicy{backupv1.DeletionPolicyDelete, backupv1.DeletionPolicyRetain} {
+			t.Run(kind+"/"+string(policy), func(t *testing.T) { namespaceDeletion(t, kind, policy) })
+		}
 	}
 }
 
-// A PVC store cannot be reached once its namespace is being deleted (a
-// claim is mounted only in its namespace, and no pod may start there): the
-// namespace still goes within a minute, and a Warning Event on the
-// Namespace says the artifacts were not deleted and where they are.
-func TestNamespaceDeletionPVCStoreReportsWhatStays(t *testing.T) {
+func namespaceDeletion(t *testing.T, kind string, policy backupv1.DeletionPolicy) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	e := postgres()
+	e := mariadb()
 	ns := namespace(t, e)
 	src := dbName(ns, "shop")
 	g.Expect(e.seed(src, 100)).To(Succeed())
-	bj := backupJob(ns, "orders", e, src, fixtures.Yearly, pvcStorage(t, ns, "backups"))
-	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
-	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
-	before := time.Now()
-	fixtures.SetRunNow(g, env.Client, bj, "one")
-	waitSucceeded(t, bj, before, 2*time.Minute)
-	g.Expect(artifacts(t, bj)).To(HaveLen(1))
+	ownStorage, planStorage := s3Storage(ns+"/orders"), s3Storage(ns+"/plan")
+	// stored lists what the namespace's BackupJobs keep in the store.
+	stored := func() []string { return objectsUnder(t, ns+"/") }
+	if kind == "pvc" {
+		ownStorage = pvcStorage(t, ns, "backups")
+		planStorage = ownStorage
+		stored = func() []string {
+			return filesUnder(t, filepath.Join(env.Cluster.Pods.VolumeDir(ns+"-backups"), "cairn", ns))
+		}
+	}
+	own := backupJob(ns, "orders", e, src, fixtures.Yearly, ownStorage)
+	own.Spec.DeletionPolicy = policy
+	g.Expect(env.Client.Create(ctx, own)).To(Succeed())
+	plan := yearlyPlan(ns, e, src, planStorage, policy)
+	g.Expect(env.Client.Create(ctx, plan)).To(Succeed())
+	owned := &backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: plan.Name}}
+	for _, bj := range []*backupv1.BackupJob{own, owned} {
+		g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(bj), &backupv1.BackupJob{}) }).
+			WithTimeout(time.Minute).Should(Succeed())
+		for _, id := range []string{"one", "two"} {
+			before := time.Now()
+			fixtures.SetRunNow(g, env.Client, bj, id)
+			waitSucceeded(t, bj, before, 2*time.Minute)
+		}
+	}
+	before := stored()
+	for _, name := range []string{own.Name, owned.Name} {
+		dumps := 0
+		for _, k := range before {
+			if strings.Contains(k, name+"/") && !strings.HasSuffix(k, ".json") {
+				dumps++
+			}
+		}
+		g.Expect(dumps).To(Equal(2), "artifacts of %s in %v", name, before)
+	}
 
+	start := time.Now()
 	g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue(), "the namespace is gone within a minute")
-	g.Eventually(func(g Gomega) {
-		g.Expect(namespaceEvents(g, ns, "ArtifactsNotDeleted")).To(ContainElement(ContainSubstring("PVC backups/cairn")))
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	t.Logf("namespace %s (%s, %s) gone %s after the delete", ns, kind, policy, time.Since(start).Round(time.Second))
+	if policy == backupv1.DeletionPolicyDelete {
+		g.Expect(stored()).To(BeEmpty(), "no artifact or catalog entry of the deleted namespace is left")
+	} else {
+		g.Expect(stored()).To(ConsistOf(before), "Retain keeps every artifact and catalog entry")
+	}
+	switch kind {
+	case "s3":
+		// The handed-over credentials are gone with the delete.
+		sec := &corev1.Secret{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: "cairn-system", Name: "cairn-backup-delete-credentials"}, sec)).To(Succeed())
+		g.Expect(sec.Data).To(BeEmpty())
+	case "pvc":
+		// The volume is the tenant claim's again (Released now: its
+		// reclaim policy is Retain), and the operator's claim is gone.
+		pv := &corev1.PersistentVolume{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: ns + "-backups"}, pv)).To(Succeed())
+		g.Expect(pv.Annotations).NotTo(HaveKey("backup.cairn.dev/claim-of"))
+		g.Expect(pv.Spec.ClaimRef.Namespace).To(Equal(ns))
+		g.Expect(pv.Spec.ClaimRef.Name).To(Equal("backups"))
+		g.Eventually(func(g Gomega) {
+			list := &corev1.PersistentVolumeClaimList{}
+			g.Expect(env.Client.List(ctx, list, client.InNamespace("cairn-system"))).To(Succeed())
+			for _, c := range list.Items {
+				g.Expect(c.Spec.VolumeName).NotTo(Equal(pv.Name), "the operator's claim for the volume is still there")
+			}
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+}
+
+// filesUnder lists the files (not folders) under dir, relative to it.
+func filesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // The store is down when the namespace is deleted: the delete (in the
@@ -140,16 +178,16 @@ func TestNamespaceDeletionStoreDownDeadline(t *testing.T) {
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
-// yearlyPlan is a ProtectionPlan backing up src to an S3 prefix, verifying
+// yearlyPlan is a ProtectionPlan backing up src to storage, verifying
 // only every thousandth backup (no restore runs here).
-func yearlyPlan(ns string, e engine, src, prefix string, policy backupv1.DeletionPolicy) *platformv1.ProtectionPlan {
+func yearlyPlan(ns string, e engine, src string, storage cairnv1.StorageSpec, policy backupv1.DeletionPolicy) *platformv1.ProtectionPlan {
 	return &platformv1.ProtectionPlan{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
 		Spec: platformv1.ProtectionPlanSpec{
 			Database: cairnv1.DatabaseRef{Engine: e.name, Host: "127.0.0.1", Port: int32(e.port), Database: src,
 				CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "db"}},
 			TimeZone: "UTC",
-			Backup:   platformv1.BackupTemplate{Schedule: fixtures.Yearly, RetentionDays: 7, Storage: s3Storage(prefix)},
+			Backup:   platformv1.BackupTemplate{Schedule: fixtures.Yearly, RetentionDays: 7, Storage: storage},
 			Verification: platformv1.VerificationSpec{
 				EveryNBackups: ptr.To[int32](1000),
 				RestoreInto: platformv1.ScratchDatabase{Host: "127.0.0.1", Port: int32(e.port), Database: src + "_verify",

@@ -31,6 +31,7 @@ import (
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/hold"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/references"
@@ -47,6 +48,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets;persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=create;patch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // BackupJobReconciler reconciles BackupJobs.
@@ -78,6 +81,8 @@ type BackupJobReconciler struct {
 	// their delete Job (being deleted): for the abandon Event's target.
 	terminating sync.Map
 	skeleton    *reconcile.Reconciler[*backupv1.BackupJob, state]
+	secretsHold *hold.Hold
+	claimsHold  *hold.Hold
 	refs        *references.Checker
 	cronJobs    *ownership.Applier
 }
@@ -149,7 +154,7 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	referrers := func(kind string) handler.EventHandler {
 		return ownership.EnqueueReferrersInNamespace(r.Client, &backupv1.BackupJobList{}, references.GroupKind(kind), refs)
 	}
-	if err := setupCredentialsReleaser(mgr, r.Client, opts); err != nil {
+	if err := r.setupHolds(mgr, opts); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -49,8 +50,10 @@ func namespaceTerminating(err error) bool {
 
 // elsewhereJob renders the artifact delete Job of bj in the operator's
 // namespace ns: the Job deleteJob renders, its S3 credentials read from the
-// keys of DeleteCredentialsSecret written for it.
-func elsewhereJob(bj *backupv1.BackupJob, image, ns string, deadline time.Duration) *batchv1.Job {
+// keys of DeleteCredentialsSecret written for it, or its PVC store mounted
+// from claim, the operator's claim bound to the tenant claim's volume
+// (volumeElsewhere; "" leaves the volume as rendered).
+func elsewhereJob(bj *backupv1.BackupJob, image, ns string, deadline time.Duration, claim string) *batchv1.Job {
 	job := deleteJob(bj, image)
 	job.Namespace = ns
 	labels := map[string]string{ManagedByLabel: ManagedByValue, RunKindLabel: runDelete, ForNamespaceLabel: bj.Namespace}
@@ -59,6 +62,11 @@ func elsewhereJob(bj *backupv1.BackupJob, image, ns string, deadline time.Durati
 	job.Spec.Template.Labels = labels
 	job.Spec.TTLSecondsAfterFinished = ptr.To(elsewhereTTL)
 	job.Spec.ActiveDeadlineSeconds = ptr.To(max(int64(deadline.Seconds()), 1))
+	for i := range job.Spec.Template.Spec.Volumes {
+		if v := job.Spec.Template.Spec.Volumes[i].PersistentVolumeClaim; v != nil && claim != "" {
+			v.ClaimName = claim
+		}
+	}
 	keys := map[string]string{agentjob.S3AccessKeyIDKey: credKey(job.Name, agentjob.S3AccessKeyIDKey),
 		agentjob.S3SecretAccessKeyKey: credKey(job.Name, agentjob.S3SecretAccessKeyKey)}
 	for i := range job.Spec.Template.Spec.Containers {
@@ -77,30 +85,40 @@ func elsewhereJob(bj *backupv1.BackupJob, image, ns string, deadline time.Durati
 func credKey(job, key string) string { return job + "." + key }
 
 // deleteElsewhere runs bj's artifact delete when bj's namespace is being
-// deleted and refuses new Jobs: for an S3 store, in the operator's own
-// namespace, with the credentials read from the tenant's Secret (kept by
-// CredentialsFinalizer) into keys of DeleteCredentialsSecret. A PVC store
-// cannot be reached any more (a claim is mounted only in its namespace):
-// nothing is deleted, a Warning Event says what stays where, and cleanup
-// ends at once — waiting until the deadline would not change it.
+// deleted and refuses new Jobs, in the operator's own namespace: for an S3
+// store with the credentials read from the tenant's Secret (kept by
+// CredentialsFinalizer) into keys of DeleteCredentialsSecret; for a PVC
+// store on the claim's volume, bound for it to a claim of the operator's
+// namespace (volumeElsewhere). A store that cannot be reached from there
+// ends cleanup at once with a Warning Event that says what stays where:
+// waiting until the deadline would not change it.
 func (r *BackupJobReconciler) deleteElsewhere(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
-	if bj.Spec.Storage.S3 == nil {
-		note := fmt.Sprintf("deletionPolicy Delete: namespace %s is being deleted and no pod may mount its claims any more: the stored artifacts at %s under %s/%s were NOT deleted by Cairn; they go with the claim's volume only if its reclaim policy is Delete",
-			bj.Namespace, storeLocation(bj.Spec.Storage), bj.Namespace, bj.Name)
-		r.Recorder.Eventf(bj, nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup", "%s", note)
-		r.Recorder.Eventf(namespaceRef(bj.Namespace), nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup",
-			"BackupJob %s/%s: %s", bj.Namespace, bj.Name, note)
-		return true, nil
-	}
 	if r.OperatorNamespace == "" {
+		if bj.Spec.Storage.PVC != nil {
+			return r.unreachable(bj, "the operator's namespace is unknown")
+		}
 		return false, fmt.Errorf("namespace %s is being deleted (no new Jobs) and the operator's namespace is unknown: the artifact delete cannot run elsewhere", bj.Namespace)
 	}
 	remaining := bj.DeletionTimestamp.Add(r.CleanupDeadline).Sub(r.now())
-	want := elsewhereJob(bj, r.AgentImage, r.OperatorNamespace, remaining)
+	want := elsewhereJob(bj, r.AgentImage, r.OperatorNamespace, remaining, "")
 	job := &batchv1.Job{}
 	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job)
 	if apierrors.IsNotFound(err) {
-		if err := r.captureCredentials(ctx, bj, want.Name); err != nil {
+		if bj.Spec.Storage.PVC != nil {
+			claim, err := r.volumeElsewhere(ctx, bj)
+			var un *errUnreachable
+			switch {
+			case errors.As(err, &un):
+				return r.unreachable(bj, un.why)
+			case err != nil:
+				return false, err
+			case claim == "":
+				r.Recorder.Eventf(bj, nil, corev1.EventTypeNormal, "NothingStored", "Cleanup",
+					"the claim %s was never bound to a volume: no artifact was stored on it", bj.Spec.Storage.PVC.ClaimName)
+				return true, nil
+			}
+			want = elsewhereJob(bj, r.AgentImage, r.OperatorNamespace, remaining, claim)
+		} else if err := r.captureCredentials(ctx, bj, want.Name); err != nil {
 			return false, err
 		}
 		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -125,6 +143,17 @@ func (r *BackupJobReconciler) deleteElsewhere(ctx context.Context, bj *backupv1.
 	default:
 		return false, fmt.Errorf("the artifact delete Job %s/%s failed (%s %s); it is not retried: fix the store and delete the Job, or set %s=true", job.Namespace, job.Name, o.Reason, o.Message, finalizer.SkipCleanupAnnotation)
 	}
+}
+
+// unreachable ends the cleanup of bj, whose PVC store cannot be reached
+// from the operator's namespace, with a Warning Event on bj and its
+// Namespace (Events in a namespace being deleted are refused).
+func (r *BackupJobReconciler) unreachable(bj *backupv1.BackupJob, why string) (bool, error) {
+	note := unreachableNote(bj, why)
+	r.Recorder.Eventf(bj, nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup", "%s", note)
+	r.Recorder.Eventf(namespaceRef(bj.Namespace), nil, corev1.EventTypeWarning, "ArtifactsNotDeleted", "Cleanup",
+		"BackupJob %s/%s: %s", bj.Namespace, bj.Name, note)
+	return true, nil
 }
 
 // captureCredentials copies the two S3 keys of bj's credentials Secret
@@ -166,10 +195,10 @@ func (r *BackupJobReconciler) patchDeleteCredentials(ctx context.Context, data m
 // its pods) and the credentials it was given. Safe to repeat; nothing to do
 // when no delete ran there.
 func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1.BackupJob) error {
-	if r.OperatorNamespace == "" || bj.Spec.Storage.S3 == nil {
+	if r.OperatorNamespace == "" {
 		return nil
 	}
-	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second)
+	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second, "")
 	job, err := r.jobElsewhere(ctx, bj)
 	if err != nil {
 		return err
@@ -178,6 +207,9 @@ func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1
 		if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return err
 		}
+	}
+	if bj.Spec.Storage.S3 == nil {
+		return nil
 	}
 	sec := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.OperatorNamespace, Name: DeleteCredentialsSecret}, sec); err != nil {
@@ -198,11 +230,11 @@ func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1
 // jobElsewhere reads bj's delete Job in the operator's namespace (live: the
 // cache may not cover that namespace); nil when there is none for bj.
 func (r *BackupJobReconciler) jobElsewhere(ctx context.Context, bj *backupv1.BackupJob) (*batchv1.Job, error) {
-	if r.OperatorNamespace == "" || bj.Spec.Storage.S3 == nil {
+	if r.OperatorNamespace == "" {
 		return nil, nil
 	}
 	job := &batchv1.Job{}
-	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second)
+	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second, "")
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -165,21 +166,23 @@ func TestNamespaceDeletionStoreDownDeadline(t *testing.T) {
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
-// A PVC store cannot be reached once its namespace is being deleted (a
-// claim is mounted only in its namespace, and no pod may start there):
-// cleanup ends at once, not at the deadline, and a Warning Event on the
-// namespace says the artifacts were not deleted and where they are.
+// A PVC store that cannot be reached from the operator's namespace either
+// (here: the claim names a volume that does not exist) ends cleanup at
+// once, not at the deadline, with a Warning Event on the namespace that
+// says the artifacts were not deleted, why, and where they are.
 func TestNamespaceDeletionPVCStoreEndsAtOnceWithEvent(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := newNamespace(t)
-	g.Expect(env.PVC(ctx, ns, "backups")).To(Succeed())
-	bj := backupJob(ns, "orders")
-	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
-	bj.Spec.Storage = cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups", SubPath: "cairn"}}
-	create(t, bj)
-	key := client.ObjectKeyFromObject(bj)
-	converged(t, key, backupv1.PhaseScheduled)
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: ns + "-nowhere",
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	key := pvcBackupJob(t, ns)
 	terminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
 	g.Eventually(func() bool {
@@ -188,6 +191,7 @@ func TestNamespaceDeletionPVCStoreEndsAtOnceWithEvent(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		note := namespaceEvent(g, ns, "ArtifactsNotDeleted")
 		g.Expect(note).To(ContainSubstring("PVC backups/cairn"))
+		g.Expect(note).To(ContainSubstring("volume " + ns + "-nowhere is gone"))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 

@@ -75,6 +75,12 @@ func TestMain(m *testing.M) {
 	}
 	env = e
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := installVolumePolicies(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: installing the volume admission policies:", err)
+		cancel()
+		_ = env.Stop()
+		os.Exit(1)
+	}
 	if err := startOperator(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL: starting the operator:", err)
 		cancel()
@@ -116,7 +122,7 @@ func startOperator(ctx context.Context) error {
 			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
 			CleanupDeadline: time.Hour, ResultGrace: 3 * time.Second,
 			OperatorNamespace: o.LeaderElectionNamespace,
-			Clock: testClock{},
+			Clock:             testClock{},
 		}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}

@@ -324,10 +324,10 @@ func needsAbort(mj *migrationv1.MigrationJob) bool {
 	return replicationMayRun(mj) || readOnlyMayBeSet(mj, &mj.Spec)
 }
 
-// deleteAll is the finalizer's cleanup: undo what the migration changed on
-// the source if it did not succeed (an abort Job: replication objects,
-// read-only), then delete every Job of mj here and in the target cluster.
-// Done when none is left.
+// deleteAll is the finalizer's cleanup here: undo what the migration
+// changed on the source if it did not succeed (an abort Job: replication
+// objects, read-only), then delete every Job of mj in this cluster. Done
+// when none is left. (The target cluster's Jobs: deleteRemote.)
 func (r *MigrationJobReconciler) deleteAll(ctx context.Context, mj *migrationv1.MigrationJob) (bool, error) {
 	if needsAbort(mj) {
 		done, err := r.abortForDeletion(ctx, mj)
@@ -340,23 +340,6 @@ func (r *MigrationJobReconciler) deleteAll(ctx context.Context, mj *migrationv1.
 	})
 	if err != nil {
 		return false, err
-	}
-	spec := mj.Spec.DeepCopy()
-	spec.SetDefaults()
-	if runsRemote(spec) && ranRemote(mj) {
-		ref := spec.Target.KubeconfigSecretRef
-		c, err := r.Remote.Get(ctx, remote.SecretRef{Namespace: mj.Namespace, Name: ref.Name, Key: ref.Key})
-		if err != nil {
-			return false, fmt.Errorf("target cluster: %w", err)
-		}
-		remoteGone, err := ownership.DeleteChildren(ctx, c, mj, ownership.Children{
-			Kinds: []client.ObjectList{&batchv1.JobList{}}, Labels: map[string]string{migrationv1.MigrationJobUIDLabel: string(mj.UID)},
-			Namespace: targetNamespace(mj),
-		})
-		if err != nil {
-			return false, fmt.Errorf("target cluster: %w", err)
-		}
-		gone = gone && remoteGone
 	}
 	return gone, nil
 }

@@ -33,6 +33,7 @@ import (
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/hold"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/references"
@@ -45,20 +46,20 @@ import (
 // +kubebuilder:rbac:groups=migration.cairn.dev,resources=migrationjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// RBAC: no patch on Secrets here. At cutover the operator patches the one
-// Secret spec.cutover.switchSecret names (its host, port and database keys)
-// with the rights of the ClusterRole cairn-migration-secret-switcher
-// (deploy/migration/rbac/secret_switcher.yaml), which the platform binds
-// nowhere: a tenant who wants switchSecret binds it in their namespace with a
-// RoleBinding, and the ValidatingAdmissionPolicy
-// cairn-migration-secret-switch (deploy/migration/admission) lets the
-// operator change only host/port/database of Secrets labelled
-// migration.cairn.dev/switchable: "true" (docs/security.md). In the
+// RBAC: patch on Secrets, which the ValidatingAdmissionPolicy
+// cairn-migration-secret-switch (deploy/migration/admission) narrows to two
+// writes: adding or removing KubeconfigFinalizer (issue 30), and, at
+// cutover, host/port/database of the one Secret spec.cutover.switchSecret
+// names — only if it is labelled migration.cairn.dev/switchable: "true" and
+// the namespace opted in by binding the ClusterRole
+// cairn-migration-secret-switcher (deploy/migration/rbac/secret_switcher.yaml,
+// its verb "switch"), which the platform binds nowhere (docs/security.md). In the
 // target cluster the kubeconfig's identity needs: batch/jobs get, list,
 // create, delete; pods list; secrets and persistentvolumeclaims get (the
 // references checked there) — see docs/migration.md.
@@ -101,8 +102,9 @@ type MigrationJobReconciler struct {
 	// AgentImage only.
 	AllowedImages *access.Images
 
-	refs     *references.Checker
-	skeleton *reconcile.Reconciler[*migrationv1.MigrationJob, state]
+	refs        *references.Checker
+	skeleton    *reconcile.Reconciler[*migrationv1.MigrationJob, state]
+	kubeconfigs *hold.Hold
 }
 
 // pass is one reconcile of one MigrationJob.
@@ -164,6 +166,7 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder},
 		Steps: []reconcile.Step[*migrationv1.MigrationJob, state]{
 			{Name: "prepare", Run: r.prepare},
+			{Name: "hold-kubeconfig", Run: r.holdKubeconfig},
 			{Name: "connect", Run: r.connect},
 			{Name: "advance", Run: r.advance},
 		},
@@ -172,6 +175,9 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Transition: transition,
 	}
 	if err := ownership.IndexReferences(ctx, mgr.GetFieldIndexer(), &migrationv1.MigrationJob{}, references.IndexField, migrationJobIndex); err != nil {
+		return err
+	}
+	if err := r.setupKubeconfigHold(mgr, opts); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -241,7 +247,18 @@ func notFinished(o client.Object) bool {
 func (r *MigrationJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 	mj := p.Obj
 	return finalizer.Cleanup{
-		Run: func(ctx context.Context) (bool, error) { return r.deleteAll(ctx, mj) },
+		// The target cluster's Jobs first: they need no Job here, so they
+		// go even while an abort cannot start (a namespace being deleted
+		// refuses new Jobs).
+		Run: func(ctx context.Context) (bool, error) {
+			remoteGone, err := r.deleteRemote(ctx, mj)
+			if err != nil {
+				return false, err
+			}
+			gone, err := r.deleteAll(ctx, mj)
+			return gone && remoteGone, err
+		},
+		AlsoReportOn: finalizer.NamespaceOf(r.APIReader, mj, "MigrationJob"),
 		LeftBehind: func(context.Context) string {
 			msg := fmt.Sprintf("Jobs labelled %s=%s in namespace %s", migrationv1.MigrationJobLabel, mj.Name, mj.Namespace)
 			if ranRemote(mj) {

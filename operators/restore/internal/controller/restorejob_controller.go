@@ -39,7 +39,8 @@ import (
 // +kubebuilder:rbac:groups=restore.cairn.dev,resources=restorejobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=backup.cairn.dev,resources=backupjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups="",resources=secrets;persistentvolumeclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -142,6 +143,9 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	referrers := func(gk schema.GroupKind, keep ...func(client.Object) bool) handler.EventHandler {
 		return ownership.EnqueueReferrers(r.Client, references.IndexField, &restorev1.RestoreJobList{}, gk, keep...)
 	}
+	if err := setupScratchPods(mgr, r, opts); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("restorejob").
 		For(&restorev1.RestoreJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
@@ -166,14 +170,30 @@ func (r *RestoreJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 // cleanup is the finalizer's work: remove the restore Job (and, by
-// background propagation, its pods). It never touches stored data.
+// background propagation, its pods), then, for a verification restore, say
+// what its stopped pods did with the scratch database they created
+// (reportScratch). It never touches stored data.
 func (r *RestoreJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 	rj := p.Obj
 	return finalizer.Cleanup{
-		Run: func(ctx context.Context) (bool, error) { return r.deleteJob(ctx, rj) },
-		LeftBehind: func(context.Context) string {
-			return fmt.Sprintf("Job %s/%s and its pods, if they still exist", rj.Namespace, rj.JobName())
+		Run: func(ctx context.Context) (bool, error) {
+			gone, err := r.deleteJob(ctx, rj)
+			if err != nil {
+				return false, err
+			}
+			reported, err := r.reportScratch(ctx, rj)
+			return gone && reported, err
 		},
+		LeftBehind: func(context.Context) string {
+			left := fmt.Sprintf("Job %s/%s and its pods, if they still exist", rj.Namespace, rj.JobName())
+			if rj.Spec.DropTargetAfterChecks && rj.Status.StartTime != nil && !rj.Finished() {
+				t := rj.Spec.Target
+				left += fmt.Sprintf("; the scratch database %q on %s:%d, if the stopped restore had created it and could not drop it", t.Database, t.Host, t.Port)
+			}
+			return left
+		},
+		Abandon:      func(ctx context.Context) error { return r.releaseScratchPods(ctx, rj) },
+		AlsoReportOn: finalizer.NamespaceOf(r.APIReader, rj, "RestoreJob"),
 	}
 }
 

@@ -1,0 +1,274 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"cairn.dev/agent/contract"
+	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/finalizer"
+)
+
+// A verification restore (spec.dropTargetAfterChecks) creates a scratch
+// database. When it is stopped before it finished — its RestoreJob
+// deleted, or the whole namespace (issue 30) — the agent drops the
+// database it created before it exits and says so in its termination
+// message (failure code contract.CodeScratchDropped / CodeScratchNotDropped). The pod
+// carries ScratchReportFinalizer from its Job's template, so that message
+// is still there when the RestoreJob's cleanup reads it, however fast the
+// pod is deleted: the cleanup reports it (an Event on the RestoreJob and,
+// when its namespace is being deleted, on the Namespace) and releases the
+// pod. A pod whose outcome its RestoreJob recorded (it finished) or whose
+// RestoreJob is gone is released by the scratch-pod controller. The
+// operator may remove that finalizer and change nothing else of a pod: the
+// ValidatingAdmissionPolicy cairn-restore-pod-writes (docs/security.md).
+const ScratchReportFinalizer = "restore.cairn.dev/scratch-report"
+
+// Event reasons of a stopped verification restore.
+const (
+	// ScratchDroppedReason (Normal): the stopped restore dropped the scratch
+	// database it created.
+	ScratchDroppedReason = "ScratchDatabaseDropped"
+	// ScratchLeftReason (Warning): it did not, or said nothing: the
+	// scratch database may remain.
+	ScratchLeftReason = "ScratchDatabaseLeft"
+)
+
+// podFinalizers are the finalizers of a restore's pods: ScratchReportFinalizer
+// for a verification restore.
+func podFinalizers(spec *restorev1.RestoreJobSpec) []string {
+	if spec.DropTargetAfterChecks {
+		return []string{ScratchReportFinalizer}
+	}
+	return nil
+}
+
+// heldPods are the pods of rj's Job that carry ScratchReportFinalizer,
+// read live.
+func (r *RestoreJobReconciler) heldPods(ctx context.Context, rj *restorev1.RestoreJob) ([]corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(rj.Namespace),
+		client.MatchingLabels{ManagedByLabel: ManagedByValue, restorev1.RestoreJobLabel: rj.Name}); err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if controllerutil.ContainsFinalizer(&p, ScratchReportFinalizer) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// agentState is the agent container's state: whether it ran and ended,
+// and its termination message.
+func agentState(p *corev1.Pod) (started, ended bool, message string) {
+	over := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name != agentjob.ContainerName {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil {
+			return true, true, t.Message
+		}
+		return cs.State.Running != nil || cs.LastTerminationState.Terminated != nil, over, ""
+	}
+	return false, over, ""
+}
+
+// reportScratch is the part of a deleted RestoreJob's cleanup that says
+// what became of its scratch database: once the Job's pods were stopped,
+// each held pod's report is turned into an Event and the pod released.
+// True when no held pod is left.
+func (r *RestoreJobReconciler) reportScratch(ctx context.Context, rj *restorev1.RestoreJob) (bool, error) {
+	pods, err := r.heldPods(ctx, rj)
+	if err != nil || len(pods) == 0 {
+		return err == nil, err
+	}
+	done := true
+	for i := range pods {
+		p := &pods[i]
+		if started, ended, _ := agentState(p); started && !ended {
+			ctrl.LoggerFrom(ctx).Info("waiting for the stopped verification's report", "Pod", p.Name)
+			done = false // being stopped: the agent drops the database, then reports
+			continue
+		}
+		if err := r.reportAndRelease(ctx, rj, p); err != nil {
+			return false, err
+		}
+	}
+	return done, nil
+}
+
+// reportAndRelease reports what the agent of pod p (of rj, nil when gone)
+// said about its scratch database, if it ran, and releases p.
+func (r *RestoreJobReconciler) reportAndRelease(ctx context.Context, rj *restorev1.RestoreJob, p *corev1.Pod) error {
+	if started, _, msg := agentState(p); started {
+		r.scratchEvent(ctx, rj, p, msg)
+	}
+	if err := releasePod(ctx, r.Client, p); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("released the verification's pod after its report", "Pod", p.Name)
+	return nil
+}
+
+// scratchEvent reports what the stopped agent of pod said about the
+// scratch database of rj (nil: gone; then on the Namespace only, if it is
+// being deleted).
+func (r *RestoreJobReconciler) scratchEvent(ctx context.Context, rj *restorev1.RestoreJob, pod *corev1.Pod, msg string) {
+	var where, about string
+	if rj != nil {
+		t := rj.Spec.Target
+		where = fmt.Sprintf("%q on %s:%d", t.Database, t.Host, t.Port)
+	} else {
+		where = "(its RestoreJob is gone)"
+	}
+	typ, reason, note := corev1.EventTypeWarning, ScratchLeftReason, ""
+	res, err := contract.Parse(msg)
+	var failed *contract.FailedError
+	switch {
+	case err == nil && res != nil:
+		if res.TargetDropped || !res.TargetCreated {
+			return // it finished: its result says what it did
+		}
+		note = fmt.Sprintf("the restore (pod %s) finished but did not drop the scratch database %s: %s", pod.Name, where, res.DropError)
+	case asFailed(err, &failed) && failed.Code == contract.CodeScratchDropped:
+		typ, reason = corev1.EventTypeNormal, ScratchDroppedReason
+		note = fmt.Sprintf("the restore (pod %s) was stopped or failed before it finished and dropped the scratch database %s it had created", pod.Name, where)
+	case asFailed(err, &failed) && failed.Code == contract.CodeScratchNotDropped:
+		note = fmt.Sprintf("the restore (pod %s) was stopped or failed before it finished and could NOT drop the scratch database %s it had created: %s", pod.Name, where, failed.Reason)
+	case asFailed(err, &failed):
+		return // it failed before it created the scratch database
+	default:
+		note = fmt.Sprintf("the restore (pod %s) was stopped without a report: if it had created the scratch database %s, it remains (on PostgreSQL it carries the comment %q)",
+			pod.Name, where, "cairn-agent: scratch database of a verification restore of …")
+	}
+	ctrl.LoggerFrom(ctx).Info("verification's scratch database", "Pod", pod.Name, "reason", reason, "note", note)
+	var ns client.Object
+	if rj != nil {
+		r.Recorder.Eventf(rj, nil, typ, reason, "Cleanup", "%s", note)
+		ns, about = finalizer.NamespaceOf(r.APIReader, rj, "RestoreJob")(ctx)
+	} else {
+		ns, about = finalizer.NamespaceOf(r.APIReader, pod, "Pod")(ctx)
+	}
+	if ns != nil {
+		r.Recorder.Eventf(ns, nil, typ, reason, "Cleanup", "%s: %s", about, note)
+	}
+}
+
+func asFailed(err error, target **contract.FailedError) bool {
+	f, ok := err.(*contract.FailedError)
+	if ok {
+		*target = f
+	}
+	return ok
+}
+
+// releasePod removes ScratchReportFinalizer from p (a merge patch of its
+// finalizers with the optimistic lock).
+func releasePod(ctx context.Context, c client.Client, p *corev1.Pod) error {
+	orig := p.DeepCopy()
+	if !controllerutil.RemoveFinalizer(p, ScratchReportFinalizer) {
+		return nil
+	}
+	err := c.Patch(ctx, p, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	return client.IgnoreNotFound(err)
+}
+
+// releaseScratchPods releases every held pod of rj (cleanup given up).
+func (r *RestoreJobReconciler) releaseScratchPods(ctx context.Context, rj *restorev1.RestoreJob) error {
+	pods, err := r.heldPods(ctx, rj)
+	if err != nil {
+		return err
+	}
+	for i := range pods {
+		if err := releasePod(ctx, r.Client, &pods[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scratchPods releases held pods the RestoreJob's cleanup will not: those
+// of a RestoreJob that finished (its status holds the outcome) or is gone.
+// A pod still running, or of a RestoreJob being deleted, is left to the
+// RestoreJob; so is a finished RestoreJob's pod while its namespace is
+// being deleted (its status goes with it: the cleanup reports the pod).
+type scratchPods struct {
+	r *RestoreJobReconciler
+}
+
+func (s *scratchPods) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := s.r.Client
+	p := &corev1.Pod{}
+	if err := c.Get(ctx, req.NamespacedName, p); err != nil || !controllerutil.ContainsFinalizer(p, ScratchReportFinalizer) {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if started, ended, _ := agentState(p); started && !ended {
+		return ctrl.Result{}, nil
+	}
+	rj := &restorev1.RestoreJob{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[restorev1.RestoreJobLabel]}, rj)
+	switch {
+	case apierrors.IsNotFound(err):
+		live := &corev1.Pod{}
+		if err := s.r.APIReader.Get(ctx, req.NamespacedName, live); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		return ctrl.Result{}, s.r.reportAndRelease(ctx, nil, live)
+	case err != nil:
+		return ctrl.Result{}, err
+	case !rj.DeletionTimestamp.IsZero() || !rj.Finished():
+		return ctrl.Result{}, nil
+	}
+	if ns, _ := finalizer.NamespaceOf(s.r.APIReader, rj, "RestoreJob")(ctx); ns != nil {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, releasePod(ctx, c, p)
+}
+
+// setupScratchPods registers the scratch-pod controller: held pods (the
+// operator's cached pods), and RestoreJob changes mapped to their pods.
+func setupScratchPods(mgr ctrl.Manager, r *RestoreJobReconciler, opts controller.Options) error {
+	c := r.Client
+	held := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return controllerutil.ContainsFinalizer(o, ScratchReportFinalizer)
+	})
+	pods := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []crreconcile.Request {
+		rj, ok := o.(*restorev1.RestoreJob)
+		if !ok || !rj.Spec.DropTargetAfterChecks {
+			return nil
+		}
+		list := &corev1.PodList{}
+		if err := c.List(ctx, list, client.InNamespace(rj.Namespace), client.MatchingLabels{restorev1.RestoreJobLabel: rj.Name}); err != nil {
+			return nil
+		}
+		var reqs []crreconcile.Request
+		for _, p := range list.Items {
+			if controllerutil.ContainsFinalizer(&p, ScratchReportFinalizer) {
+				reqs = append(reqs, crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+			}
+		}
+		return reqs
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("restorejob-scratch-pods").
+		WithOptions(opts).
+		For(&corev1.Pod{}, builder.WithPredicates(held)).
+		Watches(&restorev1.RestoreJob{}, pods).
+		Complete(&scratchPods{r: r})
+}
