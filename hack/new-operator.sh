@@ -25,6 +25,11 @@ for d in "apis/$name" "operators/$name" "deploy/$name"; do
   fi
 done
 Name="$(tr '[:lower:]' '[:upper:]' <<<"${name:0:1}")${name:1}"
+# The resource (plural), spelled out in the CRD's path marker.
+case $name in
+  *s | *x | *z | *ch | *sh) names=${name}es ;;
+  *) names=${name}s ;;
+esac
 tmpl=hack/new-operator/template
 
 # Every template file, with __name__ / __Name__ replaced in its path and text.
@@ -33,7 +38,7 @@ while IFS= read -r -d '' src; do
   dst=${rel//__name__/$name}
   dst=${dst%.tmpl}
   mkdir -p "$(dirname "$dst")"
-  sed -e "s/__Name__/$Name/g" -e "s/__name__/$name/g" "$src" >"$dst"
+  sed -e "s/__Name__/$Name/g" -e "s/__names__/$names/g" -e "s/__name__/$name/g" "$src" >"$dst"
   echo "new-operator: wrote $dst"
 done < <(find "$tmpl" -type f -name '*.tmpl' -print0 | sort -z)
 
@@ -53,7 +58,7 @@ fi
 
 cat <<MSG
 
-new-operator: $Name ($name.cairn.dev/v1) generated. Next:
+new-operator: $Name ($names.$name.cairn.dev/v1) generated. Next:
   make generate manifests    # deepcopy, deploy/$name/{crd/bases,rbac/generated,webhook/generated}
   go test ./operators/$name/...   # its integration test (CAIRN_CONTROLPLANE_DIR)
 MSG
