@@ -42,6 +42,9 @@ while IFS= read -r -d '' src; do
   echo "new-operator: wrote $dst"
 done < <(find "$tmpl" -type f -name '*.tmpl' -print0 | sort -z)
 
+# Alignment depends on the name's length.
+gofmt -w "apis/$name" "operators/$name"
+
 # The module: the restore operator's requirements (the same libraries),
 # tidied offline to what this one imports.
 sed -e "s|^module cairn.dev/operators/restore$|module cairn.dev/operators/$name|" operators/restore/go.mod >"operators/$name/go.mod"
