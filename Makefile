@@ -82,6 +82,7 @@ build: ## Build every operator binary and the kubectl plugin (bin/kubectl-cairn)
 test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
 	go test $(GO_TEST_FLAGS) ./apis/... ./agent/contract/... ./libs/... ./kubectl-cairn/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
 	cd hack/release && GOWORK=off go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) test-new-operator
 	$(MAKE) test-agent
 	$(MAKE) fuzz
 
