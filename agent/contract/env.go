@@ -100,6 +100,30 @@ const (
 	EnvAllowOverwriteSource = "CAIRN_ALLOW_OVERWRITE_SOURCE"
 )
 
+// Client-side encryption (age, filippo.io/age), between the operators and
+// `agent backup` / `agent restore` (and a migration's export and import).
+const (
+	// EnvEncryptionRecipients holds age X25519 public keys (age1…), one
+	// per line ("#" comments allowed): backup encrypts every artifact to
+	// all of them. Rendered from a Secret or ConfigMap key (a BackupJob's
+	// spec.encryption.recipients). Public keys only: a private key here is
+	// refused.
+	EnvEncryptionRecipients = "CAIRN_ENCRYPTION_RECIPIENTS"
+	// EnvEncryptionRecipientsFile names a file holding the recipients
+	// instead (set one of the two).
+	EnvEncryptionRecipientsFile = "CAIRN_ENCRYPTION_RECIPIENTS_FILE"
+	// EnvEncryptionIdentity holds age X25519 private keys
+	// (AGE-SECRET-KEY-1…), one per line: restore decrypts an encrypted
+	// artifact with them. Rendered from a Secret key only (a RestoreJob's
+	// spec.encryption.identitySecretRef). An encrypted artifact restored
+	// without a matching identity fails before the target is touched, with
+	// CodeEncryptionIdentityMissing or CodeEncryptionIdentityMismatch.
+	EnvEncryptionIdentity = "CAIRN_ENCRYPTION_IDENTITY"
+	// EnvEncryptionIdentityFile names a file holding the identity instead
+	// (set one of the two).
+	EnvEncryptionIdentityFile = "CAIRN_ENCRYPTION_IDENTITY_FILE"
+)
+
 // Environment variables of `agent migrate` (besides the backup's).
 const (
 	// EnvMigration is the MigrationJob's "<namespace>/<name>"; it names the
@@ -162,6 +186,7 @@ var (
 		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvArtifact, EnvCompression, EnvInventory, EnvOutput,
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
 		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
+		EnvEncryptionRecipients, EnvEncryptionRecipientsFile, EnvEncryptionIdentity, EnvEncryptionIdentityFile,
 	}
 	MigrateVars = []string{
 		EnvMigration, EnvMigrationUID, EnvMode, EnvInclude, EnvExclude, EnvParallel, EnvAllowNonEmptyTarget, EnvVerify,

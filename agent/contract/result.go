@@ -55,6 +55,10 @@ type Result struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	// Engine is "postgres" or "mysql".
 	Engine string `json:"engine"`
+	// EncryptedTo are the fingerprints ("age-fp:<16 hex>", the first 16 hex
+	// digits of the SHA-256 of the age public key) of the recipients the
+	// artifact is encrypted to; empty when it is not encrypted.
+	EncryptedTo []string `json:"encryptedTo,omitempty"`
 
 	// The fields below are reported by a restore asked to run checks
 	// (EnvChecks) or to drop its target (EnvDropTargetAfterChecks); absent
@@ -152,6 +156,15 @@ const (
 	// more WAL on the source than EnvMaxRetainedWALBytes allows. The
 	// migration operator drops the replication and fails the MigrationJob.
 	CodeRetainedWALOverLimit = "RetainedWALOverLimit"
+	// CodeEncryptionIdentityMissing: the artifact is encrypted and the
+	// restore was given no identity (EnvEncryptionIdentity). Nothing was
+	// written to the target; the reason names the recipients it needs.
+	CodeEncryptionIdentityMissing = "EncryptionIdentityMissing"
+	// CodeEncryptionIdentityMismatch: the artifact is encrypted, and no
+	// identity given is one of its recipients (or the key did not open the
+	// artifact). Nothing was written to the target; the reason names the
+	// recipients the artifact needs and the identity's own.
+	CodeEncryptionIdentityMismatch = "EncryptionIdentityMismatch"
 )
 
 // CodedError is an error the agent reports with a failure code.

@@ -47,6 +47,9 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Recipients != nil {
+		name += naming.ExtEncrypted
+	}
 	key := job.Key(name)
 	a.log.Info("backup started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
 		"database", cfg.DB.Database, "user", cfg.DB.User, "store", st.String(), "artifact", st.Path(key))
@@ -87,7 +90,11 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 		Inventory:       inv,
 		Source:          a.recordIdentity(ctx, eng.Name(), cfg.DB),
 	}
-	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum)
+	if cfg.Recipients != nil {
+		entry.Encryption = cfg.Recipients.Record()
+	}
+	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum,
+		"encryptedTo", entry.EncryptedTo())
 
 	// Only now, with the artifact complete, is it listed: its own
 	// manifest, which no other run writes or rewrites.
@@ -144,8 +151,15 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	}
 	key := job.Key(entry.Name)
 	start := a.now().Truncate(time.Millisecond)
-	a.log.Info("verifying artifact", "artifact", st.Path(key), "size", entry.Size, "checksum", entry.Checksum, "store", st.String())
-	if err := pipeline.Verify(ctx, st, key, entry.Size, entry.Checksum); err != nil {
+	// An encrypted artifact needs one of its recipients' identities: say
+	// which before reading it, and before the target is touched.
+	ids, err := a.identitiesFor(st.Path(key), entry)
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("verifying artifact", "artifact", st.Path(key), "size", entry.Size, "checksum", entry.Checksum, "store", st.String(),
+		"encryptedTo", entry.EncryptedTo())
+	if err := a.verify(ctx, st, key, entry, ids); err != nil {
 		if errors.Is(err, pipeline.ErrCorrupted) {
 			return nil, fmt.Errorf("refusing to restore: %w; the target database was not touched", err)
 		}
@@ -172,7 +186,7 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 	}
 	// created: this run created the target (not an earlier attempt).
 	created := own
-	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, eng); err != nil {
+	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, ids, eng); err != nil {
 		return nil, err
 	}
 	end := a.now().Truncate(time.Millisecond)
@@ -297,7 +311,8 @@ func (a *app) list(ctx context.Context) ([]byte, error) {
 	report := contract.Catalog{Summary: a.summary("list", st, cat, 0)}
 	for i := len(cat.Entries) - 1; i >= 0; i-- { // newest first
 		e := cat.Entries[i]
-		ce := contract.CatalogEntry{Path: st.Path(job.Key(e.Name)), Size: e.Size, Checksum: e.Checksum, End: e.End, Engine: e.Engine}
+		ce := contract.CatalogEntry{Path: st.Path(job.Key(e.Name)), Size: e.Size, Checksum: e.Checksum, End: e.End, Engine: e.Engine,
+			EncryptedTo: e.EncryptedTo()}
 		if inv := e.Inventory; inv != nil {
 			ce.Tables = len(inv.Tables)
 			for _, t := range inv.Tables {

@@ -22,6 +22,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/checks"
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
@@ -70,6 +71,16 @@ type Config struct {
 	Inventory string
 	LogLevel  string
 	LogFormat string
+
+	// Recipients are the age public keys backup (and a migration's export)
+	// encrypts every artifact to (CAIRN_ENCRYPTION_RECIPIENTS); nil: no
+	// encryption.
+	Recipients *crypt.Recipients
+	// Identities are the age private keys restore (and a migration's
+	// import) decrypts with (CAIRN_ENCRYPTION_IDENTITY); nil: none given.
+	Identities *crypt.Identities
+	// identityText is the identity as given, for redaction.
+	identityText string
 
 	// Migrate is the configuration of `agent migrate <step>` (nil for the
 	// other commands).
@@ -124,6 +135,11 @@ func (c *Config) Secrets() []string {
 	s := []string{c.DB.Password, c.S3.SecretKey, c.S3.SessionToken}
 	if c.Migrate != nil {
 		s = append(s, c.Migrate.Target.Password)
+	}
+	for _, line := range strings.Split(c.identityText, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			s = append(s, line)
+		}
 	}
 	return s
 }
@@ -274,6 +290,9 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 		return nil, err
 	}
 	c.S3.SessionToken = env.get(contract.EnvS3SessionToken)
+	if err := c.loadEncryption(env); err != nil {
+		return nil, err
+	}
 
 	if c.Migrate != nil {
 		if c.Migrate.Target.Password, err = secret(env, contract.EnvTargetPassword, mg.targetPasswordFile, contract.EnvTargetPasswordFile); err != nil {
@@ -387,4 +406,30 @@ func secret(env Env, envKey, file, fileKey string) (string, error) {
 	}
 	// Secrets written with echo end in a newline; the secret does not.
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
+}
+
+// loadEncryption reads the recipients (public keys, for backup) and the
+// identity (private keys, for restore), each from its variable or its file.
+// A malformed value is a usage error that never echoes key material.
+func (c *Config) loadEncryption(env Env) error {
+	text, err := secret(env, contract.EnvEncryptionRecipients, env.get(contract.EnvEncryptionRecipientsFile), contract.EnvEncryptionRecipientsFile)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) != "" {
+		if c.Recipients, err = crypt.ParseRecipients(text); err != nil {
+			return &UsageError{contract.EnvEncryptionRecipients + ": " + err.Error()}
+		}
+	}
+	text, err = secret(env, contract.EnvEncryptionIdentity, env.get(contract.EnvEncryptionIdentityFile), contract.EnvEncryptionIdentityFile)
+	if err != nil {
+		return err
+	}
+	c.identityText = text
+	if strings.TrimSpace(text) != "" {
+		if c.Identities, err = crypt.ParseIdentities(text); err != nil {
+			return &UsageError{contract.EnvEncryptionIdentity + ": " + err.Error()}
+		}
+	}
+	return nil
 }

@@ -47,7 +47,14 @@ const TimeLayout = "20060102T150405.000Z"
 const (
 	ExtPostgres = ".pgdump.zst" // pg_dump custom format, zstd-compressed
 	ExtMySQL    = ".sql.zst"    // mysqldump SQL text, zstd-compressed
+	// ExtEncrypted follows the engine's extension on an artifact encrypted
+	// with age after compression: "….pgdump.zst.age".
+	ExtEncrypted = ".age"
 )
+
+// Encrypted reports whether an artifact name says the artifact is
+// age-encrypted (it ends in ExtEncrypted).
+func Encrypted(name string) bool { return strings.HasSuffix(name, ExtEncrypted) }
 
 var (
 	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -182,6 +189,7 @@ func ParseArtifactName(j Job, name string) (time.Time, string, error) {
 	if !ok {
 		return time.Time{}, "", fmt.Errorf("artifact %q does not belong to backup job %s", name, j)
 	}
+	rest = strings.TrimSuffix(rest, ExtEncrypted)
 	var engine, stamp string
 	switch {
 	case strings.HasSuffix(rest, ExtPostgres):
