@@ -166,3 +166,9 @@ func TestMigrateContinuousDiffers(t *testing.T) { suite.MigrateContinuousDiffers
 func TestMigrateContinuousTruncateAndSequences(t *testing.T) {
 	suite.MigrateContinuousTruncateAndSequences(t, e(t))
 }
+
+func TestEncryption(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.Encryption(t, e(t), kind) })
+	}
+}
