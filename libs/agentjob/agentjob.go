@@ -87,6 +87,9 @@ type Spec struct {
 	Artifact string
 	// Restore: the checks and guards of a restore.
 	Restore *RestoreSpec
+	// Encryption: the recipients a backup (or export) encrypts to, the
+	// identity a restore (or import) decrypts with.
+	Encryption *Encryption
 	// Migration: the settings of a migration step.
 	Migration *MigrationSpec
 	// Resources replace the agent container's default resources.
@@ -225,6 +228,7 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 		}
 	}
 	env = append(env, s.Restore.env()...)
+	env = append(env, s.Encryption.env()...)
 	env = append(env, s.Migration.env()...)
 	args := []string{s.Command}
 	if s.Step != "" {
@@ -435,7 +439,7 @@ func Artifact(r *contract.Result) *cairnv1.Artifact {
 	if r == nil {
 		return nil
 	}
-	return &cairnv1.Artifact{Path: r.Artifact, Size: r.Size, Checksum: r.Checksum}
+	return &cairnv1.Artifact{Path: r.Artifact, Size: r.Size, Checksum: r.Checksum, EncryptedTo: r.EncryptedTo}
 }
 
 // References are the objects an agent run of db (nil for none) against

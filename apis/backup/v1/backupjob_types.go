@@ -154,6 +154,13 @@ type BackupJobSpec struct {
 	// +optional
 	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// Encryption encrypts every artifact on the agent with age to the
+	// recipients given (public keys); restores then need an identity
+	// (RestoreJob spec.encryption). Unset: artifacts are compressed, not
+	// encrypted.
+	// +optional
+	Encryption *cairnv1.EncryptionSpec `json:"encryption,omitempty"`
 }
 
 // BackupJobStatus is the observed state, written by the backup operator only.
@@ -267,8 +274,8 @@ type CatalogArtifact struct {
 	Tables int32 `json:"tables,omitempty"`
 	// +optional
 	Rows int64 `json:"rows,omitempty"`
-	// EncryptedTo are the recipients the artifact is encrypted to; empty
-	// when it is not encrypted.
+	// EncryptedTo are the fingerprints of the age recipients the artifact
+	// is encrypted to; empty when it is not encrypted.
 	// +optional
 	EncryptedTo []string `json:"encryptedTo,omitempty"`
 }

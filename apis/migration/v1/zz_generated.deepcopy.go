@@ -227,7 +227,7 @@ func (in *MigrationJobStatus) DeepCopyInto(out *MigrationJobStatus) {
 	if in.Artifact != nil {
 		in, out := &in.Artifact, &out.Artifact
 		*out = new(metav1.Artifact)
-		**out = **in
+		(*in).DeepCopyInto(*out)
 	}
 	if in.Cutover != nil {
 		in, out := &in.Cutover, &out.Cutover

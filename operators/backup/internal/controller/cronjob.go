@@ -34,6 +34,7 @@ func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
 		Database:              &db,
 		Storage:               bj.Spec.Storage,
 		RetentionDays:         bj.Spec.RetentionDays,
+		Encryption:            agentjob.BackupEncryption(bj.Spec.Encryption),
 		Labels:                childLabels(bj.Name, kind),
 		BackoffLimit:          &maxRetries,
 		ActiveDeadlineSeconds: &deadline,
@@ -104,6 +105,7 @@ func deleteJob(bj *backupv1.BackupJob, image string) *batchv1.Job {
 	spec.Command = "delete"
 	spec.Database = nil
 	spec.RetentionDays = 0
+	spec.Encryption = nil
 	// The name carries a hash of the BackupJob's UID: it never collides with
 	// the delete Job of another BackupJob (or of an earlier one of the same
 	// name), and the finalizer also checks the controller reference.

@@ -30,6 +30,7 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 			Suspend:               b.Suspend,
 			Storage:               b.Storage,
 			DeletionPolicy:        spec.DeletionPolicy,
+			Encryption:            b.Encryption,
 		},
 	}
 }
@@ -53,6 +54,7 @@ func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protect
 			ActiveDeadlineSeconds: spec.Verification.TimeoutSeconds,
 			Checks:                spec.Verification.Checks,
 			DropTargetAfterChecks: true,
+			Encryption:            spec.Verification.Encryption.DeepCopy(),
 		},
 	}
 }

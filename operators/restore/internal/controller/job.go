@@ -84,6 +84,7 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 			Storage:               src.Storage,
 			Artifact:              src.Artifact.Path,
 			Restore:               restoreSpec(spec),
+			Encryption:            agentjob.RestoreEncryption(spec.Encryption),
 			Labels:                lbls,
 			BackoffLimit:          spec.MaxRetries,
 			ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,

@@ -291,13 +291,13 @@ func (r *RestoreJobReconciler) observe(ctx context.Context, p *pass) error {
 	if out.Message != "" {
 		msg += " (" + out.Message + ")"
 	}
-	if failure != "" {
-		msg += "; agent: " + failure
+	if failure != nil {
+		msg += "; agent: " + failure.Reason
 	}
 	msg += "; create a new RestoreJob to try again"
 	rj.Status.Phase = restorev1.PhaseFailed
 	rj.Status.CompletionTime = &at
-	conditions.MarkStalled(rj, cairnv1.FailedReason, msg)
+	conditions.MarkStalled(rj, failedReason(failure), msg)
 	return nil
 }
 

@@ -24,11 +24,11 @@ import (
 
 // podResult reads the agent's report from the termination messages of the
 // Job's pods.
-func (r *RestoreJobReconciler) podResult(ctx context.Context, rj *restorev1.RestoreJob, job *batchv1.Job) (*contract.Result, string, error) {
+func (r *RestoreJobReconciler) podResult(ctx context.Context, rj *restorev1.RestoreJob, job *batchv1.Job) (*contract.Result, *contract.FailedError, error) {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.InNamespace(job.Namespace),
 		client.MatchingLabels{restorev1.RestoreJobLabel: rj.Name}); err != nil {
-		return nil, "", fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
+		return nil, nil, fmt.Errorf("listing the pods of Job %s: %w", job.Name, err)
 	}
 	var mine []corev1.Pod
 	for _, pod := range pods.Items {
@@ -36,7 +36,7 @@ func (r *RestoreJobReconciler) podResult(ctx context.Context, rj *restorev1.Rest
 			mine = append(mine, pod)
 		}
 	}
-	return agentjob.PodResult(mine)
+	return podResult(mine)
 }
 
 // transition counts a RestoreJob that just reached Succeeded or Failed (the
@@ -130,7 +130,8 @@ func notDropped(rj *restorev1.RestoreJob) (string, bool) {
 // restoreReferences are the objects a restore of rj needs: the target's
 // credentials Secret and the store's PVC or S3 credentials.
 func restoreReferences(namespace string, spec *restorev1.RestoreJobSpec, storage cairnv1.StorageSpec) []references.Ref {
-	return agentjob.References(namespace, &spec.Target, "spec.target", storage, "spec.source.store.storage")
+	return append(agentjob.References(namespace, &spec.Target, "spec.target", storage, "spec.source.store.storage"),
+		agentjob.EncryptionReferences(namespace, agentjob.RestoreEncryption(spec.Encryption), "spec.encryption")...)
 }
 
 // restoreJobReferences indexes a RestoreJob by the objects it needs (for
