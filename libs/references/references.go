@@ -42,7 +42,7 @@ const (
 const IndexField = "cairn.dev/references"
 
 var gvks = map[string]schema.GroupVersionKind{
-	Secret: corev1.SchemeGroupVersion.WithKind("Secret"),
+	Secret:    corev1.SchemeGroupVersion.WithKind("Secret"),
 	PVC:       corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
 	ConfigMap: corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 }
