@@ -61,6 +61,19 @@ const (
 	EnvRetentionDays = "CAIRN_RETENTION_DAYS"
 	// EnvPruneAfterBackup "false": backup does not prune.
 	EnvPruneAfterBackup = "CAIRN_PRUNE_AFTER_BACKUP"
+	// EnvRetention is a calendar-tier policy (JSON of Retention), the
+	// other form of retention: set it or EnvRetentionDays, not both.
+	EnvRetention = "CAIRN_RETENTION"
+	// EnvTimeZone is the IANA zone the tiers' hours, days, weeks, months
+	// and years are counted in (the BackupJob's spec.timeZone; default UTC).
+	EnvTimeZone = "CAIRN_TIME_ZONE"
+	// EnvPruneDryRun "true": prune (and backup's prune afterwards) reports
+	// what it keeps and would delete, and deletes nothing.
+	EnvPruneDryRun = "CAIRN_PRUNE_DRY_RUN"
+	// EnvRecordVerification "true": a restore whose checks all passed
+	// records that in the store next to the artifact (a ProtectionPlan's
+	// verification), for Retention.MinVerified.
+	EnvRecordVerification = "CAIRN_RECORD_VERIFICATION"
 	// EnvArtifact is the artifact restore (and a store transfer's import,
 	// verify and cutover) reads: a name or a path; empty = the newest in the
 	// catalog.
@@ -183,7 +196,7 @@ var (
 		EnvEngine, EnvDBHost, EnvDBPort, EnvDBName, EnvDBUser, EnvDBPassword, EnvDBPasswordFile,
 		EnvStore, EnvPVCPath, EnvS3Endpoint, EnvS3Bucket, EnvS3Prefix, EnvS3Region, EnvS3Insecure, EnvS3PartSizeMiB,
 		EnvS3AccessKeyID, EnvS3AccessKeyIDFile, EnvS3SecretAccessKey, EnvS3SecretAccessKeyFile, EnvS3SessionToken,
-		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvArtifact, EnvCompression, EnvInventory, EnvOutput,
+		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvRetention, EnvTimeZone, EnvPruneDryRun, EnvRecordVerification, EnvArtifact, EnvCompression, EnvInventory, EnvOutput,
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
 		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
 		EnvEncryptionRecipients, EnvEncryptionRecipientsFile, EnvEncryptionIdentity, EnvEncryptionIdentityFile,

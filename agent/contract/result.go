@@ -77,6 +77,14 @@ type Result struct {
 	// DropError says why a drop that was asked for did not happen (e.g.
 	// "the target existed before the restore; it is never dropped").
 	DropError string `json:"dropError,omitempty"`
+	// Verified: the restore recorded in the store that the artifact
+	// restored and every check passed (EnvRecordVerification).
+	Verified bool `json:"verified,omitempty"`
+
+	// Retention is what the backup's prune afterwards kept and why, and
+	// what it deleted (or, dry run, would delete); absent when it did not
+	// prune.
+	Retention *RetentionReport `json:"retention,omitempty"`
 }
 
 // Check is one check to run in a restored database: a SQL query returning
@@ -106,7 +114,15 @@ type CheckResult struct {
 // MarshalResult returns r as one JSON line of at most MaxMessageBytes:
 // check values and messages are shortened, then left out, until it fits.
 func MarshalResult(r Result) ([]byte, error) {
+	if r.Retention != nil {
+		rr := *r.Retention
+		rr.Kept, rr.Pruned = append([]KeptArtifact(nil), rr.Kept...), append([]string(nil), rr.Pruned...)
+		r.Retention = &rr
+	}
 	b, err := Marshal(r)
+	for err == nil && len(b) > MaxMessageBytes && r.Retention.shrink() {
+		b, err = Marshal(r)
+	}
 	if err != nil || len(b) <= MaxMessageBytes || len(r.Checks) == 0 {
 		return b, err
 	}
@@ -197,6 +213,9 @@ type Summary struct {
 	Deleted int `json:"deleted,omitempty"`
 	// Newest is the newest successful artifact's path, if any.
 	Newest string `json:"newest,omitempty"`
+	// Retention is what prune kept and why, and what it deleted (or, dry
+	// run, would delete).
+	Retention *RetentionReport `json:"retention,omitempty"`
 }
 
 // FailedError is returned by Parse, ParseMigration and ParseCatalog for a

@@ -105,12 +105,15 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	stopMarker = nil
 	a.log.Info("artifact listed", "manifest", st.Path(job.ManifestKey(name)))
 
-	if cfg.RetentionDays > 0 && cfg.Prune {
-		if _, err := a.pruneStore(ctx, st); err != nil {
+	res := entryResult(st, key, entry)
+	if a.retains() && cfg.Prune {
+		s, err := a.pruneStore(ctx, st)
+		if err != nil {
 			a.log.Warn("prune after backup failed; the backup itself succeeded", "error", err)
 		}
+		res.Retention = s.Retention
 	}
-	return contract.Marshal(entryResult(st, key, entry))
+	return contract.MarshalResult(res)
 }
 
 func (a *app) restore(ctx context.Context) ([]byte, error) {
@@ -204,6 +207,9 @@ func (a *app) restore(ctx context.Context) ([]byte, error) {
 		for _, c := range r.Checks {
 			a.log.Info("check", "name", c.Name, "passed", c.Passed, "value", c.Value, "message", c.Message)
 		}
+	}
+	if cfg.RecordVerification {
+		a.recordVerification(ctx, st, entry, &r)
 	}
 	if cfg.DropTargetAfterChecks {
 		// Only after the checks ran, and only the restore's own target.
@@ -333,8 +339,8 @@ func (a *app) summary(cmd string, st store.Store, cat *catalog.Catalog, deleted 
 }
 
 func (a *app) prune(ctx context.Context) ([]byte, error) {
-	if a.cfg.RetentionDays < 1 {
-		return nil, errors.New("retention days are not set: CAIRN_RETENTION_DAYS or --retention-days must be at least 1")
+	if !a.retains() {
+		return nil, errors.New("no retention is set: CAIRN_RETENTION_DAYS (--retention-days) must be at least 1, or CAIRN_RETENTION (--retention) a calendar-tier policy")
 	}
 	st, err := a.openStore()
 	if err != nil {
@@ -347,7 +353,7 @@ func (a *app) prune(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return contract.Marshal(s)
+	return contract.MarshalSummary(s)
 }
 
 // pruneStore removes expired artifacts (never the newest) and leftovers of
@@ -361,9 +367,20 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 	if err != nil {
 		return contract.Summary{}, err
 	}
-	expired, err := catalog.Expired(cat.Entries, now, a.cfg.RetentionDays)
-	if err != nil {
-		return contract.Summary{}, err
+	policy := a.policy()
+	decisions := catalog.Apply(cat.Entries, l.Verified(job), policy, now)
+	report := catalog.Report(decisions, policy, a.cfg.PruneDryRun)
+	expired := catalog.Pruned(decisions)
+	for _, k := range report.Kept {
+		a.log.Debug("kept", "artifact", k.Artifact, "reasons", k.Reasons)
+	}
+	if a.cfg.PruneDryRun {
+		for _, e := range expired {
+			a.log.Info("would prune (dry run)", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
+		}
+		s := a.summary("prune", st, cat, 0)
+		s.Retention = report
+		return s, nil
 	}
 	deleted := 0
 	var failed []string
@@ -382,10 +399,15 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 		gone[e.Name] = true
 		deleted++
 		a.log.Info("pruned", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
+		// Its verification record, if any (else a later prune sweeps it).
+		if err := st.Delete(ctx, job.VerifiedKey(e.Name)); err != nil {
+			a.log.Warn("cannot delete the verification record of a pruned artifact", "error", err)
+		}
 	}
 	if len(failed) > 0 {
-		return a.summary("prune", st, cat.Without(names(expired), now), deleted),
-			fmt.Errorf("expired artifacts not deleted: %s", strings.Join(failed, "; "))
+		s := a.summary("prune", st, cat.Without(names(expired), now), deleted)
+		s.Retention = report
+		return s, fmt.Errorf("expired artifacts not deleted: %s", strings.Join(failed, "; "))
 	}
 	cat = cat.Without(names(expired), now)
 	// Expired artifacts were deleted above: leave them out of the sweep.
@@ -407,8 +429,10 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 		return contract.Summary{}, err
 	}
 	deleted += n
-	a.log.Info("prune finished", "retentionDays", a.cfg.RetentionDays, "deleted", deleted, "kept", len(cat.Entries))
-	return a.summary("prune", st, cat, deleted), nil
+	a.log.Info("prune finished", "retentionDays", a.cfg.RetentionDays, "retention", a.cfg.Retention, "deleted", deleted, "kept", len(cat.Entries))
+	s := a.summary("prune", st, cat, deleted)
+	s.Retention = report
+	return s, nil
 }
 
 func names(es []catalog.Entry) []string {

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	// The agent image may lack the zone database; CAIRN_TIME_ZONE needs it.
+	_ "time/tzdata"
 	"unicode"
 	"unicode/utf8"
 
@@ -45,7 +47,17 @@ type Config struct {
 
 	BackupJob     naming.Job
 	RetentionDays int
-	Artifact      string
+	// Retention is the calendar-tier policy (CAIRN_RETENTION), the other
+	// form of retention; TimeZone is where its periods are counted
+	// (CAIRN_TIME_ZONE, default UTC).
+	Retention *contract.Retention
+	TimeZone  *time.Location
+	// PruneDryRun: prune reports and deletes nothing (CAIRN_PRUNE_DRY_RUN).
+	PruneDryRun bool
+	// RecordVerification: a restore whose checks passed records it in the
+	// store (CAIRN_RECORD_VERIFICATION).
+	RecordVerification bool
+	Artifact           string
 
 	// Checks run in the target after a restore (CAIRN_CHECKS);
 	// DropTargetAfterChecks drops the target afterwards if the restore
@@ -244,6 +256,10 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	partMiB := fs.Int("s3-part-size-mib", envInt(contract.EnvS3PartSizeMiB, store.DefaultPartSize>>20), "multipart part size in MiB, 5..512: the upload's memory; 10,000 parts max (env CAIRN_S3_PART_SIZE_MIB)")
 	job := fs.String("backupjob", env.get(contract.EnvBackupJob), "BackupJob namespace/name: the catalog key (env CAIRN_BACKUPJOB)")
 	fs.IntVar(&c.RetentionDays, "retention-days", envInt(contract.EnvRetentionDays, 0), "prune artifacts older than this many days, keeping the newest (env CAIRN_RETENTION_DAYS)")
+	retention := fs.String("retention", env.get(contract.EnvRetention), "calendar-tier retention as JSON, e.g. {\"keepDaily\":7,\"keepMonthly\":12,\"minVerified\":1}; instead of --retention-days (env "+contract.EnvRetention+")")
+	timeZone := fs.String("time-zone", envStr(contract.EnvTimeZone, "UTC"), "IANA time zone the retention tiers count hours, days, weeks, months and years in (env "+contract.EnvTimeZone+")")
+	fs.BoolVar(&c.PruneDryRun, "dry-run", envBool(contract.EnvPruneDryRun, false), "prune: report what the policy keeps and would delete, delete nothing (env "+contract.EnvPruneDryRun+")")
+	fs.BoolVar(&c.RecordVerification, "record-verification", envBool(contract.EnvRecordVerification, false), "restore: when every check passed, record the verification in the store next to the artifact (env "+contract.EnvRecordVerification+")")
 	fs.StringVar(&c.Artifact, "artifact", env.get(contract.EnvArtifact), "restore: artifact name or path; empty = newest in the catalog (env CAIRN_ARTIFACT)")
 	checkList := fs.String("checks", env.get(contract.EnvChecks), "restore: checks to run in the restored database, a JSON list (env "+contract.EnvChecks+")")
 	fs.BoolVar(&c.DropTargetAfterChecks, "drop-target-after-checks", envBool(contract.EnvDropTargetAfterChecks, false), "restore: drop the target after the checks, only if the restore created it (env "+contract.EnvDropTargetAfterChecks+")")
@@ -345,6 +361,17 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	}
 	if c.RetentionDays < 0 {
 		return nil, &UsageError{fmt.Sprintf("retention days %d: must not be negative", c.RetentionDays)}
+	}
+	if *retention != "" {
+		if c.Retention, err = contract.ParseRetention(*retention); err != nil {
+			return nil, &UsageError{err.Error()}
+		}
+		if c.RetentionDays > 0 {
+			return nil, &UsageError{"set either retention days (" + contract.EnvRetentionDays + ") or calendar tiers (" + contract.EnvRetention + "), not both"}
+		}
+	}
+	if c.TimeZone, err = time.LoadLocation(*timeZone); err != nil || *timeZone == "Local" {
+		return nil, &UsageError{fmt.Sprintf("time zone %q: want an IANA name such as Europe/Berlin", *timeZone)}
 	}
 	switch c.Compression {
 	case "fastest", "default", "better":

@@ -34,6 +34,10 @@ const CatalogFile = "catalog.json"
 const (
 	EntriesDir = "entries"
 	RunningDir = "running"
+	// VerifiedDir holds one record per artifact that a ProtectionPlan's
+	// verification restored with every check passed: in the store, so it
+	// survives a lost cluster (retention's minVerified reads it).
+	VerifiedDir = "verified"
 )
 
 // TokenLen is the length of an artifact name's random token (hex digits).
@@ -118,6 +122,14 @@ func (j Job) ManifestKey(artifactName string) string {
 // an artifact.
 func (j Job) MarkerKey(artifactName string) string {
 	return path.Join(j.RunningPrefix(), artifactName+".json")
+}
+
+// VerifiedPrefix is the directory of the job's verification records.
+func (j Job) VerifiedPrefix() string { return path.Join(j.Dir(), VerifiedDir) }
+
+// VerifiedKey is the store key of an artifact's verification record.
+func (j Job) VerifiedKey(artifactName string) string {
+	return path.Join(j.VerifiedPrefix(), artifactName+".json")
 }
 
 // CatalogKey is the store key of the job's legacy catalog.

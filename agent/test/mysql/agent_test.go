@@ -158,3 +158,9 @@ func TestEncryption(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.Encryption(t, e(t), kind) })
 	}
 }
+
+func TestRetentionTiers(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.RetentionTiers(t, e(t), kind) })
+	}
+}
