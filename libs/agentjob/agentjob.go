@@ -82,6 +82,8 @@ type Spec struct {
 	Storage cairnv1.StorageSpec
 	// RetentionDays for backup (prune after success) and prune; 0 = none.
 	RetentionDays int32
+	// Retention: calendar tiers instead of RetentionDays (set one).
+	Retention *Retention
 	// Artifact to restore (or import/verify in a store transfer); empty =
 	// newest successful in the catalog.
 	Artifact string
@@ -112,6 +114,9 @@ type RestoreSpec struct {
 	// AllowOverwriteSource: the restore may replace the database the backup
 	// was taken of.
 	AllowOverwriteSource bool
+	// RecordVerification: record in the store that the artifact restored
+	// and every check passed (for retention's minVerified).
+	RecordVerification bool
 }
 
 // MigrationSpec is a migration step's settings (contract.MigrateVars).
@@ -193,6 +198,7 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 	if s.RetentionDays > 0 {
 		env = append(env, corev1.EnvVar{Name: contract.EnvRetentionDays, Value: strconv.Itoa(int(s.RetentionDays))})
 	}
+	env = append(env, s.Retention.env()...)
 	if s.Artifact != "" {
 		env = append(env, corev1.EnvVar{Name: contract.EnvArtifact, Value: s.Artifact})
 	}
@@ -303,6 +309,9 @@ func (r *RestoreSpec) env() []corev1.EnvVar {
 	}
 	if r.AllowOverwriteSource {
 		env = append(env, corev1.EnvVar{Name: contract.EnvAllowOverwriteSource, Value: "true"})
+	}
+	if r.RecordVerification {
+		env = append(env, corev1.EnvVar{Name: contract.EnvRecordVerification, Value: "true"})
 	}
 	return env
 }

@@ -171,6 +171,7 @@ type ProtectionPlanSpec struct {
 
 // BackupTemplate is the part of a BackupJob spec the plan lets you set; the
 // database, time zone and deletion policy come from the plan.
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || self.retentionDays == 7",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both; retentionDays defaults to 7 and is ignored when retention is set"
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
 type BackupTemplate struct {
 	// Schedule in standard 5-field cron format, read in spec.timeZone, e.g.
@@ -185,6 +186,11 @@ type BackupTemplate struct {
 	// +kubebuilder:validation:Maximum=3650
 	// +kubebuilder:default=7
 	RetentionDays int32 `json:"retentionDays,omitempty"`
+	// Retention keeps backups by calendar tiers in spec.timeZone instead of
+	// retentionDays (the BackupJob's spec.retention); its minVerified keeps
+	// the newest backups this plan's verifications proved restorable.
+	// +optional
+	Retention *backupv1.RetentionPolicy `json:"retention,omitempty"`
 	// MaxRetries is how many times Kubernetes retries one failed backup run.
 	// Defaults to 3.
 	// +optional

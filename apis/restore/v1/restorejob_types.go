@@ -130,6 +130,13 @@ type RestoreJobSpec struct {
 	// +optional
 	Encryption *cairnv1.DecryptionSpec `json:"encryption,omitempty"`
 
+	// RecordVerification records in the store, next to the artifact, that
+	// it restored and every check passed (a ProtectionPlan's verification
+	// sets it): a BackupJob's retention.minVerified keeps the newest such
+	// artifacts. It only ever makes retention keep more.
+	// +optional
+	RecordVerification bool `json:"recordVerification,omitempty"`
+
 	// MaxRetries is how many times Kubernetes retries a failed restore (the
 	// Job's backoffLimit). Defaults to 3.
 	// +optional
@@ -265,6 +272,11 @@ type RestoreJobStatus struct {
 	// checks (spec.dropTargetAfterChecks).
 	// +optional
 	TargetDropped bool `json:"targetDropped,omitempty"`
+
+	// Verified is true when the restore recorded its verification in the
+	// store (spec.recordVerification, every check passed).
+	// +optional
+	Verified bool `json:"verified,omitempty"`
 }
 
 // Check is one check run in the restored database: either a SQL query with

@@ -95,6 +95,7 @@ func listJob(bj *backupv1.BackupJob, image, id string) *batchv1.Job {
 	spec.Command = "list"
 	spec.Database = nil
 	spec.RetentionDays = 0
+	spec.Retention = nil
 	spec.Encryption = nil
 	spec.BackoffLimit = new(listBackoffLimit)
 	spec.ActiveDeadlineSeconds = new(listDeadlineSeconds)

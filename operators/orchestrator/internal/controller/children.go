@@ -25,6 +25,7 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 			Schedule:              b.Schedule,
 			TimeZone:              spec.TimeZone,
 			RetentionDays:         b.RetentionDays,
+			Retention:             b.Retention,
 			MaxRetries:            b.MaxRetries,
 			ActiveDeadlineSeconds: b.ActiveDeadlineSeconds,
 			Suspend:               b.Suspend,
@@ -54,6 +55,7 @@ func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protect
 			ActiveDeadlineSeconds: spec.Verification.TimeoutSeconds,
 			Checks:                spec.Verification.Checks,
 			DropTargetAfterChecks: true,
+			RecordVerification:    true,
 			Encryption:            spec.Verification.Encryption.DeepCopy(),
 		},
 	}

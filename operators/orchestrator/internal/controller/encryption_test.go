@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
@@ -28,9 +29,11 @@ func TestDecryptionVerified(t *testing.T) {
 	p.Spec.Backup.Encryption = &cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{
 		ConfigMapKeyRef: &cairnv1.KeySelector{Name: "backup-keys", Key: "recipients"}}}
 	p.Spec.Verification.Encryption = &cairnv1.DecryptionSpec{IdentitySecretRef: cairnv1.KeySelector{Name: "dr-key", Key: "identity"}}
+	p.Spec.Backup.Retention = &backupv1.RetentionPolicy{KeepDaily: 7, KeepMonthly: 12, MinVerified: 2}
 	g.Expect(env.Client.Create(ctx, p)).To(Succeed())
 	bj := backupJobOf(t, p)
 	g.Expect(bj.Spec.Encryption).To(Equal(p.Spec.Backup.Encryption))
+	g.Expect(bj.Spec.Retention).To(Equal(p.Spec.Backup.Retention))
 	g.Eventually(condition(p, platformv1.DecryptionVerifiedCondition)).WithTimeout(timeout).
 		Should(Equal("Unknown/" + platformv1.NoVerificationYetReason))
 
@@ -39,6 +42,7 @@ func TestDecryptionVerified(t *testing.T) {
 	backupSucceeded(t, bj, time.Now().Add(-3*time.Minute), a1)
 	rj1 := restoreJob(t, ns, "vault-verify-1")
 	g.Expect(rj1.Spec.Encryption).To(Equal(p.Spec.Verification.Encryption))
+	g.Expect(rj1.Spec.RecordVerification).To(BeTrue(), "verifications are recorded in the store for minVerified")
 	finishRestore(t, rj1, restorev1.PhaseSucceeded, 5*time.Second, "restored")
 	g.Eventually(condition(p, platformv1.DecryptionVerifiedCondition)).WithTimeout(timeout).
 		Should(Equal("True/" + platformv1.IdentityDecryptsReason))

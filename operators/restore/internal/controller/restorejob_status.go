@@ -61,6 +61,7 @@ func recordChecks(rj *restorev1.RestoreJob, res *contract.Result) {
 	}
 	rj.Status.TargetCreated = res.TargetCreated
 	rj.Status.TargetDropped = res.TargetDropped
+	rj.Status.Verified = res.Verified
 }
 
 // checksOutcome says whether every check of spec has a passing result: an
