@@ -22,7 +22,7 @@ func TestRolesRenderTheContract(t *testing.T) {
 		"list":       {Command: contract.CommandList, Storage: pvc},
 		"backup with tiers": {Command: contract.CommandBackup, Database: db, Storage: pvc,
 			Retention: &Retention{Policy: contract.Retention{KeepDaily: 7, MinVerified: 1}, TimeZone: "Asia/Shanghai", DryRun: true}},
-		"prune with tiers": {Command: contract.CommandPrune, Storage: pvc, Retention: &Retention{Policy: contract.Retention{KeepLast: 3}}},
+		"prune with tiers":     {Command: contract.CommandPrune, Storage: pvc, Retention: &Retention{Policy: contract.Retention{KeepLast: 3}}},
 		"verification restore": {Command: contract.CommandRestore, Database: db, Storage: pvc, Restore: &RestoreSpec{RecordVerification: true}},
 		"backup encrypted, secret": {Command: contract.CommandBackup, Database: db, Storage: pvc,
 			Encryption: BackupEncryption(&cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{SecretKeyRef: &cairnv1.KeySelector{Name: "keys", Key: "recipients"}}})},
