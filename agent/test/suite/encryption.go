@@ -3,6 +3,7 @@ package suite
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,7 @@ func Encryption(t *testing.T, e *Env, kind string) {
 			t.Errorf("the stored artifact contains %q in clear", clear)
 		}
 	}
+	byHand(t, e, stored, teamPriv)
 	manifest := string(st.Read(t, job.ManifestKey(path.Base(key))))
 	for _, want := range []string{teamPub, escrowPub, wantFP[0], wantFP[1], `"method": "age"`} {
 		if !strings.Contains(manifest, want) {
@@ -173,4 +175,34 @@ func failureCode(t *testing.T, termLog string) string {
 		t.Fatalf("termination message %q is not a failure", termLog)
 	}
 	return failed.Code
+}
+
+// byHand decrypts an artifact with the age command (Debian's package) and
+// decompresses it with zstd, as docs/store.md tells a person to: the result
+// is the dump, readable by the engine's tools.
+func byHand(t *testing.T, e *Env, stored []byte, priv string) {
+	t.Helper()
+	dir := t.TempDir()
+	art, keyFile := filepath.Join(dir, "artifact.zst.age"), filepath.Join(dir, "key.txt")
+	check(t, os.WriteFile(art, stored, 0o600))
+	check(t, os.WriteFile(keyFile, []byte(priv+"\n"), 0o600))
+	for _, tool := range []string{"age", "zstd"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: run hack/agent-deps.sh (make agent-deps)", tool)
+		}
+	}
+	out, err := exec.Command("sh", "-c", `age -d -i "$1" "$2" | zstd -d`, "sh", keyFile, art).Output()
+	if err != nil {
+		t.Fatalf("age -d | zstd -d: %v", err)
+	}
+	switch e.DB.Engine() {
+	case "postgres":
+		if !bytes.HasPrefix(out, []byte("PGDMP")) {
+			t.Fatalf("decrypted by hand, the artifact is not a pg_dump archive: %q", out[:min(len(out), 16)])
+		}
+	default:
+		if !bytes.Contains(out, []byte("CREATE TABLE")) {
+			t.Fatal("decrypted by hand, the artifact is not a mysqldump script")
+		}
+	}
 }
