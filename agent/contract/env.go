@@ -46,6 +46,14 @@ const (
 	EnvS3Region      = "CAIRN_S3_REGION"
 	EnvS3Insecure    = "CAIRN_S3_INSECURE"
 	EnvS3PartSizeMiB = "CAIRN_S3_PART_SIZE_MIB"
+	// EnvS3ObjectLock is GOVERNANCE or COMPLIANCE: backup writes each
+	// artifact and its manifest with S3 Object Lock retention in that mode
+	// until the artifact's start + EnvS3ObjectLockDays (default
+	// EnvRetentionDays), and prune never deletes an artifact that is still
+	// locked (it is kept, reason KeepLocked). The bucket must have Object
+	// Lock (and so versioning) enabled.
+	EnvS3ObjectLock     = "CAIRN_S3_OBJECT_LOCK"
+	EnvS3ObjectLockDays = "CAIRN_S3_OBJECT_LOCK_DAYS"
 	// The S3 credentials, under the names every S3 tool reads (or files
 	// holding them), and an optional session token.
 	EnvS3AccessKeyID         = "AWS_ACCESS_KEY_ID"
@@ -194,7 +202,7 @@ const (
 var (
 	Vars = []string{
 		EnvEngine, EnvDBHost, EnvDBPort, EnvDBName, EnvDBUser, EnvDBPassword, EnvDBPasswordFile,
-		EnvStore, EnvPVCPath, EnvS3Endpoint, EnvS3Bucket, EnvS3Prefix, EnvS3Region, EnvS3Insecure, EnvS3PartSizeMiB,
+		EnvStore, EnvPVCPath, EnvS3Endpoint, EnvS3Bucket, EnvS3Prefix, EnvS3Region, EnvS3Insecure, EnvS3PartSizeMiB, EnvS3ObjectLock, EnvS3ObjectLockDays,
 		EnvS3AccessKeyID, EnvS3AccessKeyIDFile, EnvS3SecretAccessKey, EnvS3SecretAccessKeyFile, EnvS3SessionToken,
 		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvRetention, EnvTimeZone, EnvPruneDryRun, EnvRecordVerification, EnvArtifact, EnvCompression, EnvInventory, EnvOutput,
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,

@@ -67,7 +67,10 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 		}
 	}()
 
-	w, inv, invErr, err := a.dumpWithInventory(ctx, eng, cfg.DB, st, key, inventory.Options{Method: cfg.Inventory})
+	// With S3 Object Lock, the artifact and its manifest are written locked
+	// (until start + the lock days); markers are not.
+	locked := a.lockedStore(st, start)
+	w, inv, invErr, err := a.dumpWithInventory(ctx, eng, cfg.DB, locked, key, inventory.Options{Method: cfg.Inventory})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +101,7 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 
 	// Only now, with the artifact complete, is it listed: its own
 	// manifest, which no other run writes or rewrites.
-	if err := a.writeManifest(ctx, st, entry); err != nil {
+	if err := a.writeManifest(ctx, locked, entry); err != nil {
 		return nil, fmt.Errorf("artifact %s was written but is not listed: %w", st.Path(key), err)
 	}
 	stopMarker()
@@ -371,6 +374,12 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 	decisions := catalog.Apply(cat.Entries, l.Verified(job), policy, now)
 	report := catalog.Report(decisions, policy, a.cfg.PruneDryRun)
 	expired := catalog.Pruned(decisions)
+	// An artifact still under S3 Object Lock is never deleted: kept, and
+	// said so.
+	if expired, err = a.unlocked(ctx, st, decisions, expired, now); err != nil {
+		return contract.Summary{}, err
+	}
+	report = catalog.Report(decisions, policy, a.cfg.PruneDryRun)
 	for _, k := range report.Kept {
 		a.log.Debug("kept", "artifact", k.Artifact, "reasons", k.Reasons)
 	}

@@ -44,6 +44,9 @@ type Config struct {
 	Store   string // "pvc" or "s3"
 	PVCPath string
 	S3      store.S3Config
+	// LockDays: artifacts are locked (S3.LockMode) until their start +
+	// this many days.
+	LockDays int
 
 	BackupJob     naming.Job
 	RetentionDays int
@@ -253,6 +256,8 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.StringVar(&c.S3.Prefix, "s3-prefix", env.get(contract.EnvS3Prefix), "key prefix inside the bucket (env CAIRN_S3_PREFIX)")
 	fs.BoolVar(&c.S3.Insecure, "s3-insecure", envBool(contract.EnvS3Insecure, false), "plain http to a host:port endpoint (env CAIRN_S3_INSECURE)")
 	fs.StringVar(&c.S3.Region, "s3-region", env.get(contract.EnvS3Region), "S3 region (env CAIRN_S3_REGION)")
+	fs.StringVar(&c.S3.LockMode, "s3-object-lock", env.get(contract.EnvS3ObjectLock), "S3 Object Lock mode artifacts are written with: GOVERNANCE or COMPLIANCE; empty for none (env "+contract.EnvS3ObjectLock+")")
+	fs.IntVar(&c.LockDays, "s3-object-lock-days", envInt(contract.EnvS3ObjectLockDays, 0), "lock each artifact until its start + this many days; default the retention days (env "+contract.EnvS3ObjectLockDays+")")
 	partMiB := fs.Int("s3-part-size-mib", envInt(contract.EnvS3PartSizeMiB, store.DefaultPartSize>>20), "multipart part size in MiB, 5..512: the upload's memory; 10,000 parts max (env CAIRN_S3_PART_SIZE_MIB)")
 	job := fs.String("backupjob", env.get(contract.EnvBackupJob), "BackupJob namespace/name: the catalog key (env CAIRN_BACKUPJOB)")
 	fs.IntVar(&c.RetentionDays, "retention-days", envInt(contract.EnvRetentionDays, 0), "prune artifacts older than this many days, keeping the newest (env CAIRN_RETENTION_DAYS)")
@@ -370,6 +375,9 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 			return nil, &UsageError{"set either retention days (" + contract.EnvRetentionDays + ") or calendar tiers (" + contract.EnvRetention + "), not both"}
 		}
 	}
+	if err := c.checkLock(); err != nil {
+		return nil, err
+	}
 	if c.TimeZone, err = time.LoadLocation(*timeZone); err != nil || *timeZone == "Local" {
 		return nil, &UsageError{fmt.Sprintf("time zone %q: want an IANA name such as Europe/Berlin", *timeZone)}
 	}
@@ -457,6 +465,30 @@ func (c *Config) loadEncryption(env Env) error {
 		if c.Identities, err = crypt.ParseIdentities(text); err != nil {
 			return &UsageError{contract.EnvEncryptionIdentity + ": " + err.Error()}
 		}
+	}
+	return nil
+}
+
+// checkLock validates S3 Object Lock: a mode, an S3 store, and how long.
+func (c *Config) checkLock() error {
+	switch c.S3.LockMode {
+	case "":
+		if c.LockDays != 0 {
+			return &UsageError{contract.EnvS3ObjectLockDays + " is set without " + contract.EnvS3ObjectLock}
+		}
+		return nil
+	case store.LockGovernance, store.LockCompliance:
+	default:
+		return &UsageError{fmt.Sprintf("S3 object lock mode %q: want GOVERNANCE or COMPLIANCE", c.S3.LockMode)}
+	}
+	if c.Store != "s3" {
+		return &UsageError{contract.EnvS3ObjectLock + " needs an S3 store"}
+	}
+	if c.LockDays == 0 {
+		c.LockDays = c.RetentionDays
+	}
+	if c.LockDays < 1 && c.Command == contract.CommandBackup {
+		return &UsageError{"S3 object lock: set " + contract.EnvS3ObjectLockDays + " (how many days each artifact stays locked); it defaults to the retention days, which are not set"}
 	}
 	return nil
 }

@@ -178,3 +178,5 @@ func TestRetentionTiers(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.RetentionTiers(t, e(t), kind) })
 	}
 }
+
+func TestObjectLock(t *testing.T) { suite.ObjectLock(t, e(t)) }
