@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/cli"
 	"cairn.dev/agent/internal/naming"
-	"cairn.dev/agent/contract"
 )
 
 // dbExists reports whether database name exists on the test server.

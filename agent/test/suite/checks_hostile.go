@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/naming"
 )
 
 // HostileCheck is a check a user (or a mistake) could write that must not

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
-	"cairn.dev/agent/contract"
 )
 
 // Concurrency of ConcurrentWriters: per round, this many backups and

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/naming"
 )
 
 // HostileNames are database names that a tool would read as an option or a

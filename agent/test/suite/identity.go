@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
-	"cairn.dev/agent/contract"
 )
 
 // Alias is another address of the test server: another name for

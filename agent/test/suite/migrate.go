@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
-	"cairn.dev/agent/contract"
 )
 
 // migration is one source → target pair on the test server.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/naming"
 )
 
 // RestoreStreamFails makes the restore stream fail after the artifact

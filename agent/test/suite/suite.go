@@ -15,10 +15,10 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/testenv"
-	"cairn.dev/agent/contract"
 )
 
 // Stores are the store kinds every scenario runs against.
