@@ -15,7 +15,7 @@ import (
 	"cairn.dev/agent/internal/crypt"
 )
 
-func keyPair(t *testing.T) (*crypt.Recipients, *crypt.Identities) {
+func keyPair(t testing.TB) (*crypt.Recipients, *crypt.Identities) {
 	t.Helper()
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
