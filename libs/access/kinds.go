@@ -118,6 +118,13 @@ func migrationSpecChecks(ns string, spec *migrationv1.MigrationJobSpec, field st
 		out = append(out, database(ns, &spec.Target.DatabaseRef, field+".target")...)
 	}
 	out = append(out, storage(ns, spec.Transfer.Storage, field+".transfer.storage")...)
+	if e := spec.Transfer.Encryption; e != nil {
+		out = append(out, encryption(ns, &cairnv1.EncryptionSpec{Recipients: e.Recipients}, field+".transfer.encryption")...)
+		if spec.Target.KubeconfigSecretRef == nil && e.IdentitySecretRef.Name != "" {
+			// A remote target's identity is in the other cluster.
+			out = append(out, GetSecret(ns, e.IdentitySecretRef.Name, field+".transfer.encryption.identitySecretRef"))
+		}
+	}
 	if s := spec.Cutover.SwitchSecret; s != nil && s.Name != "" {
 		out = append(out, PatchSecret(ns, s.Name, field+".cutover.switchSecret"))
 	}
