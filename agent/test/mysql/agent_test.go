@@ -164,3 +164,9 @@ func TestRetentionTiers(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.RetentionTiers(t, e(t), kind) })
 	}
 }
+
+func TestMigrateViaStoreEncrypted(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.MigrateViaStoreEncrypted(t, e(t), kind) })
+	}
+}

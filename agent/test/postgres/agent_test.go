@@ -180,3 +180,9 @@ func TestRetentionTiers(t *testing.T) {
 }
 
 func TestObjectLock(t *testing.T) { suite.ObjectLock(t, e(t)) }
+
+func TestMigrateViaStoreEncrypted(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.MigrateViaStoreEncrypted(t, e(t), kind) })
+	}
+}

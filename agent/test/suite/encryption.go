@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -204,5 +205,37 @@ func byHand(t *testing.T, e *Env, stored []byte, priv string) {
 		if !bytes.Contains(out, []byte("CREATE TABLE")) {
 			t.Fatal("decrypted by hand, the artifact is not a mysqldump script")
 		}
+	}
+}
+
+// MigrateViaStoreEncrypted: a Store transfer's export encrypted to a key
+// (no table data in the stored bytes), imported with its identity into an
+// equal target; an import with another identity fails before the target
+// exists.
+func MigrateViaStoreEncrypted(t *testing.T, e *Env, kind string) {
+	st := e.NewStore(t, kind)
+	pub, priv := keyPair(t)
+	_, other := keyPair(t)
+	m := newMigration(t, e, "mig_enc_"+kind)
+	m.env = append(m.env, st.Env...)
+	targetOnly := []string{"CAIRN_DB_HOST=", "CAIRN_DB_USER=", "CAIRN_DB_PASSWORD="}
+	ex := m.ok(t, "export", contract.EnvEncryptionRecipients+"="+pub)
+	if !strings.HasSuffix(ex.Artifact, naming.ExtEncrypted) {
+		t.Fatalf("export %s is not encrypted", ex.Artifact)
+	}
+	job := naming.MigrationJob("shop", "mig-enc-"+kind)
+	stored := st.Read(t, st.KeyOf(t, job, ex.Artifact))
+	if bytes.Contains(stored, []byte("customers")) || bytes.HasPrefix(stored, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		t.Fatal("the export is readable without the key")
+	}
+	targetOnly = append(targetOnly, "CAIRN_ARTIFACT="+ex.Artifact)
+	r := m.run(t, "import", append(slices.Clone(targetOnly), contract.EnvEncryptionIdentity+"="+other)...)
+	mustExit(t, r, contract.ExitUsage)
+	if failureCode(t, r.TermLog) != contract.CodeEncryptionIdentityMismatch || dbExists(t, e, m.dst) {
+		t.Fatalf("import with another identity: %s (target exists: %v)", r.TermLog, dbExists(t, e, m.dst))
+	}
+	m.ok(t, "import", append(slices.Clone(targetOnly), contract.EnvEncryptionIdentity+"="+priv)...)
+	if src, dst := fingerprint(t, e.DB, m.src), fingerprint(t, e.DB, m.dst); src != dst {
+		t.Fatalf("imported target differs from source")
 	}
 }
