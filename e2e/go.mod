@@ -13,8 +13,10 @@ require (
 	cairn.dev/agent/contract v0.0.0-00010101000000-000000000000
 	cairn.dev/apis v0.0.0
 	cairn.dev/libs v0.0.0-00010101000000-000000000000
+	filippo.io/age v1.3.2
 	github.com/docker/docker v28.5.2+incompatible
 	github.com/go-logr/logr v1.4.4
+	github.com/klauspost/compress v1.20.4
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/onsi/gomega v1.44.0
 	github.com/prometheus/client_model v0.6.3
@@ -33,6 +35,7 @@ require (
 
 require (
 	cel.dev/expr v0.25.2 // indirect
+	filippo.io/hpke v0.4.0 // indirect
 	github.com/Microsoft/go-winio v0.6.4 // indirect
 	github.com/NYTimes/gziphandler v1.1.1 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
@@ -88,7 +91,6 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.13.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/klauspost/crc32 v1.3.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect

@@ -5,6 +5,7 @@
 #   - MariaDB server + client (mariadbd, mariadb-install-db, mysqldump, mysql)
 #   - zstd (the benchmark's `pg_dump -Fc | zstd` baseline)
 #   - restic (the benchmark's peer: K8up's `pg_dump | restic backup --stdin`)
+#   - age (the encryption test decrypts an agent's artifact by hand with it)
 #   - pgcopydb (the migration benchmark's peer: `pgcopydb clone`)
 #   - versitygw v1.8.0 (real S3 server) into <repo>/bin/tools
 # Usage: hack/agent-deps.sh   (as root; run from anywhere)
@@ -23,6 +24,7 @@ command -v pg_dump >/dev/null 2>&1 && command -v pg_restore >/dev/null 2>&1 && c
 command -v mysqldump >/dev/null 2>&1 && command -v mysql >/dev/null 2>&1 || need_apt+=(mariadb-client)
 command -v zstd >/dev/null 2>&1 || need_apt+=(zstd)
 command -v restic >/dev/null 2>&1 || need_apt+=(restic)
+command -v age >/dev/null 2>&1 || need_apt+=(age)
 command -v pgcopydb >/dev/null 2>&1 || need_apt+=(pgcopydb)
 command -v runuser >/dev/null 2>&1 || need_apt+=(util-linux)
 
@@ -39,7 +41,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   # free loopback ports), so a failure to start it is harmless.
   apt-get install -y --no-install-recommends "${need_apt[@]}"
 else
-  log "PostgreSQL 15, MariaDB, zstd, restic, pgcopydb: present"
+  log "PostgreSQL 15, MariaDB, zstd, restic, age, pgcopydb: present"
 fi
 
 if [ -x "$TOOLS_DIR/versitygw" ]; then

@@ -80,6 +80,7 @@ func main() {
 	inventoryFlag := flag.String("inventory", "", "CAIRN_INVENTORY of the agent's backups, comma-separated for a case each (Checksum, RowCount, None; empty: the agent's default, RowCount)")
 	casesFlag := flag.String("cases", "", "measure only the configurations whose name matches this regular expression (e.g. 'Z0|PVC'); the restore's preparation still runs")
 	mysqlMigrationSizes := flag.String("mysql-migration-sizes", "", "MariaDB source database sizes for the migration bench (agent migrate copy on 1 and 4 connections vs mysqldump | mysql), in MB (comma-separated; empty: none)")
+	flag.BoolVar(&encrypt, "encryption", true, "also measure every agent backup encrypted with age to two X25519 recipients, side by side with the same backup unencrypted (its peer)")
 	flag.Parse()
 	inventories = strings.Split(*inventoryFlag, ",")
 	if *casesFlag != "" {
@@ -365,9 +366,12 @@ func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
 				peer = resticPG
 			}
 			for _, inv := range inventories {
-				cases = append(cases, benchCase{name: "agent backup → " + strings.ToUpper(kind) + sfx + inventorySuffix(inv), peer: peer, run: func(r int) (measurement, error) {
-					return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db), kind, level, inv, fmt.Sprintf("bench/%s-%d", strings.ReplaceAll(db, "_", "-"), r))
-				}})
+				plain := "agent backup → " + strings.ToUpper(kind) + sfx + inventorySuffix(inv)
+				for _, enc := range encryptions() {
+					cases = append(cases, benchCase{name: plain + enc.suffix, peer: enc.peer(peer, plain), run: func(r int) (measurement, error) {
+						return e.agentBackup(append(append(pgEnv, enc.env...), "CAIRN_DB_NAME="+db), kind, level, inv, fmt.Sprintf("bench/%s-%d", strings.ReplaceAll(db, "_", "-"), r))
+					}})
+				}
 			}
 		}
 	}
@@ -453,9 +457,12 @@ func (e *env) mysqlRow(mb, runs int, levels []string) (row, error) {
 				peer = resticMy
 			}
 			for _, inv := range inventories {
-				cases = append(cases, benchCase{name: "agent backup → " + strings.ToUpper(kind) + levelSuffix(level) + inventorySuffix(inv), peer: peer, run: func(r int) (measurement, error) {
-					return e.agentBackup(append(myEnv, "CAIRN_DB_NAME="+db), kind, level, inv, fmt.Sprintf("bench/my-%s-%d", strings.ReplaceAll(db, "_", "-"), r))
-				}})
+				plain := "agent backup → " + strings.ToUpper(kind) + levelSuffix(level) + inventorySuffix(inv)
+				for _, enc := range encryptions() {
+					cases = append(cases, benchCase{name: plain + enc.suffix, peer: enc.peer(peer, plain), run: func(r int) (measurement, error) {
+						return e.agentBackup(append(append(myEnv, enc.env...), "CAIRN_DB_NAME="+db), kind, level, inv, fmt.Sprintf("bench/my-%s-%d", strings.ReplaceAll(db, "_", "-"), r))
+					}})
+				}
 			}
 		}
 	}

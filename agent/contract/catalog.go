@@ -30,6 +30,9 @@ type CatalogEntry struct {
 	// Tables and Rows are the backup's recorded inventory, when it has one.
 	Tables int   `json:"tables,omitempty"`
 	Rows   int64 `json:"rows,omitempty"`
+	// EncryptedTo are the fingerprints of the recipients the artifact is
+	// encrypted to (as Result.EncryptedTo); empty when not encrypted.
+	EncryptedTo []string `json:"encryptedTo,omitempty"`
 }
 
 // MarshalCatalog returns c as one JSON line of at most MaxMessageBytes,

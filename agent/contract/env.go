@@ -46,6 +46,14 @@ const (
 	EnvS3Region      = "CAIRN_S3_REGION"
 	EnvS3Insecure    = "CAIRN_S3_INSECURE"
 	EnvS3PartSizeMiB = "CAIRN_S3_PART_SIZE_MIB"
+	// EnvS3ObjectLock is GOVERNANCE or COMPLIANCE: backup writes each
+	// artifact and its manifest with S3 Object Lock retention in that mode
+	// until the artifact's start + EnvS3ObjectLockDays (default
+	// EnvRetentionDays), and prune never deletes an artifact that is still
+	// locked (it is kept, reason KeepLocked). The bucket must have Object
+	// Lock (and so versioning) enabled.
+	EnvS3ObjectLock     = "CAIRN_S3_OBJECT_LOCK"
+	EnvS3ObjectLockDays = "CAIRN_S3_OBJECT_LOCK_DAYS"
 	// The S3 credentials, under the names every S3 tool reads (or files
 	// holding them), and an optional session token.
 	EnvS3AccessKeyID         = "AWS_ACCESS_KEY_ID"
@@ -61,6 +69,19 @@ const (
 	EnvRetentionDays = "CAIRN_RETENTION_DAYS"
 	// EnvPruneAfterBackup "false": backup does not prune.
 	EnvPruneAfterBackup = "CAIRN_PRUNE_AFTER_BACKUP"
+	// EnvRetention is a calendar-tier policy (JSON of Retention), the
+	// other form of retention: set it or EnvRetentionDays, not both.
+	EnvRetention = "CAIRN_RETENTION"
+	// EnvTimeZone is the IANA zone the tiers' hours, days, weeks, months
+	// and years are counted in (the BackupJob's spec.timeZone; default UTC).
+	EnvTimeZone = "CAIRN_TIME_ZONE"
+	// EnvPruneDryRun "true": prune (and backup's prune afterwards) reports
+	// what it keeps and would delete, and deletes nothing.
+	EnvPruneDryRun = "CAIRN_PRUNE_DRY_RUN"
+	// EnvRecordVerification "true": a restore whose checks all passed
+	// records that in the store next to the artifact (a ProtectionPlan's
+	// verification), for Retention.MinVerified.
+	EnvRecordVerification = "CAIRN_RECORD_VERIFICATION"
 	// EnvArtifact is the artifact restore (and a store transfer's import,
 	// verify and cutover) reads: a name or a path; empty = the newest in the
 	// catalog.
@@ -98,6 +119,30 @@ const (
 	// target's server identity with the one the backup recorded and
 	// refuses a match before it writes anything.
 	EnvAllowOverwriteSource = "CAIRN_ALLOW_OVERWRITE_SOURCE"
+)
+
+// Client-side encryption (age, filippo.io/age), between the operators and
+// `agent backup` / `agent restore` (and a migration's export and import).
+const (
+	// EnvEncryptionRecipients holds age X25519 public keys (age1…), one
+	// per line ("#" comments allowed): backup encrypts every artifact to
+	// all of them. Rendered from a Secret or ConfigMap key (a BackupJob's
+	// spec.encryption.recipients). Public keys only: a private key here is
+	// refused.
+	EnvEncryptionRecipients = "CAIRN_ENCRYPTION_RECIPIENTS"
+	// EnvEncryptionRecipientsFile names a file holding the recipients
+	// instead (set one of the two).
+	EnvEncryptionRecipientsFile = "CAIRN_ENCRYPTION_RECIPIENTS_FILE"
+	// EnvEncryptionIdentity holds age X25519 private keys
+	// (AGE-SECRET-KEY-1…), one per line: restore decrypts an encrypted
+	// artifact with them. Rendered from a Secret key only (a RestoreJob's
+	// spec.encryption.identitySecretRef). An encrypted artifact restored
+	// without a matching identity fails before the target is touched, with
+	// CodeEncryptionIdentityMissing or CodeEncryptionIdentityMismatch.
+	EnvEncryptionIdentity = "CAIRN_ENCRYPTION_IDENTITY"
+	// EnvEncryptionIdentityFile names a file holding the identity instead
+	// (set one of the two).
+	EnvEncryptionIdentityFile = "CAIRN_ENCRYPTION_IDENTITY_FILE"
 )
 
 // Environment variables of `agent migrate` (besides the backup's).
@@ -157,11 +202,12 @@ const (
 var (
 	Vars = []string{
 		EnvEngine, EnvDBHost, EnvDBPort, EnvDBName, EnvDBUser, EnvDBPassword, EnvDBPasswordFile,
-		EnvStore, EnvPVCPath, EnvS3Endpoint, EnvS3Bucket, EnvS3Prefix, EnvS3Region, EnvS3Insecure, EnvS3PartSizeMiB,
+		EnvStore, EnvPVCPath, EnvS3Endpoint, EnvS3Bucket, EnvS3Prefix, EnvS3Region, EnvS3Insecure, EnvS3PartSizeMiB, EnvS3ObjectLock, EnvS3ObjectLockDays,
 		EnvS3AccessKeyID, EnvS3AccessKeyIDFile, EnvS3SecretAccessKey, EnvS3SecretAccessKeyFile, EnvS3SessionToken,
-		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvArtifact, EnvCompression, EnvInventory, EnvOutput,
+		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvRetention, EnvTimeZone, EnvPruneDryRun, EnvRecordVerification, EnvArtifact, EnvCompression, EnvInventory, EnvOutput,
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
 		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
+		EnvEncryptionRecipients, EnvEncryptionRecipientsFile, EnvEncryptionIdentity, EnvEncryptionIdentityFile,
 	}
 	MigrateVars = []string{
 		EnvMigration, EnvMigrationUID, EnvMode, EnvInclude, EnvExclude, EnvParallel, EnvAllowNonEmptyTarget, EnvVerify,

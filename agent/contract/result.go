@@ -55,6 +55,10 @@ type Result struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	// Engine is "postgres" or "mysql".
 	Engine string `json:"engine"`
+	// EncryptedTo are the fingerprints ("age-fp:<16 hex>", the first 16 hex
+	// digits of the SHA-256 of the age public key) of the recipients the
+	// artifact is encrypted to; empty when it is not encrypted.
+	EncryptedTo []string `json:"encryptedTo,omitempty"`
 
 	// The fields below are reported by a restore asked to run checks
 	// (EnvChecks) or to drop its target (EnvDropTargetAfterChecks); absent
@@ -73,6 +77,14 @@ type Result struct {
 	// DropError says why a drop that was asked for did not happen (e.g.
 	// "the target existed before the restore; it is never dropped").
 	DropError string `json:"dropError,omitempty"`
+	// Verified: the restore recorded in the store that the artifact
+	// restored and every check passed (EnvRecordVerification).
+	Verified bool `json:"verified,omitempty"`
+
+	// Retention is what the backup's prune afterwards kept and why, and
+	// what it deleted (or, dry run, would delete); absent when it did not
+	// prune.
+	Retention *RetentionReport `json:"retention,omitempty"`
 }
 
 // The words a failed restore's reason ends with when it created a scratch
@@ -111,7 +123,15 @@ type CheckResult struct {
 // MarshalResult returns r as one JSON line of at most MaxMessageBytes:
 // check values and messages are shortened, then left out, until it fits.
 func MarshalResult(r Result) ([]byte, error) {
+	if r.Retention != nil {
+		rr := *r.Retention
+		rr.Kept, rr.Pruned = append([]KeptArtifact(nil), rr.Kept...), append([]string(nil), rr.Pruned...)
+		r.Retention = &rr
+	}
 	b, err := Marshal(r)
+	for err == nil && len(b) > MaxMessageBytes && r.Retention.shrink() {
+		b, err = Marshal(r)
+	}
 	if err != nil || len(b) <= MaxMessageBytes || len(r.Checks) == 0 {
 		return b, err
 	}
@@ -167,6 +187,15 @@ const (
 	// why). The restore operator reports it.
 	CodeScratchDropped    = "ScratchDropped"
 	CodeScratchNotDropped = "ScratchNotDropped"
+	// CodeEncryptionIdentityMissing: the artifact is encrypted and the
+	// restore was given no identity (EnvEncryptionIdentity). Nothing was
+	// written to the target; the reason names the recipients it needs.
+	CodeEncryptionIdentityMissing = "EncryptionIdentityMissing"
+	// CodeEncryptionIdentityMismatch: the artifact is encrypted, and no
+	// identity given is one of its recipients (or the key did not open the
+	// artifact). Nothing was written to the target; the reason names the
+	// recipients the artifact needs and the identity's own.
+	CodeEncryptionIdentityMismatch = "EncryptionIdentityMismatch"
 )
 
 // CodedError is an error the agent reports with a failure code.
@@ -199,6 +228,9 @@ type Summary struct {
 	Deleted int `json:"deleted,omitempty"`
 	// Newest is the newest successful artifact's path, if any.
 	Newest string `json:"newest,omitempty"`
+	// Retention is what prune kept and why, and what it deleted (or, dry
+	// run, would delete).
+	Retention *RetentionReport `json:"retention,omitempty"`
 }
 
 // FailedError is returned by Parse, ParseMigration and ParseCatalog for a

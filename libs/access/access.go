@@ -76,6 +76,11 @@ func GetClaim(ns, name, field string) Check {
 	return Check{Verb: "get", Resource: "persistentvolumeclaims", Namespace: ns, Name: name, Kind: "persistentvolumeclaim", Field: field}
 }
 
+// GetConfigMap is the check that the requester may read ConfigMap ns/name.
+func GetConfigMap(ns, name, field string) Check {
+	return Check{Verb: "get", Resource: "configmaps", Namespace: ns, Name: name, Kind: "configmap", Field: field}
+}
+
 // PatchSecret is the check that the requester may patch Secret ns/name.
 func PatchSecret(ns, name, field string) Check {
 	return Check{Verb: "patch", Resource: "secrets", Namespace: ns, Name: name, Kind: "secret", Field: field}

@@ -48,9 +48,33 @@ func getBackupJob(ns, name, field string) Check {
 	return Check{Verb: "get", Group: backupv1.GroupVersion.Group, Resource: "backupjobs", Namespace: ns, Name: name, Kind: "backupjob", Field: field}
 }
 
-// BackupJobChecks: get on the database's and the S3 store's credentials.
+// encryption: get on the recipients' Secret or ConfigMap (the agent reads
+// it: whoever could not must not make Cairn read it for them).
+func encryption(ns string, e *cairnv1.EncryptionSpec, field string) []Check {
+	switch {
+	case e == nil:
+		return nil
+	case e.Recipients.SecretKeyRef != nil && e.Recipients.SecretKeyRef.Name != "":
+		return []Check{GetSecret(ns, e.Recipients.SecretKeyRef.Name, field+".recipients.secretKeyRef")}
+	case e.Recipients.ConfigMapKeyRef != nil && e.Recipients.ConfigMapKeyRef.Name != "":
+		return []Check{GetConfigMap(ns, e.Recipients.ConfigMapKeyRef.Name, field+".recipients.configMapKeyRef")}
+	}
+	return nil
+}
+
+// decryption: get on the identity's Secret (a private key).
+func decryption(ns string, d *cairnv1.DecryptionSpec, field string) []Check {
+	if d == nil || d.IdentitySecretRef.Name == "" {
+		return nil
+	}
+	return []Check{GetSecret(ns, d.IdentitySecretRef.Name, field+".identitySecretRef")}
+}
+
+// BackupJobChecks: get on the database's and the S3 store's credentials,
+// and on the encryption recipients' Secret or ConfigMap.
 func BackupJobChecks(bj *backupv1.BackupJob) []Check {
-	return append(database(bj.Namespace, &bj.Spec.Database, "spec.database"), storage(bj.Namespace, &bj.Spec.Storage, "spec.storage")...)
+	out := append(database(bj.Namespace, &bj.Spec.Database, "spec.database"), storage(bj.Namespace, &bj.Spec.Storage, "spec.storage")...)
+	return append(out, encryption(bj.Namespace, bj.Spec.Encryption, "spec.encryption")...)
 }
 
 // RestoreJobChecks: get on the target's credentials; for source.backupJob,
@@ -63,6 +87,7 @@ func RestoreJobChecks(rj *restorev1.RestoreJob) []Check {
 
 func restoreSpecChecks(ns string, spec *restorev1.RestoreJobSpec, field string) []Check {
 	out := database(ns, &spec.Target, field+".target")
+	out = append(out, decryption(ns, spec.Encryption, field+".encryption")...)
 	switch src := spec.Source; {
 	case src.BackupJob != nil && src.BackupJob.Name != "":
 		out = append(out, getBackupJob(ns, src.BackupJob.Name, field+".source.backupJob.name"))
@@ -93,6 +118,13 @@ func migrationSpecChecks(ns string, spec *migrationv1.MigrationJobSpec, field st
 		out = append(out, database(ns, &spec.Target.DatabaseRef, field+".target")...)
 	}
 	out = append(out, storage(ns, spec.Transfer.Storage, field+".transfer.storage")...)
+	if e := spec.Transfer.Encryption; e != nil {
+		out = append(out, encryption(ns, &cairnv1.EncryptionSpec{Recipients: e.Recipients}, field+".transfer.encryption")...)
+		if spec.Target.KubeconfigSecretRef == nil && e.IdentitySecretRef.Name != "" {
+			// A remote target's identity is in the other cluster.
+			out = append(out, GetSecret(ns, e.IdentitySecretRef.Name, field+".transfer.encryption.identitySecretRef"))
+		}
+	}
 	if s := spec.Cutover.SwitchSecret; s != nil && s.Name != "" {
 		out = append(out, PatchSecret(ns, s.Name, field+".cutover.switchSecret"))
 	}
@@ -107,6 +139,8 @@ func ProtectionPlanChecks(p *platformv1.ProtectionPlan) []Check {
 	ns := p.Namespace
 	out := database(ns, &p.Spec.Database, "spec.database")
 	out = append(out, storage(ns, &p.Spec.Backup.Storage, "spec.backup.storage")...)
+	out = append(out, encryption(ns, p.Spec.Backup.Encryption, "spec.backup.encryption")...)
+	out = append(out, decryption(ns, p.Spec.Verification.Encryption, "spec.verification.encryption")...)
 	if n := p.Spec.Verification.RestoreInto.CredentialsSecretRef.Name; n != "" {
 		out = append(out, GetSecret(ns, n, "spec.verification.restoreInto.credentialsSecretRef"))
 	}

@@ -82,11 +82,16 @@ type Spec struct {
 	Storage cairnv1.StorageSpec
 	// RetentionDays for backup (prune after success) and prune; 0 = none.
 	RetentionDays int32
+	// Retention: calendar tiers instead of RetentionDays (set one).
+	Retention *Retention
 	// Artifact to restore (or import/verify in a store transfer); empty =
 	// newest successful in the catalog.
 	Artifact string
 	// Restore: the checks and guards of a restore.
 	Restore *RestoreSpec
+	// Encryption: the recipients a backup (or export) encrypts to, the
+	// identity a restore (or import) decrypts with.
+	Encryption *Encryption
 	// Migration: the settings of a migration step.
 	Migration *MigrationSpec
 	// Resources replace the agent container's default resources.
@@ -112,6 +117,9 @@ type RestoreSpec struct {
 	// AllowOverwriteSource: the restore may replace the database the backup
 	// was taken of.
 	AllowOverwriteSource bool
+	// RecordVerification: record in the store that the artifact restored
+	// and every check passed (for retention's minVerified).
+	RecordVerification bool
 }
 
 // MigrationSpec is a migration step's settings (contract.MigrateVars).
@@ -193,6 +201,7 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 	if s.RetentionDays > 0 {
 		env = append(env, corev1.EnvVar{Name: contract.EnvRetentionDays, Value: strconv.Itoa(int(s.RetentionDays))})
 	}
+	env = append(env, s.Retention.env()...)
 	if s.Artifact != "" {
 		env = append(env, corev1.EnvVar{Name: contract.EnvArtifact, Value: s.Artifact})
 	}
@@ -228,6 +237,7 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 		}
 	}
 	env = append(env, s.Restore.env()...)
+	env = append(env, s.Encryption.env()...)
 	env = append(env, s.Migration.env()...)
 	args := []string{s.Command}
 	if s.Step != "" {
@@ -302,6 +312,9 @@ func (r *RestoreSpec) env() []corev1.EnvVar {
 	}
 	if r.AllowOverwriteSource {
 		env = append(env, corev1.EnvVar{Name: contract.EnvAllowOverwriteSource, Value: "true"})
+	}
+	if r.RecordVerification {
+		env = append(env, corev1.EnvVar{Name: contract.EnvRecordVerification, Value: "true"})
 	}
 	return env
 }
@@ -438,7 +451,7 @@ func Artifact(r *contract.Result) *cairnv1.Artifact {
 	if r == nil {
 		return nil
 	}
-	return &cairnv1.Artifact{Path: r.Artifact, Size: r.Size, Checksum: r.Checksum}
+	return &cairnv1.Artifact{Path: r.Artifact, Size: r.Size, Checksum: r.Checksum, EncryptedTo: r.EncryptedTo}
 }
 
 // References are the objects an agent run of db (nil for none) against

@@ -233,3 +233,49 @@ func TestS3PartSize(t *testing.T) {
 		t.Errorf("CAIRN_S3_PART_SIZE_MIB = %q, want 64", v)
 	}
 }
+
+// Recipients come from a Secret or ConfigMap key and the identity from a
+// Secret key, by reference: no key material in the Pod spec; both are
+// references a run waits for.
+func TestEncryptionRendering(t *testing.T) {
+	backup := spec(pvc)
+	backup.Encryption = BackupEncryption(&cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{
+		ConfigMapKeyRef: &cairnv1.KeySelector{Name: "team-keys", Key: "recipients"}}})
+	env := PodTemplate(backup).Spec.Containers[0].Env
+	got := find(env, contract.EnvEncryptionRecipients)
+	if got == nil || got.Value != "" || got.ValueFrom == nil || got.ValueFrom.ConfigMapKeyRef == nil ||
+		got.ValueFrom.ConfigMapKeyRef.Name != "team-keys" || got.ValueFrom.ConfigMapKeyRef.Key != "recipients" {
+		t.Fatalf("recipients rendered as %+v", got)
+	}
+	if find(env, contract.EnvEncryptionIdentity) != nil {
+		t.Fatal("a backup renders an identity")
+	}
+	restore := spec(pvc)
+	restore.Command = contract.CommandRestore
+	restore.Encryption = RestoreEncryption(&cairnv1.DecryptionSpec{IdentitySecretRef: cairnv1.KeySelector{Name: "dr-key", Key: "identity"}})
+	id := find(PodTemplate(restore).Spec.Containers[0].Env, contract.EnvEncryptionIdentity)
+	if id == nil || id.Value != "" || id.ValueFrom == nil || id.ValueFrom.SecretKeyRef == nil ||
+		id.ValueFrom.SecretKeyRef.Name != "dr-key" || id.ValueFrom.SecretKeyRef.Key != "identity" {
+		t.Fatalf("identity rendered as %+v", id)
+	}
+	refs := EncryptionReferences("ns", restore.Encryption, "spec.encryption")
+	if len(refs) != 1 || refs[0].Name != "dr-key" || len(refs[0].Keys) != 1 || refs[0].Keys[0] != "identity" || refs[0].Field != "spec.encryption.identitySecretRef" {
+		t.Fatalf("identity references %+v", refs)
+	}
+	refs = EncryptionReferences("ns", backup.Encryption, "spec.encryption")
+	if len(refs) != 1 || refs[0].Kind != "ConfigMap" || refs[0].Name != "team-keys" {
+		t.Fatalf("recipients references %+v", refs)
+	}
+	if BackupEncryption(nil) != nil || RestoreEncryption(nil) != nil || EncryptionReferences("ns", nil, "x") != nil {
+		t.Fatal("no encryption renders something")
+	}
+}
+
+func find(env []corev1.EnvVar, name string) *corev1.EnvVar {
+	for i := range env {
+		if env[i].Name == name {
+			return &env[i]
+		}
+	}
+	return nil
+}

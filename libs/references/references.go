@@ -31,8 +31,9 @@ import (
 
 // Kinds a Ref can name.
 const (
-	Secret = "Secret"
-	PVC    = "PersistentVolumeClaim"
+	Secret    = "Secret"
+	PVC       = "PersistentVolumeClaim"
+	ConfigMap = "ConfigMap"
 )
 
 // IndexField is the field index (libs/ownership.IndexReferences) under which
@@ -41,13 +42,15 @@ const (
 const IndexField = "cairn.dev/references"
 
 var gvks = map[string]schema.GroupVersionKind{
-	Secret: corev1.SchemeGroupVersion.WithKind("Secret"),
-	PVC:    corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
+	Secret:    corev1.SchemeGroupVersion.WithKind("Secret"),
+	PVC:       corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
+	ConfigMap: corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 }
 
 // Ref is one referenced object.
 type Ref struct {
-	// Kind is Secret or PersistentVolumeClaim.
+	// Kind is Secret, PersistentVolumeClaim or ConfigMap (checked for
+	// existence only: a ConfigMap's keys are not read).
 	Kind string
 	// Namespace and Name of the object.
 	Namespace, Name string

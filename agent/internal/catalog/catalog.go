@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/identity"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
@@ -62,6 +63,20 @@ type Entry struct {
 	// refuses to write into it unless told to (allowOverwriteSource).
 	// Absent in manifests of older agents and when it could not be read.
 	Source *identity.ID `json:"source,omitempty"`
+	// Encryption says the artifact is age-encrypted (after compression) and
+	// to which recipients, by public key and fingerprint; never a private
+	// key. Absent for an artifact that is not encrypted. Size and Checksum
+	// are of the encrypted, stored bytes.
+	Encryption *crypt.Encryption `json:"encryption,omitempty"`
+}
+
+// EncryptedTo returns the fingerprints of the recipients e is encrypted
+// to, or nil.
+func (e Entry) EncryptedTo() []string {
+	if e.Encryption == nil {
+		return nil
+	}
+	return e.Encryption.Fingerprints()
 }
 
 // Catalog is the index of one BackupJob's artifacts, oldest first.
@@ -189,6 +204,12 @@ func validEntry(job naming.Job, e Entry) error {
 	}
 	if e.Size < 0 {
 		return fmt.Errorf("entry %s: negative size", e.Name)
+	}
+	switch enc := e.Encryption; {
+	case naming.Encrypted(e.Name) != (enc != nil):
+		return fmt.Errorf("entry %s: its name and its encryption record disagree on whether it is encrypted", e.Name)
+	case enc != nil && (enc.Method != crypt.Method || len(enc.Recipients) == 0):
+		return fmt.Errorf("entry %s: encryption %q with %d recipient(s): want %q with at least one", e.Name, enc.Method, len(enc.Recipients), crypt.Method)
 	}
 	return nil
 }

@@ -76,6 +76,12 @@ func ManifestName(job naming.Job, key string) (string, bool) {
 	return underDir(job.EntriesPrefix(), key)
 }
 
+// VerifiedName returns the artifact name a verification record key stands
+// for.
+func VerifiedName(job naming.Job, key string) (string, bool) {
+	return underDir(job.VerifiedPrefix(), key)
+}
+
 // MarkerName returns the artifact name an in-progress marker key stands for.
 func MarkerName(job naming.Job, key string) (string, bool) {
 	return underDir(job.RunningPrefix(), key)
@@ -100,7 +106,7 @@ func artifactOf(job naming.Job, key string) string {
 		}
 	}
 	switch strings.TrimSuffix(dir, "/") {
-	case job.EntriesPrefix(), job.RunningPrefix():
+	case job.EntriesPrefix(), job.RunningPrefix(), job.VerifiedPrefix():
 		return strings.TrimSuffix(base, ".json")
 	}
 	return base

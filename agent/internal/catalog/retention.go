@@ -82,7 +82,8 @@ func Index(job naming.Job, manifests []Entry, legacy *Catalog, objects []Object)
 }
 
 // Listing is what prune read of a job's directory, in this order: the
-// in-progress markers, then the manifests, then every object.
+// in-progress markers, then the manifests, then every object (among them
+// the verification records, Verified).
 //
 // The order is what makes Sweep safe against a backup finishing meanwhile.
 // A backup writes its marker, then its artifact, then its manifest, and
@@ -96,6 +97,18 @@ type Listing struct {
 	Manifests []Entry
 	Legacy    *Catalog
 	Objects   []Object
+}
+
+// Verified returns the names of the artifacts with a verification record
+// among l.Objects.
+func (l Listing) Verified(job naming.Job) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range l.Objects {
+		if name, ok := VerifiedName(job, o.Key); ok {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // Sweep returns the objects of a job's directory that prune deletes as
@@ -155,6 +168,12 @@ func Sweep(job naming.Job, l Listing, now time.Time) []Object {
 		}
 		if _, ok := MarkerName(job, o.Key); ok {
 			out = append(out, o) // stale: its run is long dead
+			continue
+		}
+		if name, ok := VerifiedName(job, o.Key); ok {
+			if !present[job.Key(name)] {
+				out = append(out, o) // its artifact is gone
+			}
 			continue
 		}
 		if name := path.Base(o.Key); o.Key == job.Key(name) && listed[name] {

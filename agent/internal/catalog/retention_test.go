@@ -95,7 +95,13 @@ func TestSweep(t *testing.T) {
 			{Key: key(".y.pgdump.zst.partial-2"), ModTime: now.Add(-time.Hour)},
 			{Key: key("shop_orders_unlisted.pgdump.zst"), ModTime: ancient},
 			{Key: key("edge"), ModTime: now.Add(-LeftoverGrace)},
+			// verification records: of a present artifact (kept however old), of a gone one
+			{Key: job.VerifiedKey(listed.Name), ModTime: ancient},
+			{Key: job.VerifiedKey(dangling.Name), ModTime: ancient},
 		},
+	}
+	if v := l.Verified(job); len(v) != 2 || !v[listed.Name] {
+		t.Fatalf("Verified = %v", v)
 	}
 	var keys []string
 	for _, o := range Sweep(job, l, now) {
@@ -108,6 +114,7 @@ func TestSweep(t *testing.T) {
 		job.EntriesPrefix() + "/." + listed.Name + ".json.partial-3",
 		key(".x.pgdump.zst.partial-1"),
 		key("shop_orders_unlisted.pgdump.zst"),
+		job.VerifiedKey(dangling.Name),
 	}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("Sweep =\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))

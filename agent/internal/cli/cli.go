@@ -17,6 +17,7 @@ import (
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/identity"
 	"cairn.dev/agent/internal/pipeline"
@@ -144,8 +145,9 @@ func fail(o Options, cfg *config.Config, cmd string, err error, log *slog.Logger
 func exitCode(err error) int {
 	var ue *config.UsageError
 	var same *identity.SameError
+	var key *crypt.KeyError
 	switch {
-	case errors.As(err, &ue), errors.As(err, &same):
+	case errors.As(err, &ue), errors.As(err, &same), errors.As(err, &key):
 		return contract.ExitUsage
 	case errors.Is(err, pipeline.ErrCorrupted):
 		return contract.ExitCorrupted
@@ -228,6 +230,7 @@ func entryResult(st store.Store, key string, e catalog.Entry) contract.Result {
 		End:             e.End,
 		DurationSeconds: e.DurationSeconds,
 		Engine:          e.Engine,
+		EncryptedTo:     e.EncryptedTo(),
 	}
 }
 

@@ -82,7 +82,7 @@ func TestFailureReport(t *testing.T) {
 		{"no engine", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir, "CAIRN_DB_PASSWORD": secret},
 			[]string{"backup"}, 1, "engine is not set"},
 		{"prune without retention", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir},
-			[]string{"prune"}, 1, "retention days are not set"},
+			[]string{"prune"}, 1, "no retention is set"},
 		{"restore with nothing stored", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir,
 			"CAIRN_DB_HOST": "h", "CAIRN_DB_NAME": "d", "CAIRN_DB_USER": "u"}, []string{"restore"}, 1, "nothing to restore"},
 		{"password argument", map[string]string{"CAIRN_BACKUPJOB": "a/b", "CAIRN_STORE": "pvc", "CAIRN_PVC_PATH": dir},

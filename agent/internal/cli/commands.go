@@ -47,6 +47,9 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Recipients != nil {
+		name += naming.ExtEncrypted
+	}
 	key := job.Key(name)
 	a.log.Info("backup started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
 		"database", cfg.DB.Database, "user", cfg.DB.User, "store", st.String(), "artifact", st.Path(key))
@@ -64,7 +67,10 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 		}
 	}()
 
-	w, inv, invErr, err := a.dumpWithInventory(ctx, eng, cfg.DB, st, key, inventory.Options{Method: cfg.Inventory})
+	// With S3 Object Lock, the artifact and its manifest are written locked
+	// (until start + the lock days); markers are not.
+	locked := a.lockedStore(st, start)
+	w, inv, invErr, err := a.dumpWithInventory(ctx, eng, cfg.DB, locked, key, inventory.Options{Method: cfg.Inventory})
 	if err != nil {
 		return nil, err
 	}
@@ -87,23 +93,30 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 		Inventory:       inv,
 		Source:          a.recordIdentity(ctx, eng.Name(), cfg.DB),
 	}
-	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum)
+	if cfg.Recipients != nil {
+		entry.Encryption = cfg.Recipients.Record()
+	}
+	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum,
+		"encryptedTo", entry.EncryptedTo())
 
 	// Only now, with the artifact complete, is it listed: its own
 	// manifest, which no other run writes or rewrites.
-	if err := a.writeManifest(ctx, st, entry); err != nil {
+	if err := a.writeManifest(ctx, locked, entry); err != nil {
 		return nil, fmt.Errorf("artifact %s was written but is not listed: %w", st.Path(key), err)
 	}
 	stopMarker()
 	stopMarker = nil
 	a.log.Info("artifact listed", "manifest", st.Path(job.ManifestKey(name)))
 
-	if cfg.RetentionDays > 0 && cfg.Prune {
-		if _, err := a.pruneStore(ctx, st); err != nil {
+	res := entryResult(st, key, entry)
+	if a.retains() && cfg.Prune {
+		s, err := a.pruneStore(ctx, st)
+		if err != nil {
 			a.log.Warn("prune after backup failed; the backup itself succeeded", "error", err)
 		}
+		res.Retention = s.Retention
 	}
-	return contract.Marshal(entryResult(st, key, entry))
+	return contract.MarshalResult(res)
 }
 
 func (a *app) restore(ctx context.Context) (line []byte, err error) {
@@ -144,8 +157,15 @@ func (a *app) restore(ctx context.Context) (line []byte, err error) {
 	}
 	key := job.Key(entry.Name)
 	start := a.now().Truncate(time.Millisecond)
-	a.log.Info("verifying artifact", "artifact", st.Path(key), "size", entry.Size, "checksum", entry.Checksum, "store", st.String())
-	if err := pipeline.Verify(ctx, st, key, entry.Size, entry.Checksum); err != nil {
+	// An encrypted artifact needs one of its recipients' identities: say
+	// which before reading it, and before the target is touched.
+	ids, err := a.identitiesFor(st.Path(key), entry)
+	if err != nil {
+		return nil, err
+	}
+	a.log.Info("verifying artifact", "artifact", st.Path(key), "size", entry.Size, "checksum", entry.Checksum, "store", st.String(),
+		"encryptedTo", entry.EncryptedTo())
+	if err := a.verify(ctx, st, key, entry, ids); err != nil {
 		if errors.Is(err, pipeline.ErrCorrupted) {
 			return nil, fmt.Errorf("refusing to restore: %w; the target database was not touched", err)
 		}
@@ -180,7 +200,7 @@ func (a *app) restore(ctx context.Context) (line []byte, err error) {
 			}
 		}()
 	}
-	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, eng); err != nil {
+	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, ids, eng); err != nil {
 		return nil, err
 	}
 	end := a.now().Truncate(time.Millisecond)
@@ -202,6 +222,9 @@ func (a *app) restore(ctx context.Context) (line []byte, err error) {
 			// Stopped (the pod deleted) while the checks ran: no verdict.
 			return nil, fmt.Errorf("stopped while the checks ran: %w", ctx.Err())
 		}
+	}
+	if cfg.RecordVerification {
+		a.recordVerification(ctx, st, entry, &r)
 	}
 	if cfg.DropTargetAfterChecks {
 		// Only after the checks ran, and only the restore's own target.
@@ -309,7 +332,8 @@ func (a *app) list(ctx context.Context) ([]byte, error) {
 	report := contract.Catalog{Summary: a.summary("list", st, cat, 0)}
 	for i := len(cat.Entries) - 1; i >= 0; i-- { // newest first
 		e := cat.Entries[i]
-		ce := contract.CatalogEntry{Path: st.Path(job.Key(e.Name)), Size: e.Size, Checksum: e.Checksum, End: e.End, Engine: e.Engine}
+		ce := contract.CatalogEntry{Path: st.Path(job.Key(e.Name)), Size: e.Size, Checksum: e.Checksum, End: e.End, Engine: e.Engine,
+			EncryptedTo: e.EncryptedTo()}
 		if inv := e.Inventory; inv != nil {
 			ce.Tables = len(inv.Tables)
 			for _, t := range inv.Tables {
@@ -330,8 +354,8 @@ func (a *app) summary(cmd string, st store.Store, cat *catalog.Catalog, deleted 
 }
 
 func (a *app) prune(ctx context.Context) ([]byte, error) {
-	if a.cfg.RetentionDays < 1 {
-		return nil, errors.New("retention days are not set: CAIRN_RETENTION_DAYS or --retention-days must be at least 1")
+	if !a.retains() {
+		return nil, errors.New("no retention is set: CAIRN_RETENTION_DAYS (--retention-days) must be at least 1, or CAIRN_RETENTION (--retention) a calendar-tier policy")
 	}
 	st, err := a.openStore()
 	if err != nil {
@@ -344,7 +368,7 @@ func (a *app) prune(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return contract.Marshal(s)
+	return contract.MarshalSummary(s)
 }
 
 // pruneStore removes expired artifacts (never the newest) and leftovers of
@@ -358,9 +382,26 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 	if err != nil {
 		return contract.Summary{}, err
 	}
-	expired, err := catalog.Expired(cat.Entries, now, a.cfg.RetentionDays)
-	if err != nil {
+	policy := a.policy()
+	decisions := catalog.Apply(cat.Entries, l.Verified(job), policy, now)
+	report := catalog.Report(decisions, policy, a.cfg.PruneDryRun)
+	expired := catalog.Pruned(decisions)
+	// An artifact still under S3 Object Lock is never deleted: kept, and
+	// said so.
+	if expired, err = a.unlocked(ctx, st, decisions, expired, now); err != nil {
 		return contract.Summary{}, err
+	}
+	report = catalog.Report(decisions, policy, a.cfg.PruneDryRun)
+	for _, k := range report.Kept {
+		a.log.Debug("kept", "artifact", k.Artifact, "reasons", k.Reasons)
+	}
+	if a.cfg.PruneDryRun {
+		for _, e := range expired {
+			a.log.Info("would prune (dry run)", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
+		}
+		s := a.summary("prune", st, cat, 0)
+		s.Retention = report
+		return s, nil
 	}
 	deleted := 0
 	var failed []string
@@ -379,10 +420,15 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 		gone[e.Name] = true
 		deleted++
 		a.log.Info("pruned", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
+		// Its verification record, if any (else a later prune sweeps it).
+		if err := st.Delete(ctx, job.VerifiedKey(e.Name)); err != nil {
+			a.log.Warn("cannot delete the verification record of a pruned artifact", "error", err)
+		}
 	}
 	if len(failed) > 0 {
-		return a.summary("prune", st, cat.Without(names(expired), now), deleted),
-			fmt.Errorf("expired artifacts not deleted: %s", strings.Join(failed, "; "))
+		s := a.summary("prune", st, cat.Without(names(expired), now), deleted)
+		s.Retention = report
+		return s, fmt.Errorf("expired artifacts not deleted: %s", strings.Join(failed, "; "))
 	}
 	cat = cat.Without(names(expired), now)
 	// Expired artifacts were deleted above: leave them out of the sweep.
@@ -404,8 +450,10 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 		return contract.Summary{}, err
 	}
 	deleted += n
-	a.log.Info("prune finished", "retentionDays", a.cfg.RetentionDays, "deleted", deleted, "kept", len(cat.Entries))
-	return a.summary("prune", st, cat, deleted), nil
+	a.log.Info("prune finished", "retentionDays", a.cfg.RetentionDays, "retention", a.cfg.Retention, "deleted", deleted, "kept", len(cat.Entries))
+	s := a.summary("prune", st, cat, deleted)
+	s.Retention = report
+	return s, nil
 }
 
 func names(es []catalog.Entry) []string {

@@ -82,6 +82,9 @@ func (a *app) exportStep(ctx context.Context, res *contract.MigrationResult) err
 	if err != nil {
 		return err
 	}
+	if a.cfg.Recipients != nil {
+		name += naming.ExtEncrypted
+	}
 	key := job.Key(name)
 	stopMarker, err := a.startMarker(ctx, st, name, start)
 	if err != nil {
@@ -113,6 +116,9 @@ func (a *app) exportStep(ctx context.Context, res *contract.MigrationResult) err
 	entry := catalog.Entry{Name: name, Size: w.Size, Checksum: w.Checksum, Start: start, End: end,
 		DurationSeconds: seconds(end.Sub(start)), Engine: eng.Name(), Format: eng.Format(), Compression: "zstd",
 		AgentVersion: a.version, Inventory: inv, Source: a.recordIdentity(ctx, a.cfg.Engine, sc)}
+	if a.cfg.Recipients != nil {
+		entry.Encryption = a.cfg.Recipients.Record()
+	}
 	if err := a.writeManifest(ctx, st, entry); err != nil {
 		return fmt.Errorf("artifact %s was written but is not listed: %w", st.Path(key), err)
 	}
@@ -144,7 +150,11 @@ func (a *app) importStep(ctx context.Context, res *contract.MigrationResult) err
 		return &config.UsageError{Msg: "target: " + err.Error()}
 	}
 	key := a.cfg.BackupJob.Key(entry.Name)
-	if err := pipeline.Verify(ctx, st, key, entry.Size, entry.Checksum); err != nil {
+	ids, err := a.identitiesFor(st.Path(key), entry)
+	if err != nil {
+		return err
+	}
+	if err := a.verify(ctx, st, key, entry, ids); err != nil {
 		if errors.Is(err, pipeline.ErrCorrupted) {
 			return fmt.Errorf("refusing to import: %w; the target database was not touched", err)
 		}
@@ -162,7 +172,7 @@ func (a *app) importStep(ctx context.Context, res *contract.MigrationResult) err
 			return err
 		}
 	}
-	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, eng); err != nil {
+	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, ids, eng); err != nil {
 		return err
 	}
 	res.Artifact, res.Size, res.Checksum = st.Path(key), entry.Size, entry.Checksum

@@ -36,7 +36,7 @@ import (
 //
 // A failed inventory does not fail the dump: invErr says why it is missing.
 func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn engine.Conn, st store.Store, key string, o inventory.Options) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
-	level := pipeline.Level(a.cfg.Compression)
+	level := a.encoding()
 	if o.Method == "None" || o.Method == "" {
 		w, err = pipeline.Backup(ctx, eng, st, key, level)
 		return w, nil, nil, err
@@ -123,7 +123,7 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 // inventory runs on its own until done closes: a failed dump cancels the
 // inventory; a startWatch eng's lock is released at the latest here (a dump
 // too small to flush before it ended).
-func dumpAlongside(ctx context.Context, dump, eng engine.Engine, st store.Store, key string, level pipeline.Level, cancelInv func(), done <-chan struct{}) (pipeline.Written, error) {
+func dumpAlongside(ctx context.Context, dump, eng engine.Engine, st store.Store, key string, level pipeline.Encoding, cancelInv func(), done <-chan struct{}) (pipeline.Written, error) {
 	w, err := pipeline.Backup(ctx, dump, st, key, level)
 	if err != nil {
 		cancelInv()
@@ -212,7 +212,7 @@ func (h *headerWatch) Write(p []byte) (int, error) {
 // matched with the counts. If the stream cannot be read (the reason is
 // logged), or a table has no data block in it, that table is counted with
 // count(*) in the same snapshot: the inventory is the same, only slower.
-func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Level) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
+func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Encoding) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
 	counter := inventory.NewArchiveCounter()
 	w, err = pipeline.Backup(ctx, countingEngine{Engine: e, counter: counter}, st, key, level)
 	counts, cerr := counter.Result()
@@ -249,7 +249,7 @@ func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn eng
 // reason is logged) is counted with count(*) in that same snapshot after
 // the dump: the inventory is the same, only slower. *consistent is read
 // after the dump (the lock's release decides it).
-func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *inventory.MySQL, st store.Store, key string, o inventory.Options, level pipeline.Level, consistent *bool) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
+func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *inventory.MySQL, st store.Store, key string, o inventory.Options, level pipeline.Encoding, consistent *bool) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
 	ictx, cancelInv := context.WithCancel(ctx)
 	defer cancelInv()
 	var listed *inventory.Inventory

@@ -17,11 +17,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	// The agent image may lack the zone database; CAIRN_TIME_ZONE needs it.
+	_ "time/tzdata"
 	"unicode"
 	"unicode/utf8"
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/checks"
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
@@ -41,10 +44,23 @@ type Config struct {
 	Store   string // "pvc" or "s3"
 	PVCPath string
 	S3      store.S3Config
+	// LockDays: artifacts are locked (S3.LockMode) until their start +
+	// this many days.
+	LockDays int
 
 	BackupJob     naming.Job
 	RetentionDays int
-	Artifact      string
+	// Retention is the calendar-tier policy (CAIRN_RETENTION), the other
+	// form of retention; TimeZone is where its periods are counted
+	// (CAIRN_TIME_ZONE, default UTC).
+	Retention *contract.Retention
+	TimeZone  *time.Location
+	// PruneDryRun: prune reports and deletes nothing (CAIRN_PRUNE_DRY_RUN).
+	PruneDryRun bool
+	// RecordVerification: a restore whose checks passed records it in the
+	// store (CAIRN_RECORD_VERIFICATION).
+	RecordVerification bool
+	Artifact           string
 
 	// Checks run in the target after a restore (CAIRN_CHECKS);
 	// DropTargetAfterChecks drops the target afterwards if the restore
@@ -70,6 +86,16 @@ type Config struct {
 	Inventory string
 	LogLevel  string
 	LogFormat string
+
+	// Recipients are the age public keys backup (and a migration's export)
+	// encrypts every artifact to (CAIRN_ENCRYPTION_RECIPIENTS); nil: no
+	// encryption.
+	Recipients *crypt.Recipients
+	// Identities are the age private keys restore (and a migration's
+	// import) decrypts with (CAIRN_ENCRYPTION_IDENTITY); nil: none given.
+	Identities *crypt.Identities
+	// identityText is the identity as given, for redaction.
+	identityText string
 
 	// Migrate is the configuration of `agent migrate <step>` (nil for the
 	// other commands).
@@ -124,6 +150,11 @@ func (c *Config) Secrets() []string {
 	s := []string{c.DB.Password, c.S3.SecretKey, c.S3.SessionToken}
 	if c.Migrate != nil {
 		s = append(s, c.Migrate.Target.Password)
+	}
+	for _, line := range strings.Split(c.identityText, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			s = append(s, line)
+		}
 	}
 	return s
 }
@@ -225,9 +256,15 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.StringVar(&c.S3.Prefix, "s3-prefix", env.get(contract.EnvS3Prefix), "key prefix inside the bucket (env CAIRN_S3_PREFIX)")
 	fs.BoolVar(&c.S3.Insecure, "s3-insecure", envBool(contract.EnvS3Insecure, false), "plain http to a host:port endpoint (env CAIRN_S3_INSECURE)")
 	fs.StringVar(&c.S3.Region, "s3-region", env.get(contract.EnvS3Region), "S3 region (env CAIRN_S3_REGION)")
+	fs.StringVar(&c.S3.LockMode, "s3-object-lock", env.get(contract.EnvS3ObjectLock), "S3 Object Lock mode artifacts are written with: GOVERNANCE or COMPLIANCE; empty for none (env "+contract.EnvS3ObjectLock+")")
+	fs.IntVar(&c.LockDays, "s3-object-lock-days", envInt(contract.EnvS3ObjectLockDays, 0), "lock each artifact until its start + this many days; default the retention days (env "+contract.EnvS3ObjectLockDays+")")
 	partMiB := fs.Int("s3-part-size-mib", envInt(contract.EnvS3PartSizeMiB, store.DefaultPartSize>>20), "multipart part size in MiB, 5..512: the upload's memory; 10,000 parts max (env CAIRN_S3_PART_SIZE_MIB)")
 	job := fs.String("backupjob", env.get(contract.EnvBackupJob), "BackupJob namespace/name: the catalog key (env CAIRN_BACKUPJOB)")
 	fs.IntVar(&c.RetentionDays, "retention-days", envInt(contract.EnvRetentionDays, 0), "prune artifacts older than this many days, keeping the newest (env CAIRN_RETENTION_DAYS)")
+	retention := fs.String("retention", env.get(contract.EnvRetention), "calendar-tier retention as JSON, e.g. {\"keepDaily\":7,\"keepMonthly\":12,\"minVerified\":1}; instead of --retention-days (env "+contract.EnvRetention+")")
+	timeZone := fs.String("time-zone", envStr(contract.EnvTimeZone, "UTC"), "IANA time zone the retention tiers count hours, days, weeks, months and years in (env "+contract.EnvTimeZone+")")
+	fs.BoolVar(&c.PruneDryRun, "dry-run", envBool(contract.EnvPruneDryRun, false), "prune: report what the policy keeps and would delete, delete nothing (env "+contract.EnvPruneDryRun+")")
+	fs.BoolVar(&c.RecordVerification, "record-verification", envBool(contract.EnvRecordVerification, false), "restore: when every check passed, record the verification in the store next to the artifact (env "+contract.EnvRecordVerification+")")
 	fs.StringVar(&c.Artifact, "artifact", env.get(contract.EnvArtifact), "restore: artifact name or path; empty = newest in the catalog (env CAIRN_ARTIFACT)")
 	checkList := fs.String("checks", env.get(contract.EnvChecks), "restore: checks to run in the restored database, a JSON list (env "+contract.EnvChecks+")")
 	fs.BoolVar(&c.DropTargetAfterChecks, "drop-target-after-checks", envBool(contract.EnvDropTargetAfterChecks, false), "restore: drop the target after the checks, only if the restore created it (env "+contract.EnvDropTargetAfterChecks+")")
@@ -274,6 +311,9 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 		return nil, err
 	}
 	c.S3.SessionToken = env.get(contract.EnvS3SessionToken)
+	if err := c.loadEncryption(env); err != nil {
+		return nil, err
+	}
 
 	if c.Migrate != nil {
 		if c.Migrate.Target.Password, err = secret(env, contract.EnvTargetPassword, mg.targetPasswordFile, contract.EnvTargetPasswordFile); err != nil {
@@ -326,6 +366,20 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	}
 	if c.RetentionDays < 0 {
 		return nil, &UsageError{fmt.Sprintf("retention days %d: must not be negative", c.RetentionDays)}
+	}
+	if *retention != "" {
+		if c.Retention, err = contract.ParseRetention(*retention); err != nil {
+			return nil, &UsageError{err.Error()}
+		}
+		if c.RetentionDays > 0 {
+			return nil, &UsageError{"set either retention days (" + contract.EnvRetentionDays + ") or calendar tiers (" + contract.EnvRetention + "), not both"}
+		}
+	}
+	if err := c.checkLock(); err != nil {
+		return nil, err
+	}
+	if c.TimeZone, err = time.LoadLocation(*timeZone); err != nil || *timeZone == "Local" {
+		return nil, &UsageError{fmt.Sprintf("time zone %q: want an IANA name such as Europe/Berlin", *timeZone)}
 	}
 	switch c.Compression {
 	case "fastest", "default", "better":
@@ -387,4 +441,54 @@ func secret(env Env, envKey, file, fileKey string) (string, error) {
 	}
 	// Secrets written with echo end in a newline; the secret does not.
 	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
+}
+
+// loadEncryption reads the recipients (public keys, for backup) and the
+// identity (private keys, for restore), each from its variable or its file.
+// A malformed value is a usage error that never echoes key material.
+func (c *Config) loadEncryption(env Env) error {
+	text, err := secret(env, contract.EnvEncryptionRecipients, env.get(contract.EnvEncryptionRecipientsFile), contract.EnvEncryptionRecipientsFile)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) != "" {
+		if c.Recipients, err = crypt.ParseRecipients(text); err != nil {
+			return &UsageError{contract.EnvEncryptionRecipients + ": " + err.Error()}
+		}
+	}
+	text, err = secret(env, contract.EnvEncryptionIdentity, env.get(contract.EnvEncryptionIdentityFile), contract.EnvEncryptionIdentityFile)
+	if err != nil {
+		return err
+	}
+	c.identityText = text
+	if strings.TrimSpace(text) != "" {
+		if c.Identities, err = crypt.ParseIdentities(text); err != nil {
+			return &UsageError{contract.EnvEncryptionIdentity + ": " + err.Error()}
+		}
+	}
+	return nil
+}
+
+// checkLock validates S3 Object Lock: a mode, an S3 store, and how long.
+func (c *Config) checkLock() error {
+	switch c.S3.LockMode {
+	case "":
+		if c.LockDays != 0 {
+			return &UsageError{contract.EnvS3ObjectLockDays + " is set without " + contract.EnvS3ObjectLock}
+		}
+		return nil
+	case store.LockGovernance, store.LockCompliance:
+	default:
+		return &UsageError{fmt.Sprintf("S3 object lock mode %q: want GOVERNANCE or COMPLIANCE", c.S3.LockMode)}
+	}
+	if c.Store != "s3" {
+		return &UsageError{contract.EnvS3ObjectLock + " needs an S3 store"}
+	}
+	if c.LockDays == 0 {
+		c.LockDays = c.RetentionDays
+	}
+	if c.LockDays < 1 && c.Command == contract.CommandBackup {
+		return &UsageError{"S3 object lock: set " + contract.EnvS3ObjectLockDays + " (how many days each artifact stays locked); it defaults to the retention days, which are not set"}
+	}
+	return nil
 }

@@ -34,6 +34,10 @@ const CatalogFile = "catalog.json"
 const (
 	EntriesDir = "entries"
 	RunningDir = "running"
+	// VerifiedDir holds one record per artifact that a ProtectionPlan's
+	// verification restored with every check passed: in the store, so it
+	// survives a lost cluster (retention's minVerified reads it).
+	VerifiedDir = "verified"
 )
 
 // TokenLen is the length of an artifact name's random token (hex digits).
@@ -47,7 +51,14 @@ const TimeLayout = "20060102T150405.000Z"
 const (
 	ExtPostgres = ".pgdump.zst" // pg_dump custom format, zstd-compressed
 	ExtMySQL    = ".sql.zst"    // mysqldump SQL text, zstd-compressed
+	// ExtEncrypted follows the engine's extension on an artifact encrypted
+	// with age after compression: "….pgdump.zst.age".
+	ExtEncrypted = ".age"
 )
+
+// Encrypted reports whether an artifact name says the artifact is
+// age-encrypted (it ends in ExtEncrypted).
+func Encrypted(name string) bool { return strings.HasSuffix(name, ExtEncrypted) }
 
 var (
 	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -111,6 +122,14 @@ func (j Job) ManifestKey(artifactName string) string {
 // an artifact.
 func (j Job) MarkerKey(artifactName string) string {
 	return path.Join(j.RunningPrefix(), artifactName+".json")
+}
+
+// VerifiedPrefix is the directory of the job's verification records.
+func (j Job) VerifiedPrefix() string { return path.Join(j.Dir(), VerifiedDir) }
+
+// VerifiedKey is the store key of an artifact's verification record.
+func (j Job) VerifiedKey(artifactName string) string {
+	return path.Join(j.VerifiedPrefix(), artifactName+".json")
 }
 
 // CatalogKey is the store key of the job's legacy catalog.
@@ -182,6 +201,7 @@ func ParseArtifactName(j Job, name string) (time.Time, string, error) {
 	if !ok {
 		return time.Time{}, "", fmt.Errorf("artifact %q does not belong to backup job %s", name, j)
 	}
+	rest = strings.TrimSuffix(rest, ExtEncrypted)
 	var engine, stamp string
 	switch {
 	case strings.HasSuffix(rest, ExtPostgres):

@@ -1,7 +1,8 @@
 // Package pipeline moves a dump between an engine and a store as a stream:
-// engine → zstd → SHA-256 → store on the way out, and store → SHA-256 → zstd
-// → engine on the way in. Nothing is buffered whole, in memory or on disk:
-// memory stays flat whatever the database size.
+// engine → zstd → (age) → SHA-256 → store on the way out, and store →
+// SHA-256 → (age) → zstd → engine on the way in. Nothing is buffered whole,
+// in memory or on disk, and with encryption no plaintext byte leaves the
+// process: memory stays flat whatever the database size.
 //
 // Compression is zstd (github.com/klauspost/compress, already a dependency
 // of minio-go, so it costs nothing extra) rather than gzip: at its default
@@ -20,8 +21,10 @@ import (
 	"hash"
 	"io"
 
+	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
 
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/store"
 )
@@ -62,6 +65,13 @@ func (l Level) Valid() error { _, err := l.encoderLevel(); return err }
 // ChecksumPrefix marks the algorithm in checksum strings.
 const ChecksumPrefix = "sha256:"
 
+// Encoding is how a backup encodes the dump: the zstd level, and the age
+// recipients to encrypt to after compression (nil: not encrypted).
+type Encoding struct {
+	Level      Level
+	Recipients *crypt.Recipients
+}
+
 // Written is what a backup stored.
 type Written struct {
 	Size     int64
@@ -71,7 +81,7 @@ type Written struct {
 // Backup streams the engine's dump, compressed and checksummed, to key.
 // The object exists under key only if the dump tool succeeded and the store
 // confirmed every byte.
-func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, level Level) (Written, error) {
+func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, level Encoding) (Written, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -120,10 +130,19 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key string, 
 	return Written{Size: counted.N, Checksum: sum(h)}, nil
 }
 
-func dump(ctx context.Context, eng engine.Engine, w io.Writer, level Level) error {
-	zl, err := level.encoderLevel()
+func dump(ctx context.Context, eng engine.Engine, w io.Writer, e Encoding) error {
+	zl, err := e.Level.encoderLevel()
 	if err != nil {
 		return err
+	}
+	var sealed io.WriteCloser
+	if e.Recipients != nil {
+		// age encrypts in 64 KiB chunks as they come: the compressed
+		// stream is encrypted in memory on its way to the store.
+		if sealed, err = age.Encrypt(w, e.Recipients.Age()...); err != nil {
+			return fmt.Errorf("encrypt: %w", err)
+		}
+		w = sealed
 	}
 	enc, err := zstd.NewWriter(w,
 		zstd.WithEncoderLevel(zl),
@@ -138,6 +157,10 @@ func dump(ctx context.Context, eng engine.Engine, w io.Writer, level Level) erro
 	if cerr := enc.Close(); err == nil {
 		err = cerr
 	}
+	if sealed != nil && err == nil {
+		// The final chunk: without it the artifact does not decrypt.
+		err = sealed.Close()
+	}
 	return err
 }
 
@@ -147,19 +170,73 @@ type DumpError struct{ Err error }
 func (e *DumpError) Error() string { return "dump failed: " + e.Err.Error() }
 func (e *DumpError) Unwrap() error { return e.Err }
 
-// Verify reads key whole and checks its size and checksum.
-func Verify(ctx context.Context, st store.Store, key string, size int64, checksum string) error {
+// Verify reads key whole and checks its size and checksum. With ids (an
+// encrypted artifact), it also decrypts the whole stream, so that a key
+// that does not open the artifact (ErrNoIdentityMatch) or a payload that
+// does not authenticate is found before anything is written anywhere.
+func Verify(ctx context.Context, st store.Store, key string, size int64, checksum string, ids *crypt.Identities) error {
 	rc, err := st.Get(ctx, key)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	h := sha256.New()
-	n, err := io.CopyBuffer(h, rc, make([]byte, 1<<20))
-	if err != nil {
+	hr := &hashingReader{r: rc, h: sha256.New()}
+	buf := make([]byte, 1<<20)
+	var decErr error
+	if ids != nil {
+		var plain io.Reader
+		if plain, decErr = age.Decrypt(hr, ids.Age()...); decErr == nil {
+			_, decErr = io.CopyBuffer(io.Discard, plain, buf)
+		}
+	}
+	if _, err := io.CopyBuffer(io.Discard, hr, buf); err != nil {
 		return fmt.Errorf("read %s: %w", st.Path(key), err)
 	}
-	return check(st.Path(key), n, sum(h), size, checksum)
+	if hr.err != nil && !errors.Is(hr.err, io.EOF) {
+		return fmt.Errorf("read %s: %w", st.Path(key), hr.err)
+	}
+	if err := check(st.Path(key), hr.n, sum(hr.h), size, checksum); err != nil {
+		return err
+	}
+	return decryptErr(st.Path(key), decErr)
+}
+
+// ErrNoIdentityMatch is wrapped by the error of a decryption whose
+// identities are not among the artifact's recipients.
+var ErrNoIdentityMatch = errors.New("no identity matches the artifact's recipients")
+
+// decryptErr classifies a decryption error of bytes that matched their
+// checksum: the wrong key, or an artifact that was stored broken.
+func decryptErr(name string, err error) error {
+	var nm *age.NoIdentityMatchError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &nm):
+		return fmt.Errorf("%s: %w", name, ErrNoIdentityMatch)
+	}
+	return &corruptError{fmt.Sprintf("%s does not decrypt: %v", name, err)}
+}
+
+// hashingReader hashes and counts what it reads, and keeps its first error.
+type hashingReader struct {
+	r   io.Reader
+	h   hash.Hash
+	n   int64
+	err error
+}
+
+func (v *hashingReader) Read(p []byte) (int, error) {
+	if v.err != nil {
+		return 0, v.err
+	}
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	v.n += int64(n)
+	if err != nil {
+		v.err = err
+	}
+	return n, err
 }
 
 // ErrCorrupted is wrapped by the errors of a failed integrity check.
@@ -189,14 +266,35 @@ func (e *corruptError) Unwrap() error { return ErrCorrupted }
 // (engine.StreamError), so a PostgreSQL restore dies inside its single
 // transaction and commits nothing. Call Verify first: it keeps a corrupted
 // artifact from touching the target at all.
-func Restore(ctx context.Context, st store.Store, key string, size int64, checksum string, eng engine.Engine) error {
+//
+// With ids the artifact is age-encrypted: it is decrypted in memory between
+// the store and zstd, never written anywhere in plaintext except into the
+// restore tool's input.
+func Restore(ctx context.Context, st store.Store, key string, size int64, checksum string, ids *crypt.Identities, eng engine.Engine) error {
 	rc, err := st.Get(ctx, key)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
 	vr := &verifyingReader{r: rc, h: sha256.New(), name: st.Path(key), size: size, want: checksum}
-	dec, err := zstd.NewReader(vr,
+	var compressed io.Reader = vr
+	if ids != nil {
+		// age reads the header here, before the restore tool starts.
+		if compressed, err = age.Decrypt(vr, ids.Age()...); err != nil {
+			// Bytes that changed since Verify are corruption, not a key
+			// problem: read the rest to know (the target is untouched).
+			_, _ = io.CopyBuffer(io.Discard, vr, make([]byte, 1<<20))
+			if vr.err != nil && !errors.Is(vr.err, io.EOF) {
+				var ce *corruptError
+				if errors.As(vr.err, &ce) {
+					return vr.err
+				}
+				return fmt.Errorf("read %s: %w", st.Path(key), vr.err)
+			}
+			return decryptErr(st.Path(key), err)
+		}
+	}
+	dec, err := zstd.NewReader(compressed,
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderLowmem(true),
 		zstd.WithDecoderMaxWindow(64<<20),

@@ -90,7 +90,7 @@ func TestBackupVerifyRestore(t *testing.T) {
 			st, dir := pvc(t)
 			eng := &fakeEngine{data: testData(size)}
 			ctx := context.Background()
-			w, err := Backup(ctx, eng, st, "ns/job/a.pgdump.zst", DefaultLevel)
+			w, err := Backup(ctx, eng, st, "ns/job/a.pgdump.zst", Encoding{Level: DefaultLevel})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,11 +108,11 @@ func TestBackupVerifyRestore(t *testing.T) {
 			if got := files(t, dir); len(got) != 1 {
 				t.Fatalf("store holds %v, want only the artifact", got)
 			}
-			if err := Verify(ctx, st, "ns/job/a.pgdump.zst", w.Size, w.Checksum); err != nil {
+			if err := Verify(ctx, st, "ns/job/a.pgdump.zst", w.Size, w.Checksum, nil); err != nil {
 				t.Fatal(err)
 			}
 			target := &fakeEngine{}
-			if err := Restore(ctx, st, "ns/job/a.pgdump.zst", w.Size, w.Checksum, target); err != nil {
+			if err := Restore(ctx, st, "ns/job/a.pgdump.zst", w.Size, w.Checksum, nil, target); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(target.restored.Bytes(), eng.data) {
@@ -126,7 +126,7 @@ func TestBackupDumpFailsLeavesNothing(t *testing.T) {
 	st, dir := pvc(t)
 	boom := errors.New("pg_dump failed (exit status 1): connection lost")
 	eng := &fakeEngine{data: testData(2 << 20), dumpErr: boom}
-	_, err := Backup(context.Background(), eng, st, "ns/job/a.pgdump.zst", DefaultLevel)
+	_, err := Backup(context.Background(), eng, st, "ns/job/a.pgdump.zst", Encoding{Level: DefaultLevel})
 	if !errors.Is(err, boom) {
 		t.Fatalf("Backup error = %v, want the dump's error", err)
 	}
@@ -157,7 +157,7 @@ func TestBackupStoreFailsStopsDump(t *testing.T) {
 	st, _ := pvc(t)
 	eng := &fakeEngine{data: testData(64 << 20)}
 	fs := &failingStore{Store: st, limit: 64 << 10}
-	_, err := Backup(context.Background(), eng, fs, "ns/job/a.pgdump.zst", DefaultLevel)
+	_, err := Backup(context.Background(), eng, fs, "ns/job/a.pgdump.zst", Encoding{Level: DefaultLevel})
 	if !errors.Is(err, errStore) {
 		t.Fatalf("Backup error = %v, want the store's error", err)
 	}
@@ -168,7 +168,7 @@ func TestVerifyAndRestoreRefuseCorruption(t *testing.T) {
 	eng := &fakeEngine{data: testData(1 << 20)}
 	ctx := context.Background()
 	key := "ns/job/a.pgdump.zst"
-	w, err := Backup(ctx, eng, st, key, DefaultLevel)
+	w, err := Backup(ctx, eng, st, key, Encoding{Level: DefaultLevel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,12 +189,12 @@ func TestVerifyAndRestoreRefuseCorruption(t *testing.T) {
 			if err := os.WriteFile(path, bad, 0o640); err != nil {
 				t.Fatal(err)
 			}
-			if err := Verify(ctx, st, key, w.Size, w.Checksum); !errors.Is(err, ErrCorrupted) {
+			if err := Verify(ctx, st, key, w.Size, w.Checksum, nil); !errors.Is(err, ErrCorrupted) {
 				t.Fatalf("Verify = %v, want ErrCorrupted", err)
 			}
 			// If the artifact changes between Verify and Restore, Restore
 			// still fails with ErrCorrupted.
-			if err := Restore(ctx, st, key, w.Size, w.Checksum, &fakeEngine{}); !errors.Is(err, ErrCorrupted) {
+			if err := Restore(ctx, st, key, w.Size, w.Checksum, nil, &fakeEngine{}); !errors.Is(err, ErrCorrupted) {
 				t.Fatalf("Restore = %v, want ErrCorrupted", err)
 			}
 		})
@@ -231,13 +231,13 @@ func TestRestoreReadErrorIsNotCorruption(t *testing.T) {
 	st, _ := pvc(t)
 	ctx := context.Background()
 	key := "ns/job/a.pgdump.zst"
-	w, err := Backup(ctx, &fakeEngine{data: testData(1 << 20)}, st, key, DefaultLevel)
+	w, err := Backup(ctx, &fakeEngine{data: testData(1 << 20)}, st, key, Encoding{Level: DefaultLevel})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, limit := range []int64{0, 100, w.Size / 2} {
 		t.Run(strconv.FormatInt(limit, 10), func(t *testing.T) {
-			err := Restore(ctx, &brokenReadStore{Store: st, limit: limit}, key, w.Size, w.Checksum, &fakeEngine{})
+			err := Restore(ctx, &brokenReadStore{Store: st, limit: limit}, key, w.Size, w.Checksum, nil, &fakeEngine{})
 			if !errors.Is(err, errRead) || errors.Is(err, ErrCorrupted) {
 				t.Fatalf("Restore = %v, want the read error and not ErrCorrupted", err)
 			}

@@ -42,6 +42,9 @@ type S3Config struct {
 	PartSize uint64
 	// MaxRetries of one request; 0 means 5.
 	MaxRetries int
+	// LockMode is the S3 Object Lock mode artifacts are written with
+	// (LockGovernance, LockCompliance), "" for none.
+	LockMode string
 }
 
 // S3 is an S3-compatible bucket.
@@ -178,10 +181,12 @@ func (s *S3) Check(ctx context.Context) error {
 }
 
 func (s *S3) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
-	opts := minio.PutObjectOptions{
-		ContentType: "application/octet-stream",
-		PartSize:    s.cfg.PartSize,
-	}
+	return s.put(ctx, key, r, minio.PutObjectOptions{})
+}
+
+func (s *S3) put(ctx context.Context, key string, r io.Reader, opts minio.PutObjectOptions) (int64, error) {
+	opts.ContentType = "application/octet-stream"
+	opts.PartSize = s.cfg.PartSize
 	if strings.HasSuffix(key, ".json") {
 		opts.ContentType = "application/json"
 	}

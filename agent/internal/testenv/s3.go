@@ -26,10 +26,31 @@ type S3 struct {
 	srv       *server
 	ownsRoot  bool
 	logDir    string
+	// VersioningDir, when set before Start, enables bucket versioning
+	// (and so S3 Object Lock) with versions kept there.
+	VersioningDir string
 }
 
 // Endpoint is host:port (plain http).
 func (s *S3) Endpoint() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// StartS3Versioned starts versitygw with bucket versioning, so buckets can
+// be made with S3 Object Lock; versions are kept under versions.
+func StartS3Versioned(root, versions, accessKey, secretKey string) (*S3, error) {
+	bin, err := LookTool("versitygw")
+	if err != nil {
+		return nil, err
+	}
+	s := &S3{Root: root, AccessKey: accessKey, SecretKey: secretKey, bin: bin, VersioningDir: versions}
+	if s.logDir, err = os.MkdirTemp("", "cairn-s3-log-"); err != nil {
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
 
 // StartS3 starts versitygw on a free port serving root (a new temporary
 // folder when root is empty).
@@ -63,7 +84,11 @@ func (s *S3) Start() error {
 		if err != nil {
 			return err
 		}
-		cmd := exec.Command(s.bin, "--port", "127.0.0.1:"+strconv.Itoa(port), "posix", s.Root)
+		args := []string{"--port", "127.0.0.1:" + strconv.Itoa(port), "posix"}
+		if s.VersioningDir != "" {
+			args = append(args, "--versioning-dir", s.VersioningDir)
+		}
+		cmd := exec.Command(s.bin, append(args, s.Root)...)
 		cmd.Env = []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey, "PATH=/usr/bin:/bin"}
 		srv, err := startServer("versitygw", filepath.Join(s.logDir, "versitygw.log"), cmd)
 		if err != nil {

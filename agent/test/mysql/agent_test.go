@@ -156,3 +156,21 @@ func TestMigrateCutoverSourceChanged(t *testing.T) { suite.MigrateCutoverSourceC
 func TestMigrateRecopyFailureKeepsTriggers(t *testing.T) {
 	suite.MigrateRecopyFailureKeepsTriggers(t, e(t))
 }
+
+func TestEncryption(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.Encryption(t, e(t), kind) })
+	}
+}
+
+func TestRetentionTiers(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.RetentionTiers(t, e(t), kind) })
+	}
+}
+
+func TestMigrateViaStoreEncrypted(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.MigrateViaStoreEncrypted(t, e(t), kind) })
+	}
+}

@@ -170,3 +170,23 @@ func TestMigrateContinuousDiffers(t *testing.T) { suite.MigrateContinuousDiffers
 func TestMigrateContinuousTruncateAndSequences(t *testing.T) {
 	suite.MigrateContinuousTruncateAndSequences(t, e(t))
 }
+
+func TestEncryption(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.Encryption(t, e(t), kind) })
+	}
+}
+
+func TestRetentionTiers(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.RetentionTiers(t, e(t), kind) })
+	}
+}
+
+func TestObjectLock(t *testing.T) { suite.ObjectLock(t, e(t)) }
+
+func TestMigrateViaStoreEncrypted(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.MigrateViaStoreEncrypted(t, e(t), kind) })
+	}
+}

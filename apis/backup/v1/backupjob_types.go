@@ -93,7 +93,104 @@ const (
 	BackupJobLastRunFailedReason = "LastRunFailed"
 )
 
+// RetentionPolicy keeps artifacts by calendar tiers. Each tier keeps, for
+// each of its N most recent periods that hold a backup — hours, days, ISO
+// weeks (Monday to Sunday), months, years, in the BackupJob's timeZone (a
+// backup at 01:30 in Asia/Shanghai belongs to that Shanghai day) — the
+// newest backup of that period. An artifact kept by any tier is kept; the
+// newest is always kept, so a streak of failed backups never prunes below
+// the newest successful one. status.retention shows what the last prune
+// kept and why, and what it deleted.
+// +kubebuilder:validation:XValidation:rule="(has(self.keepLast) ? self.keepLast : 0) + (has(self.keepHourly) ? self.keepHourly : 0) + (has(self.keepDaily) ? self.keepDaily : 0) + (has(self.keepWeekly) ? self.keepWeekly : 0) + (has(self.keepMonthly) ? self.keepMonthly : 0) + (has(self.keepYearly) ? self.keepYearly : 0) > 0",message="retention: set at least one of keepLast, keepHourly, keepDaily, keepWeekly, keepMonthly, keepYearly"
+type RetentionPolicy struct {
+	// KeepLast keeps the N newest artifacts.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	KeepLast int32 `json:"keepLast,omitempty"`
+	// KeepHourly keeps the newest artifact of each of the N most recent
+	// hours that hold one (the hour repeated when summer time ends is two).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	KeepHourly int32 `json:"keepHourly,omitempty"`
+	// KeepDaily keeps the newest artifact of each of the N most recent days
+	// that hold one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	KeepDaily int32 `json:"keepDaily,omitempty"`
+	// KeepWeekly keeps the newest artifact of each of the N most recent ISO
+	// weeks that hold one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	KeepWeekly int32 `json:"keepWeekly,omitempty"`
+	// KeepMonthly keeps the newest artifact of each of the N most recent
+	// months that hold one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	KeepMonthly int32 `json:"keepMonthly,omitempty"`
+	// KeepYearly keeps the newest artifact of each of the N most recent
+	// years that hold one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	KeepYearly int32 `json:"keepYearly,omitempty"`
+	// MinVerified never prunes the N newest artifacts that a ProtectionPlan
+	// verification restored with every check passed, whatever the tiers
+	// say. The verification is recorded in the store next to the artifact
+	// (verified/<artifact>.json), so it survives a lost cluster.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	MinVerified int32 `json:"minVerified,omitempty"`
+	// DryRun reports in status.retention what the policy keeps and would
+	// delete, and deletes nothing.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// RetentionStatus is what the last prune (after a successful backup)
+// decided.
+type RetentionStatus struct {
+	// Time is when that backup run finished.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// DryRun: nothing was deleted; pruned is what would have been.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+	// TimeZone the tiers were evaluated in.
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// Kept are the artifacts the policy keeps, newest first, each with why
+	// (newest, last, hourly, daily, weekly, monthly, yearly, verified,
+	// retentionDays).
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Kept []KeptArtifact `json:"kept,omitempty"`
+	// Pruned are the artifacts the policy deleted (with dryRun: would
+	// delete).
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Pruned []string `json:"pruned,omitempty"`
+	// Truncated counts artifacts left out of kept and pruned to fit the
+	// agent's report.
+	// +optional
+	Truncated int32 `json:"truncated,omitempty"`
+}
+
+// KeptArtifact is an artifact a retention policy keeps, and why.
+type KeptArtifact struct {
+	// Artifact is the artifact's name in the store.
+	Artifact string `json:"artifact"`
+	// Reasons it is kept.
+	Reasons []string `json:"reasons"`
+}
+
 // BackupJobSpec is the desired state: what to back up, when, and where to.
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || self.retentionDays == 7",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both; retentionDays defaults to 7 and is ignored when retention is set"
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
 type BackupJobSpec struct {
 	// Database to back up.
@@ -118,13 +215,21 @@ type BackupJobSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone: \"Local\" is the operator's zone, not yours; use an IANA name such as \"UTC\" or \"Europe/Berlin\""
 	TimeZone string `json:"timeZone,omitempty"`
 
-	// RetentionDays is how long stored artifacts are kept. The newest
-	// successful artifact is always kept. Defaults to 7.
+	// RetentionDays is how long stored artifacts are kept: the simple form
+	// of retention. The newest successful artifact is always kept. Defaults
+	// to 7; ignored when retention (calendar tiers) is set, and then any
+	// other value is refused: set one or the other.
 	// +optional
 	// +kubebuilder:default=7
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3650
 	RetentionDays int32 `json:"retentionDays,omitempty"`
+
+	// Retention keeps artifacts by calendar tiers ("7 daily, 4 weekly, 12
+	// monthly"), evaluated in timeZone, instead of retentionDays; with
+	// minVerified, the newest verified backups are never pruned.
+	// +optional
+	Retention *RetentionPolicy `json:"retention,omitempty"`
 
 	// MaxRetries is how many times Kubernetes retries one failed run (the
 	// Job's backoffLimit). Defaults to 3. This is distinct from the
@@ -154,6 +259,13 @@ type BackupJobSpec struct {
 	// +optional
 	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// Encryption encrypts every artifact on the agent with age to the
+	// recipients given (public keys); restores then need an identity
+	// (RestoreJob spec.encryption). Unset: artifacts are compressed, not
+	// encrypted.
+	// +optional
+	Encryption *cairnv1.EncryptionSpec `json:"encryption,omitempty"`
 }
 
 // BackupJobStatus is the observed state, written by the backup operator only.
@@ -220,6 +332,12 @@ type BackupJobStatus struct {
 	// +optional
 	LastRunNowRequest string `json:"lastRunNowRequest,omitempty"`
 
+	// Retention is what the last prune after a successful backup kept and
+	// why, and what it deleted (spec.retention; with retentionDays, what it
+	// kept within those days).
+	// +optional
+	Retention *RetentionStatus `json:"retention,omitempty"`
+
 	// Catalog is the store's catalog as the last listing requested by the
 	// list-catalog annotation found it.
 	// +optional
@@ -267,8 +385,8 @@ type CatalogArtifact struct {
 	Tables int32 `json:"tables,omitempty"`
 	// +optional
 	Rows int64 `json:"rows,omitempty"`
-	// EncryptedTo are the recipients the artifact is encrypted to; empty
-	// when it is not encrypted.
+	// EncryptedTo are the fingerprints of the age recipients the artifact
+	// is encrypted to; empty when it is not encrypted.
 	// +optional
 	EncryptedTo []string `json:"encryptedTo,omitempty"`
 }

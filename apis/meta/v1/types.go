@@ -126,6 +126,62 @@ type Artifact struct {
 	// Checksum of the stored artifact, "sha256:<hex>".
 	// +optional
 	Checksum string `json:"checksum,omitempty"`
+	// EncryptedTo are the fingerprints of the age recipients the artifact
+	// is encrypted to ("age-fp:" and the first 16 hex digits of the SHA-256
+	// of the public key); empty when it is not encrypted.
+	// +optional
+	EncryptedTo []string `json:"encryptedTo,omitempty"`
+}
+
+// EncryptionSpec encrypts every artifact on the agent, before it leaves the
+// pod, with age (age-encryption.org) to the recipients given: the dump is
+// compressed, then encrypted, then stored, and no plaintext is written
+// anywhere. Any one recipient's identity (private key) decrypts. The
+// catalog records each artifact's recipients (public keys and
+// fingerprints), never a private key. Changing the recipients applies to
+// the next backup; artifacts already stored keep theirs.
+type EncryptionSpec struct {
+	// Recipients are age X25519 public keys ("age1…", as `age-keygen`
+	// prints them), one per line, "#" comments allowed — e.g. a team key
+	// and an escrow key — held in a key of a Secret or a ConfigMap.
+	Recipients RecipientsSource `json:"recipients"`
+}
+
+// RecipientsSource is where the recipients are: exactly one of a Secret
+// key or a ConfigMap key, in the object's namespace.
+// +kubebuilder:validation:XValidation:rule="has(self.secretKeyRef) != has(self.configMapKeyRef)",message="encryption.recipients: set exactly one of secretKeyRef or configMapKeyRef"
+type RecipientsSource struct {
+	// SecretKeyRef names a Secret key holding the recipients.
+	// +optional
+	SecretKeyRef *KeySelector `json:"secretKeyRef,omitempty"`
+	// ConfigMapKeyRef names a ConfigMap key holding the recipients (public
+	// keys are not secret).
+	// +optional
+	ConfigMapKeyRef *KeySelector `json:"configMapKeyRef,omitempty"`
+}
+
+// DecryptionSpec is how a restore decrypts an encrypted artifact.
+type DecryptionSpec struct {
+	// IdentitySecretRef names a Secret key holding age X25519 private keys
+	// ("AGE-SECRET-KEY-1…", as `age-keygen` writes them), one per line. A
+	// restore whose artifact is encrypted to none of them fails before
+	// the target is touched, with a condition naming the recipients the
+	// artifact needs. An artifact that is not encrypted restores as usual.
+	IdentitySecretRef KeySelector `json:"identitySecretRef"`
+}
+
+// KeySelector names one key of a Secret or ConfigMap in the same namespace.
+type KeySelector struct {
+	// Name of the Secret or ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+	// Key in its data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
 }
 
 // AgentRun records one agent Job an object runs (libs/agentjob.Run): its

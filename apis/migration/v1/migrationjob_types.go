@@ -363,6 +363,7 @@ type ObjectSelector struct {
 // TransferSpec says how the data travels.
 // +kubebuilder:validation:XValidation:rule="self.method != 'Store' || has(self.storage)",message="transfer.storage: required with method Store"
 // +kubebuilder:validation:XValidation:rule="self.method == 'Store' || !has(self.storage)",message="transfer.storage: only with method Store"
+// +kubebuilder:validation:XValidation:rule="self.method == 'Store' || !has(self.encryption)",message="transfer.encryption: only with method Store"
 type TransferSpec struct {
 	// Method is Direct (the dump is streamed into the target; every Job runs
 	// in this cluster) or Store (export to storage here, import from it in
@@ -382,6 +383,23 @@ type TransferSpec struct {
 	// both namespaces; an S3 credentials Secret of that name in both).
 	// +optional
 	Storage *cairnv1.StorageSpec `json:"storage,omitempty"`
+	// Encryption encrypts a Store transfer's export with age, in the
+	// export's pod, to the recipients given; the import decrypts it with
+	// the identity. Only with method Store.
+	// +optional
+	Encryption *TransferEncryption `json:"encryption,omitempty"`
+}
+
+// TransferEncryption is a Store transfer's client-side encryption.
+type TransferEncryption struct {
+	// Recipients are age X25519 public keys, one per line, in a Secret or
+	// ConfigMap key of this namespace: the export is encrypted to them.
+	Recipients cairnv1.RecipientsSource `json:"recipients"`
+	// IdentitySecretRef names a Secret key with an age identity of one of
+	// the recipients, in the target's namespace (in the target's cluster
+	// for a remote target): the import decrypts with it, and fails before
+	// it touches the target when it cannot.
+	IdentitySecretRef cairnv1.KeySelector `json:"identitySecretRef"`
 }
 
 // CutoverSpec declares what cutover does. Nothing else happens.

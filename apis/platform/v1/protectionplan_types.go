@@ -60,6 +60,14 @@ const (
 	// ObjectivesMetCondition is True when the RPO, the RTO and the
 	// maximum verification age are all met.
 	ObjectivesMetCondition = "ObjectivesMet"
+	// DecryptionVerifiedCondition (plans with spec.backup.encryption only)
+	// is True when the newest finished verification decrypted its backup
+	// with the plan's identity, False when it could not (the identity was
+	// rotated away from the backups' recipients, or its Secret holds
+	// another key). It does not count towards Ready (RecoverabilityVerified
+	// does), but is alerted on: nobody else checks that the key a restore
+	// will need still works.
+	DecryptionVerifiedCondition = "DecryptionVerified"
 )
 
 // Condition reasons specific to ProtectionPlan; the shared ones are in
@@ -89,6 +97,13 @@ const (
 	// ObjectivesUnknownReason: no objective is violated, but one cannot be
 	// evaluated yet (no backup or no verification so far).
 	ObjectivesUnknownReason = "ObjectivesNotYetMeasured"
+	// IdentityDecryptsReason: the plan's identity decrypted the newest
+	// verified backup.
+	IdentityDecryptsReason = "IdentityDecrypts"
+	// IdentityCannotDecryptReason: the plan's identity is none of the
+	// newest backup's recipients (or none was given); the message names
+	// the recipients the backup needs.
+	IdentityCannotDecryptReason = "IdentityCannotDecrypt"
 	// ScratchIsProtectedReason: the scratch database is the protected
 	// database (same server and database name); nothing is restored.
 	ScratchIsProtectedReason = "ScratchIsProtectedDatabase"
@@ -116,6 +131,7 @@ const (
 )
 
 // ProtectionPlanSpec is the desired protection of one database.
+// +kubebuilder:validation:XValidation:rule="!has(self.backup.encryption) || has(self.verification.encryption)",message="verification.encryption: backups are encrypted (backup.encryption), so verification needs the identity that decrypts them (verification.encryption.identitySecretRef)",fieldPath=".verification"
 // +kubebuilder:validation:XValidation:rule="!(self.verification.restoreInto.host.lowerAscii() == self.database.host.lowerAscii() && self.verification.restoreInto.database == self.database.database && (has(self.verification.restoreInto.port) ? self.verification.restoreInto.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="verification.restoreInto: the scratch database is the protected database (same host, port and database name); verification restores into it, so choose another database or server",fieldPath=".verification.restoreInto"
 // +kubebuilder:validation:XValidation:rule="!has(self.migration) || (self.migration.template.source.engine == self.database.engine && self.migration.template.source.host.lowerAscii() == self.database.host.lowerAscii() && self.migration.template.source.database == self.database.database && (has(self.migration.template.source.port) ? self.migration.template.source.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="migration.template.source: must be the plan's database (same engine, host, port and database name as spec.database)",fieldPath=".migration.template.source"
 type ProtectionPlanSpec struct {
@@ -155,6 +171,7 @@ type ProtectionPlanSpec struct {
 
 // BackupTemplate is the part of a BackupJob spec the plan lets you set; the
 // database, time zone and deletion policy come from the plan.
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || self.retentionDays == 7",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both; retentionDays defaults to 7 and is ignored when retention is set"
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
 type BackupTemplate struct {
 	// Schedule in standard 5-field cron format, read in spec.timeZone, e.g.
@@ -169,6 +186,11 @@ type BackupTemplate struct {
 	// +kubebuilder:validation:Maximum=3650
 	// +kubebuilder:default=7
 	RetentionDays int32 `json:"retentionDays,omitempty"`
+	// Retention keeps backups by calendar tiers in spec.timeZone instead of
+	// retentionDays (the BackupJob's spec.retention); its minVerified keeps
+	// the newest backups this plan's verifications proved restorable.
+	// +optional
+	Retention *backupv1.RetentionPolicy `json:"retention,omitempty"`
 	// MaxRetries is how many times Kubernetes retries one failed backup run.
 	// Defaults to 3.
 	// +optional
@@ -186,6 +208,13 @@ type BackupTemplate struct {
 	Suspend bool `json:"suspend,omitempty"`
 	// Storage is where backups are written: exactly one of pvc or s3.
 	Storage cairnv1.StorageSpec `json:"storage"`
+	// Encryption encrypts every backup with age to the recipients given
+	// (the BackupJob's spec.encryption). The plan's verification must then
+	// name an identity (spec.verification.encryption): each verification
+	// proves it still decrypts the newest backup (condition
+	// DecryptionVerified).
+	// +optional
+	Encryption *cairnv1.EncryptionSpec `json:"encryption,omitempty"`
 }
 
 // MigrationSpec is the plan's migration of its database: one MigrationJob,
@@ -251,6 +280,11 @@ type VerificationSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
 	Checks []restorev1.Check `json:"checks,omitempty"`
+	// Encryption names the identity verification restores decrypt with
+	// (their RestoreJob's spec.encryption). Required when
+	// spec.backup.encryption is set.
+	// +optional
+	Encryption *cairnv1.DecryptionSpec `json:"encryption,omitempty"`
 	// TimeoutSeconds bounds one verification restore (its RestoreJob's
 	// activeDeadlineSeconds). Defaults to 3600.
 	// +optional
@@ -412,6 +446,10 @@ type VerificationRecord struct {
 	// Message says how the verification ended, or why it failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Reason is the RestoreJob's reason when the verification failed
+	// (e.g. EncryptionIdentityMismatch, ChecksFailed).
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // ProtectionPlan protects one database: the orchestrator owns its BackupJob

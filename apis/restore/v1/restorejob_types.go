@@ -68,6 +68,14 @@ const (
 	// agent reported no result for a check of spec.checks (an agent image
 	// older than the checks, or its report was lost).
 	RestoreJobChecksNotReportedReason = "ChecksNotReported"
+	// RestoreJobEncryptionIdentityMissingReason: the artifact is encrypted
+	// and spec.encryption names no identity; nothing was restored, the
+	// target was not touched. The message names the recipients it needs.
+	RestoreJobEncryptionIdentityMissingReason = "EncryptionIdentityMissing"
+	// RestoreJobEncryptionIdentityMismatchReason: the artifact is encrypted
+	// to recipients none of whose identities spec.encryption gives; the
+	// target was not touched. The message names the recipients it needs.
+	RestoreJobEncryptionIdentityMismatchReason = "EncryptionIdentityMismatch"
 	// RestoreJobTargetNotDroppedReason (Warning Event): spec.dropTargetAfterChecks
 	// was set, but the target was not dropped (it existed before the
 	// restore, or the drop failed); the message says why.
@@ -112,6 +120,22 @@ type RestoreJobSpec struct {
 	// that existed before is never dropped. status.targetDropped reports it.
 	// +optional
 	DropTargetAfterChecks bool `json:"dropTargetAfterChecks,omitempty"`
+
+	// Encryption names the identity that decrypts an encrypted artifact
+	// (one written by a BackupJob with spec.encryption). Without it, or
+	// with an identity that is none of the artifact's recipients, the
+	// restore fails before the target is touched, with reason
+	// EncryptionIdentityMissing or EncryptionIdentityMismatch and a message
+	// naming the recipients the artifact needs.
+	// +optional
+	Encryption *cairnv1.DecryptionSpec `json:"encryption,omitempty"`
+
+	// RecordVerification records in the store, next to the artifact, that
+	// it restored and every check passed (a ProtectionPlan's verification
+	// sets it): a BackupJob's retention.minVerified keeps the newest such
+	// artifacts. It only ever makes retention keep more.
+	// +optional
+	RecordVerification bool `json:"recordVerification,omitempty"`
 
 	// MaxRetries is how many times Kubernetes retries a failed restore (the
 	// Job's backoffLimit). Defaults to 3.
@@ -240,6 +264,11 @@ type RestoreJobStatus struct {
 	// checks (spec.dropTargetAfterChecks).
 	// +optional
 	TargetDropped bool `json:"targetDropped,omitempty"`
+
+	// Verified is true when the restore recorded its verification in the
+	// store (spec.recordVerification, every check passed).
+	// +optional
+	Verified bool `json:"verified,omitempty"`
 }
 
 // Check is one check run in the restored database: either a SQL query with

@@ -11,8 +11,8 @@ Licensed under the Apache License, Version 2.0.
 package v1
 
 import (
-	apismetav1 "cairn.dev/apis/meta/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "cairn.dev/apis/meta/v1"
+	apismetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -147,6 +147,11 @@ func (in *RestoreJobSpec) DeepCopyInto(out *RestoreJobSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.Encryption != nil {
+		in, out := &in.Encryption, &out.Encryption
+		*out = new(metav1.DecryptionSpec)
+		**out = **in
+	}
 	if in.MaxRetries != nil {
 		in, out := &in.MaxRetries, &out.MaxRetries
 		*out = new(int32)
@@ -174,15 +179,15 @@ func (in *RestoreJobStatus) DeepCopyInto(out *RestoreJobStatus) {
 	*out = *in
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
-		*out = make([]metav1.Condition, len(*in))
+		*out = make([]apismetav1.Condition, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
 	if in.Artifact != nil {
 		in, out := &in.Artifact, &out.Artifact
-		*out = new(apismetav1.Artifact)
-		**out = **in
+		*out = new(metav1.Artifact)
+		(*in).DeepCopyInto(*out)
 	}
 	in.AgentRun.DeepCopyInto(&out.AgentRun)
 	if in.Checks != nil {

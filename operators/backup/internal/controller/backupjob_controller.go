@@ -171,6 +171,7 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())).
 		Watches(&corev1.Secret{}, referrers(references.Secret), builder.OnlyMetadata).
 		Watches(&corev1.PersistentVolumeClaim{}, referrers(references.PVC), builder.OnlyMetadata).
+		Watches(&corev1.ConfigMap{}, referrers(references.ConfigMap), builder.OnlyMetadata).
 		Complete(r)
 }
 
@@ -181,7 +182,8 @@ func backupJobReferences(o client.Object) []references.Ref {
 		return nil
 	}
 	db := bj.Spec.Database
-	return agentjob.References(bj.Namespace, &db, "spec.database", bj.Spec.Storage, "spec.storage")
+	return append(agentjob.References(bj.Namespace, &db, "spec.database", bj.Spec.Storage, "spec.storage"),
+		encryptionReferences(bj)...)
 }
 
 // podTerminated passes pod events only when the agent container's termination

@@ -64,7 +64,7 @@ func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 		listing.Count = int32(rep.Count)
 		for _, a := range rep.Artifacts {
 			listing.Artifacts = append(listing.Artifacts, backupv1.CatalogArtifact{Path: a.Path, Size: a.Size, Checksum: a.Checksum,
-				Time: &metav1.Time{Time: a.End}, Engine: a.Engine, Tables: int32(a.Tables), Rows: a.Rows})
+				Time: &metav1.Time{Time: a.End}, Engine: a.Engine, Tables: int32(a.Tables), Rows: a.Rows, EncryptedTo: a.EncryptedTo})
 			if len(listing.Artifacts) == 64 { // the API's maximum
 				break
 			}
@@ -109,6 +109,8 @@ func listJob(bj *backupv1.BackupJob, image, id string) *batchv1.Job {
 	spec.Command = "list"
 	spec.Database = nil
 	spec.RetentionDays = 0
+	spec.Retention = nil
+	spec.Encryption = nil
 	spec.BackoffLimit = new(listBackoffLimit)
 	spec.ActiveDeadlineSeconds = new(listDeadlineSeconds)
 	return &batchv1.Job{

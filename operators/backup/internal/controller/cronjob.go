@@ -33,7 +33,9 @@ func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
 		CatalogKey:            bj.Namespace + "/" + bj.Name,
 		Database:              &db,
 		Storage:               bj.Spec.Storage,
-		RetentionDays:         bj.Spec.RetentionDays,
+		RetentionDays:         retentionDays(bj),
+		Retention:             retentionSpec(bj),
+		Encryption:            agentjob.BackupEncryption(bj.Spec.Encryption),
 		Labels:                childLabels(bj.Name, kind),
 		BackoffLimit:          &maxRetries,
 		ActiveDeadlineSeconds: &deadline,
@@ -104,6 +106,8 @@ func deleteJob(bj *backupv1.BackupJob, image string) *batchv1.Job {
 	spec.Command = "delete"
 	spec.Database = nil
 	spec.RetentionDays = 0
+	spec.Retention = nil
+	spec.Encryption = nil
 	// The name carries a hash of the BackupJob's UID: it never collides with
 	// the delete Job of another BackupJob (or of an earlier one of the same
 	// name), and the finalizer also checks the controller reference.

@@ -223,6 +223,7 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 		msg := "backup run " + job.Name + " succeeded"
 		if res != nil {
 			bj.Status.LastArtifact = agentjob.Artifact(res)
+			bj.Status.Retention = retentionStatus(res, at)
 			msg += ": " + res.Artifact
 		}
 		bj.Status.LastRunMessage = msg

@@ -171,6 +171,7 @@ func stepSpec(mj *migrationv1.MigrationJob, spec *migrationv1.MigrationJobSpec, 
 	}
 	if usesStore(step, spec.Transfer.Method) && spec.Transfer.Storage != nil {
 		as.Storage = *spec.Transfer.Storage
+		as.Encryption = transferEncryption(step, spec)
 	}
 	if (step == contract.StepImport || step == contract.StepVerify || step == contract.StepCutover) && artifact != nil {
 		as.Artifact = artifact.Path
@@ -217,9 +218,11 @@ func localReferences(ns string, spec *migrationv1.MigrationJobSpec) []references
 		storage = *spec.Transfer.Storage
 	}
 	refs := agentjob.References(ns, &spec.Source, "spec.source", storage, "spec.transfer.storage")
+	refs = append(refs, exportKeyReferences(ns, spec)...)
 	if !runsRemote(spec) {
 		target := spec.Target.DatabaseRef
 		refs = append(refs, agentjob.References(ns, &target, "spec.target", cairnv1.StorageSpec{}, "")...)
+		refs = append(refs, importKeyReferences(ns, spec)...)
 	}
 	if k := spec.Target.KubeconfigSecretRef; k != nil {
 		key := k.Key
@@ -241,7 +244,7 @@ func remoteReferences(ns string, spec *migrationv1.MigrationJobSpec) []reference
 		storage = *spec.Transfer.Storage
 	}
 	target := spec.Target.DatabaseRef
-	return agentjob.References(ns, &target, "spec.target", storage, "spec.transfer.storage")
+	return append(agentjob.References(ns, &target, "spec.target", storage, "spec.transfer.storage"), importKeyReferences(ns, spec)...)
 }
 
 // migrationJobIndex is what a MigrationJob is indexed under: the local

@@ -25,6 +25,12 @@ func TestStepJobsRenderTheContract(t *testing.T) {
 			s.Objects = &migrationv1.ObjectSelector{Include: []string{"public.*"}, Exclude: []string{"public.tmp_*"}}
 			s.Cutover.WritersStopped = true
 		},
+		"store, encrypted": func(s *migrationv1.MigrationJobSpec) {
+			s.Transfer.Method, s.Transfer.Storage = migrationv1.TransferStore, store
+			s.Transfer.Encryption = &migrationv1.TransferEncryption{
+				Recipients:        cairnv1.RecipientsSource{ConfigMapKeyRef: &cairnv1.KeySelector{Name: "keys", Key: "recipients"}},
+				IdentitySecretRef: cairnv1.KeySelector{Name: "key", Key: "identity"}}
+		},
 	}
 	for name, mutate := range variants {
 		mj := &migrationv1.MigrationJob{Spec: migrationv1.MigrationJobSpec{
@@ -48,5 +54,37 @@ func TestStepJobsRenderTheContract(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A Store transfer's export gets the recipients, its import the identity,
+// and no other step either; both are references the Jobs wait for.
+func TestTransferEncryption(t *testing.T) {
+	spec := &migrationv1.MigrationJobSpec{Transfer: migrationv1.TransferSpec{Method: migrationv1.TransferStore,
+		Encryption: &migrationv1.TransferEncryption{
+			Recipients:        cairnv1.RecipientsSource{SecretKeyRef: &cairnv1.KeySelector{Name: "keys", Key: "recipients"}},
+			IdentitySecretRef: cairnv1.KeySelector{Name: "key", Key: "identity"}}}}
+	for _, step := range contract.Steps {
+		e := transferEncryption(step, spec)
+		switch step {
+		case contract.StepExport:
+			if e == nil || e.Recipients == nil || e.Identity != nil {
+				t.Errorf("export: %+v", e)
+			}
+		case contract.StepImport:
+			if e == nil || e.Identity == nil || e.Recipients != nil {
+				t.Errorf("import: %+v", e)
+			}
+		default:
+			if e != nil {
+				t.Errorf("%s renders keys: %+v", step, e)
+			}
+		}
+	}
+	if refs := localReferences("ns", spec); len(refs) < 2 {
+		t.Errorf("local references %+v: want the recipients and (local target) the identity", refs)
+	}
+	if refs := importKeyReferences("ns", spec); len(refs) != 1 || refs[0].Name != "key" || refs[0].Keys[0] != "identity" {
+		t.Errorf("import references %+v", refs)
 	}
 }

@@ -193,6 +193,8 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			references.GroupKind(references.Secret), notFinished), builder.OnlyMetadata).
 		Watches(&corev1.PersistentVolumeClaim{}, ownership.EnqueueReferrers(r.Client, references.IndexField, &migrationv1.MigrationJobList{},
 			references.GroupKind(references.PVC), notFinished), builder.OnlyMetadata).
+		Watches(&corev1.ConfigMap{}, ownership.EnqueueReferrers(r.Client, references.IndexField, &migrationv1.MigrationJobList{},
+			references.GroupKind(references.ConfigMap), notFinished), builder.OnlyMetadata).
 		WithOptions(opts).
 		Complete(r)
 }

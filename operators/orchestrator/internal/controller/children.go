@@ -25,11 +25,13 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 			Schedule:              b.Schedule,
 			TimeZone:              spec.TimeZone,
 			RetentionDays:         b.RetentionDays,
+			Retention:             b.Retention,
 			MaxRetries:            b.MaxRetries,
 			ActiveDeadlineSeconds: b.ActiveDeadlineSeconds,
 			Suspend:               b.Suspend,
 			Storage:               b.Storage,
 			DeletionPolicy:        spec.DeletionPolicy,
+			Encryption:            b.Encryption,
 		},
 	}
 }
@@ -53,6 +55,8 @@ func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protect
 			ActiveDeadlineSeconds: spec.Verification.TimeoutSeconds,
 			Checks:                spec.Verification.Checks,
 			DropTargetAfterChecks: true,
+			RecordVerification:    true,
+			Encryption:            spec.Verification.Encryption.DeepCopy(),
 		},
 	}
 }

@@ -31,6 +31,11 @@ var (
 		"Restore duration of the plan's newest successful verification (the measured recovery time).", "namespace", "name")
 	rtoSeconds = metricSet.Gauge("cairn_protectionplan_rto_seconds",
 		"The plan's recovery time objective (spec.objectives.rto).", "namespace", "name")
+	// identityDecrypts: 1 while the plan's identity decrypted the newest
+	// verified encrypted backup, 0 once a verification found it cannot
+	// (encryption.go); absent without encryption.
+	identityDecrypts = metricSet.Gauge("cairn_protectionplan_identity_decrypts",
+		"1 when the plan's identity (spec.verification.encryption) decrypted the newest verified encrypted backup, 0 when a verification found it cannot.", "namespace", "name")
 	verificationsTotal = metricSet.Counter("cairn_protectionplan_verifications_total",
 		"Finished verifications by plan and result (Succeeded, Failed).", "namespace", "name", "result")
 )
@@ -71,6 +76,7 @@ func observe(plan *platformv1.ProtectionPlan) {
 	if d := plan.Status.RestoreDuration; d != nil {
 		restoreDurationSeconds.With(l).Set(d.Seconds())
 	}
+	observeDecryption(plan, l)
 	if lv := plan.Status.LastVerification; lv != nil && finished(lv.Result) {
 		v := 0.0
 		if lv.Result == platformv1.VerificationSucceeded {

@@ -346,6 +346,9 @@ func readRestoreJob(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob,
 		finish(lv, platformv1.VerificationSucceeded, now, msg)
 	case restorev1.PhaseFailed:
 		lv.CompletionTime = rj.Status.CompletionTime.DeepCopy()
+		if ready != nil {
+			lv.Reason = ready.Reason
+		}
 		if names := checkNames(spec); len(names) > 0 && len(rj.Status.Checks) > 0 {
 			// The restore ran but a check failed (reason ChecksFailed):
 			// show every result.

@@ -40,6 +40,7 @@ func (s *state) checkAt(t time.Time) {
 func (r *ProtectionPlanReconciler) summarise(_ context.Context, p *pass) error {
 	plan := p.Obj
 	objectives(plan, &p.State.spec, p.State.now, &p.State)
+	setDecryption(plan, &p.State.spec)
 	ready := conditions.Summary(plan, cairnv1.ReadyCondition, platformv1.BackupHealthyCondition,
 		platformv1.RecoverabilityVerifiedCondition, platformv1.ObjectivesMetCondition)
 	switch ready.Status {

@@ -85,6 +85,7 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 			Artifact:              src.Artifact.Path,
 			Restore:               restoreSpec(spec),
 			PodFinalizers:         podFinalizers(spec),
+			Encryption:            agentjob.RestoreEncryption(spec.Encryption),
 			Labels:                lbls,
 			BackoffLimit:          spec.MaxRetries,
 			ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
@@ -97,7 +98,8 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 // spec.allowOverwriteSource to the agent; the agent reports the checks'
 // results and what it did to the target in its result (contract.Result).
 func restoreSpec(spec *restorev1.RestoreJobSpec) *agentjob.RestoreSpec {
-	rs := &agentjob.RestoreSpec{DropTargetAfterChecks: spec.DropTargetAfterChecks, AllowOverwriteSource: spec.AllowOverwriteSource}
+	rs := &agentjob.RestoreSpec{DropTargetAfterChecks: spec.DropTargetAfterChecks, AllowOverwriteSource: spec.AllowOverwriteSource,
+		RecordVerification: spec.RecordVerification}
 	if len(spec.Checks) > 0 {
 		if b, err := json.Marshal(spec.Checks); err == nil {
 			rs.ChecksJSON = string(b)

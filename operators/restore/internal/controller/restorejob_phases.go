@@ -277,7 +277,7 @@ func (r *RestoreJobReconciler) summarize(p *pass, err error) error {
 			msg += "; agent: " + f
 		}
 		rj.Status.Phase = restorev1.PhaseFailed
-		conditions.MarkStalled(rj, cairnv1.FailedReason, msg+"; create a new RestoreJob to try again")
+		conditions.MarkStalled(rj, failedReason(obs.Failure), msg+"; create a new RestoreJob to try again")
 	}
 	return nil
 }

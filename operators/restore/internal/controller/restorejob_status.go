@@ -42,6 +42,7 @@ func recordChecks(rj *restorev1.RestoreJob, res *contract.Result) {
 	}
 	rj.Status.TargetCreated = res.TargetCreated
 	rj.Status.TargetDropped = res.TargetDropped
+	rj.Status.Verified = res.Verified
 }
 
 // checksOutcome says whether every check of spec has a passing result: an
@@ -111,7 +112,8 @@ func notDropped(rj *restorev1.RestoreJob) (string, bool) {
 // restoreReferences are the objects a restore of rj needs: the target's
 // credentials Secret and the store's PVC or S3 credentials.
 func restoreReferences(namespace string, spec *restorev1.RestoreJobSpec, storage cairnv1.StorageSpec) []references.Ref {
-	return agentjob.References(namespace, &spec.Target, "spec.target", storage, "spec.source.store.storage")
+	return append(agentjob.References(namespace, &spec.Target, "spec.target", storage, "spec.source.store.storage"),
+		agentjob.EncryptionReferences(namespace, agentjob.RestoreEncryption(spec.Encryption), "spec.encryption")...)
 }
 
 // restoreJobReferences indexes a RestoreJob by the objects it needs (for
