@@ -170,9 +170,9 @@ func (r *RestoreJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 // cleanup is the finalizer's work: remove the restore Job (and, by
-// background propagation, its pods), then, for a verification restore, say
-// what its stopped pods did with the scratch database they created
-// (reportScratch). It never touches stored data.
+// background propagation, its pods), and, for a verification restore, wait
+// until its stopped pods' report on the scratch database they created was
+// made (scratchPodsGone, scratch.go). It never touches stored data.
 func (r *RestoreJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 	rj := p.Obj
 	return finalizer.Cleanup{
@@ -181,7 +181,7 @@ func (r *RestoreJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 			if err != nil {
 				return false, err
 			}
-			reported, err := r.reportScratch(ctx, rj)
+			reported, err := r.scratchPodsGone(ctx, rj)
 			return gone && reported, err
 		},
 		LeftBehind: func(context.Context) string {

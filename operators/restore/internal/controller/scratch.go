@@ -28,12 +28,16 @@ import (
 // database it created before it exits and says so in its termination
 // message (failure code contract.CodeScratchDropped / CodeScratchNotDropped). The pod
 // carries ScratchReportFinalizer from its Job's template, so that message
-// is still there when the RestoreJob's cleanup reads it, however fast the
-// pod is deleted: the cleanup reports it (an Event on the RestoreJob and,
-// when its namespace is being deleted, on the Namespace) and releases the
-// pod. A pod whose outcome its RestoreJob recorded (it finished) or whose
-// RestoreJob is gone is released by the scratch-pod controller. The
-// operator may remove that finalizer and change nothing else of a pod: the
+// is still there when the operator reads it, however fast the pod is
+// deleted. The scratch-pod controller reads it once the agent ended: for a
+// pod being deleted, of a RestoreJob being deleted or gone, or in a
+// namespace being deleted (whose RestoreJobs' status goes with it; and a
+// namespace's deletion removes its pods before anything else), it reports
+// it — an Event on the RestoreJob and on the Namespace when that is being
+// deleted — and releases the pod; a pod whose RestoreJob finished
+// otherwise is released at once (its status holds the outcome). A deleted
+// RestoreJob's cleanup waits until none of its pods is held. The operator
+// may remove that finalizer and change nothing else of a pod: the
 // ValidatingAdmissionPolicy cairn-restore-pod-writes (docs/security.md).
 const ScratchReportFinalizer = "restore.cairn.dev/scratch-report"
 
@@ -89,28 +93,18 @@ func agentState(p *corev1.Pod) (started, ended bool, message string) {
 	return false, over, ""
 }
 
-// reportScratch is the part of a deleted RestoreJob's cleanup that says
-// what became of its scratch database: once the Job's pods were stopped,
-// each held pod's report is turned into an Event and the pod released.
-// True when no held pod is left.
-func (r *RestoreJobReconciler) reportScratch(ctx context.Context, rj *restorev1.RestoreJob) (bool, error) {
+// scratchPodsGone is the part of a deleted RestoreJob's cleanup that waits
+// until the scratch-pod controller reported and released its pods. True
+// when none is held.
+func (r *RestoreJobReconciler) scratchPodsGone(ctx context.Context, rj *restorev1.RestoreJob) (bool, error) {
 	pods, err := r.heldPods(ctx, rj)
-	if err != nil || len(pods) == 0 {
-		return err == nil, err
+	if err != nil {
+		return false, err
 	}
-	done := true
 	for i := range pods {
-		p := &pods[i]
-		if started, ended, _ := agentState(p); started && !ended {
-			ctrl.LoggerFrom(ctx).Info("waiting for the stopped verification's report", "Pod", p.Name)
-			done = false // being stopped: the agent drops the database, then reports
-			continue
-		}
-		if err := r.reportAndRelease(ctx, rj, p); err != nil {
-			return false, err
-		}
+		ctrl.LoggerFrom(ctx).Info("waiting for the verification's pod to be reported", "Pod", pods[i].Name)
 	}
-	return done, nil
+	return len(pods) == 0, nil
 }
 
 // reportAndRelease reports what the agent of pod p (of rj, nil when gone)
@@ -203,42 +197,37 @@ func (r *RestoreJobReconciler) releaseScratchPods(ctx context.Context, rj *resto
 	return nil
 }
 
-// scratchPods releases held pods the RestoreJob's cleanup will not: those
-// of a RestoreJob that finished (its status holds the outcome) or is gone.
-// A pod still running, or of a RestoreJob being deleted, is left to the
-// RestoreJob; so is a finished RestoreJob's pod while its namespace is
-// being deleted (its status goes with it: the cleanup reports the pod).
+// scratchPods reports and releases held pods (see ScratchReportFinalizer).
 type scratchPods struct {
 	r *RestoreJobReconciler
 }
 
 func (s *scratchPods) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	c := s.r.Client
+	r := s.r
 	p := &corev1.Pod{}
-	if err := c.Get(ctx, req.NamespacedName, p); err != nil || !controllerutil.ContainsFinalizer(p, ScratchReportFinalizer) {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, p); err != nil || !controllerutil.ContainsFinalizer(p, ScratchReportFinalizer) {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if started, ended, _ := agentState(p); started && !ended {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil // the agent runs (or is being stopped): its report comes when it ends
 	}
 	rj := &restorev1.RestoreJob{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[restorev1.RestoreJobLabel]}, rj)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[restorev1.RestoreJobLabel]}, rj)
 	switch {
 	case apierrors.IsNotFound(err):
-		live := &corev1.Pod{}
-		if err := s.r.APIReader.Get(ctx, req.NamespacedName, live); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		return ctrl.Result{}, s.r.reportAndRelease(ctx, nil, live)
+		return ctrl.Result{}, r.reportAndRelease(ctx, nil, p)
 	case err != nil:
 		return ctrl.Result{}, err
-	case !rj.DeletionTimestamp.IsZero() || !rj.Finished():
-		return ctrl.Result{}, nil
+	case !p.DeletionTimestamp.IsZero() || !rj.DeletionTimestamp.IsZero():
+		return ctrl.Result{}, r.reportAndRelease(ctx, rj, p)
 	}
-	if ns, _ := finalizer.NamespaceOf(s.r.APIReader, rj, "RestoreJob")(ctx); ns != nil {
-		return ctrl.Result{}, nil
+	if ns, _ := finalizer.NamespaceOf(r.APIReader, rj, "RestoreJob")(ctx); ns != nil {
+		return ctrl.Result{}, r.reportAndRelease(ctx, rj, p)
 	}
-	return ctrl.Result{}, releasePod(ctx, c, p)
+	if rj.Finished() {
+		return ctrl.Result{}, releasePod(ctx, r.Client, p)
+	}
+	return ctrl.Result{}, nil // the RestoreJob records the outcome; then the pod is released
 }
 
 // setupScratchPods registers the scratch-pod controller: held pods (the
