@@ -89,6 +89,7 @@ var exactRBAC = map[string]map[string]rules{
 			// cairn-backup-secret-writes (TestBackupSecretWritesPolicy).
 			"/secrets":                {"get", "list", "patch", "watch"},
 			"/persistentvolumeclaims": readOnly,
+			"/configmaps":             readOnly, // metadata only: spec.encryption.recipients.configMapKeyRef exists (issue 25)
 			"events.k8s.io/events":    createPatch,
 		},
 	},
@@ -122,6 +123,7 @@ var exactRBAC = map[string]map[string]rules{
 			"/pods":                   readOnly,
 			"/secrets":                readOnly, // references, kubeconfig Secrets, switchSecret's current keys
 			"/persistentvolumeclaims": readOnly,
+			"/configmaps":             readOnly, // metadata only: spec.transfer.encryption.recipients.configMapKeyRef exists (issue 25)
 			"/events":                 createPatch,
 			"events.k8s.io/events":    createPatch,
 		},
