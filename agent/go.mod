@@ -3,6 +3,7 @@ module cairn.dev/agent
 go 1.26.0
 
 require (
+	filippo.io/age v1.3.2
 	github.com/go-sql-driver/mysql v1.10.2
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/klauspost/compress v1.20.4
@@ -10,10 +11,7 @@ require (
 	golang.org/x/sys v0.48.0
 )
 
-require (
-	filippo.io/age v1.3.2 // indirect
-	filippo.io/hpke v0.4.0 // indirect
-)
+require filippo.io/hpke v0.4.0 // indirect
 
 require (
 	cairn.dev/agent/contract v0.0.0-00010101000000-000000000000
