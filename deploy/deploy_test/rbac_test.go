@@ -99,6 +99,7 @@ var exactRBAC = map[string]map[string]rules{
 			// cairn-backup-volume-writes (TestBackupVolumeWritesPolicy).
 			"/persistentvolumeclaims": {"create", "delete", "get", "list", "patch", "watch"},
 			"/persistentvolumes":      {"get", "patch"},
+			"/configmaps":             readOnly, // metadata only: spec.encryption.recipients.configMapKeyRef exists (issue 25)
 			"events.k8s.io/events":    createPatch,
 		},
 	},
@@ -142,6 +143,7 @@ var exactRBAC = map[string]map[string]rules{
 			"/secrets":                {"get", "list", "patch", "watch"}, // references, kubeconfig Secrets, switchSecret's current keys; patch: above
 			"/namespaces":             {"get"},                           // is the namespace being deleted: Events go on the Namespace too
 			"/persistentvolumeclaims": readOnly,
+			"/configmaps":             readOnly, // metadata only: spec.transfer.encryption.recipients.configMapKeyRef exists (issue 25)
 			"/events":                 createPatch,
 			"events.k8s.io/events":    createPatch,
 		},

@@ -84,6 +84,8 @@ type Spec struct {
 	RetentionDays int32
 	// Retention: calendar tiers instead of RetentionDays (set one).
 	Retention *Retention
+	// ObjectLock: S3 Object Lock for what a backup writes.
+	ObjectLock *ObjectLock
 	// Artifact to restore (or import/verify in a store transfer); empty =
 	// newest successful in the catalog.
 	Artifact string
@@ -202,6 +204,7 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 		env = append(env, corev1.EnvVar{Name: contract.EnvRetentionDays, Value: strconv.Itoa(int(s.RetentionDays))})
 	}
 	env = append(env, s.Retention.env()...)
+	env = append(env, s.ObjectLock.env()...)
 	if s.Artifact != "" {
 		env = append(env, corev1.EnvVar{Name: contract.EnvArtifact, Value: s.Artifact})
 	}

@@ -32,3 +32,22 @@ func (r *Retention) env() []corev1.EnvVar {
 	}
 	return env
 }
+
+// ObjectLock is S3 Object Lock for a backup: the mode (GOVERNANCE or
+// COMPLIANCE, as S3 spells them) and, when set, how many days from its
+// start each artifact stays locked (else the agent's retention days).
+type ObjectLock struct {
+	Mode string
+	Days int32
+}
+
+func (o *ObjectLock) env() []corev1.EnvVar {
+	if o == nil {
+		return nil
+	}
+	env := []corev1.EnvVar{{Name: contract.EnvS3ObjectLock, Value: o.Mode}}
+	if o.Days > 0 {
+		env = append(env, corev1.EnvVar{Name: contract.EnvS3ObjectLockDays, Value: strconv.Itoa(int(o.Days))})
+	}
+	return env
+}

@@ -152,6 +152,23 @@ type RetentionPolicy struct {
 	DryRun bool `json:"dryRun,omitempty"`
 }
 
+// ObjectLockSpec is S3 Object Lock retention for a BackupJob's artifacts.
+type ObjectLockSpec struct {
+	// Mode is Governance (a principal with s3:BypassGovernanceRetention
+	// may still remove a version) or Compliance (nobody can before its
+	// date, not even the bucket's owner).
+	// +kubebuilder:validation:Enum=Governance;Compliance
+	Mode string `json:"mode"`
+	// Days each artifact stays locked, from its start. Defaults to
+	// retentionDays (what the simple policy keeps); required with
+	// retention (calendar tiers), whose keep time is not known when the
+	// artifact is written.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=36500
+	Days int32 `json:"days,omitempty"`
+}
+
 // RetentionStatus is what the last prune (after a successful backup)
 // decided.
 type RetentionStatus struct {
@@ -190,6 +207,8 @@ type KeptArtifact struct {
 }
 
 // BackupJobSpec is the desired state: what to back up, when, and where to.
+// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || has(self.storage.s3)",message="objectLock: S3 Object Lock needs an S3 store (storage.s3)"
+// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || !has(self.retention) || has(self.objectLock.days)",message="objectLock.days: required with retention (calendar tiers): how long each artifact stays locked"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || self.retentionDays == 7",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both; retentionDays defaults to 7 and is ignored when retention is set"
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
 type BackupJobSpec struct {
@@ -259,6 +278,13 @@ type BackupJobSpec struct {
 	// +optional
 	// +kubebuilder:default=Retain
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// ObjectLock writes every artifact and its manifest with S3 Object Lock
+	// retention, so that a leaked credential cannot remove them before
+	// their time; prune never deletes a locked artifact (it is kept, reason
+	// "locked"). Needs an S3 store whose bucket has Object Lock enabled.
+	// +optional
+	ObjectLock *ObjectLockSpec `json:"objectLock,omitempty"`
 
 	// Encryption encrypts every artifact on the agent with age to the
 	// recipients given (public keys); restores then need an identity

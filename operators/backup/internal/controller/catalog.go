@@ -110,6 +110,7 @@ func listJob(bj *backupv1.BackupJob, image, id string) *batchv1.Job {
 	spec.Database = nil
 	spec.RetentionDays = 0
 	spec.Retention = nil
+	spec.ObjectLock = nil
 	spec.Encryption = nil
 	spec.BackoffLimit = new(listBackoffLimit)
 	spec.ActiveDeadlineSeconds = new(listDeadlineSeconds)

@@ -35,6 +35,7 @@ func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
 		Storage:               bj.Spec.Storage,
 		RetentionDays:         retentionDays(bj),
 		Retention:             retentionSpec(bj),
+		ObjectLock:            objectLock(bj),
 		Encryption:            agentjob.BackupEncryption(bj.Spec.Encryption),
 		Labels:                childLabels(bj.Name, kind),
 		BackoffLimit:          &maxRetries,
@@ -107,6 +108,7 @@ func deleteJob(bj *backupv1.BackupJob, image string) *batchv1.Job {
 	spec.Database = nil
 	spec.RetentionDays = 0
 	spec.Retention = nil
+	spec.ObjectLock = nil
 	spec.Encryption = nil
 	// The name carries a hash of the BackupJob's UID: it never collides with
 	// the delete Job of another BackupJob (or of an earlier one of the same

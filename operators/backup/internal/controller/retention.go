@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"cairn.dev/agent/contract"
@@ -57,4 +59,14 @@ func retentionStatus(res *contract.Result, at *metav1.Time) *backupv1.RetentionS
 		s.Pruned = append(s.Pruned, p)
 	}
 	return s
+}
+
+// objectLock is bj's S3 Object Lock for its backups (nil: none), in the
+// agent's spelling of the mode.
+func objectLock(bj *backupv1.BackupJob) *agentjob.ObjectLock {
+	o := bj.Spec.ObjectLock
+	if o == nil {
+		return nil
+	}
+	return &agentjob.ObjectLock{Mode: strings.ToUpper(o.Mode), Days: o.Days}
 }

@@ -11,6 +11,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
 )
 
 // A BackupJob with calendar tiers runs the agent with the tiers (as JSON),
@@ -53,5 +54,39 @@ func TestRetentionTiers(t *testing.T) {
 		err := env.Client.Create(context.Background(), bad)
 		g.Expect(err).To(HaveOccurred(), name)
 		g.Expect(err.Error()).To(ContainSubstring("retention"), name)
+	}
+}
+
+// objectLock renders the agent's S3 Object Lock variables (mode in S3's
+// spelling, days when given); admission refuses it on a PVC store and
+// without days beside calendar tiers.
+func TestObjectLockRendering(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	b := backupJob(ns, "locked")
+	g.Expect(b.Spec.Storage.S3).NotTo(BeNil(), "the suite's BackupJob uses S3")
+	b.Spec.ObjectLock = &backupv1.ObjectLockSpec{Mode: "Compliance"}
+	bj := create(t, b)
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	vars := map[string]string{}
+	for _, e := range cronJob(g, key).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env {
+		vars[e.Name] = e.Value
+	}
+	g.Expect(vars[contract.EnvS3ObjectLock]).To(Equal("COMPLIANCE"))
+	g.Expect(vars).NotTo(HaveKey(contract.EnvS3ObjectLockDays), "days default to the retention days, in the agent")
+
+	for name, mutate := range map[string]func(*backupv1.BackupJob){
+		"pvc": func(b *backupv1.BackupJob) {
+			b.Spec.Storage = cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}}
+		},
+		"tiers without days": func(b *backupv1.BackupJob) { b.Spec.Retention = &backupv1.RetentionPolicy{KeepDaily: 7} },
+	} {
+		bad := backupJob(ns, "lock-"+strings.ReplaceAll(name, " ", "-"))
+		bad.Spec.ObjectLock = &backupv1.ObjectLockSpec{Mode: "Governance"}
+		mutate(bad)
+		err := env.Client.Create(context.Background(), bad)
+		g.Expect(err).To(HaveOccurred(), name)
+		g.Expect(err.Error()).To(ContainSubstring("objectLock"), name)
 	}
 }
