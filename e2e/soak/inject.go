@@ -49,6 +49,7 @@ type injector struct {
 	agentWait time.Duration
 
 	cp     sync.Mutex // one control-plane restart at a time
+	s3     sync.Mutex // one S3 outage at a time (a second one follows the first)
 	mu     sync.Mutex
 	killed map[string]bool // operator pods the soak killed
 }
@@ -100,6 +101,8 @@ func (in *injector) inject(ctx context.Context, f Fault) (target, skipped string
 		}
 		return fmt.Sprintf("%s SIGKILLed and started again; the API server ready %s after the kill", comp, down.Round(100*time.Millisecond)), "", nil
 	case S3Outage:
+		in.s3.Lock()
+		defer in.s3.Unlock()
 		in.gate.Down()
 		select {
 		case <-ctx.Done():

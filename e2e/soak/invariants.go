@@ -129,7 +129,11 @@ func RunsReportedOnce(h *History) Invariant {
 			retried++
 		}
 		if j.Finished.IsZero() {
-			problems = append(problems, fmt.Sprintf("%s: Job %s (created %s) never finished", j.Owner, j.Name, clock(j.Created)))
+			how := "never finished"
+			if j.Vanished {
+				how = "was deleted before it finished"
+			}
+			problems = append(problems, fmt.Sprintf("%s: Job %s (created %s) %s", j.Owner, j.Name, clock(j.Created), how))
 			continue
 		}
 		want := ReasonBackupFailed

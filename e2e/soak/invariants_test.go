@@ -69,6 +69,9 @@ func TestEachInvariantCanFail(t *testing.T) {
 		{"a minute without a run", "scheduled runs: none lost", func(h *History) { h.Jobs = append(h.Jobs[:1], h.Jobs[2:]...) }, "no run for 10:02:00"},
 		{"nothing due", "scheduled runs: none lost", func(h *History) { h.Windows = nil }, "nothing was checked"},
 		{"a run never finished", "backup runs: each finished and reported once", func(h *History) { h.Jobs[0].Finished = time.Time{} }, "never finished"},
+		{"a run deleted while it ran", "backup runs: each finished and reported once", func(h *History) {
+			h.Jobs[1].Finished, h.Jobs[1].Vanished = time.Time{}, true
+		}, "deleted before it finished"},
 		{"a run not reported", "backup runs: each finished and reported once", func(h *History) { h.Events = h.Events[1:] }, "never reported"},
 		{"a run reported twice", "backup runs: each finished and reported once", func(h *History) { h.Events[0].Count = 2 }, "reported 2 times"},
 		{"a run reported twice by two replicas", "backup runs: each finished and reported once", func(h *History) {

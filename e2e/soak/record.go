@@ -43,6 +43,8 @@ type JobRecord struct {
 	// FailedPods counts the Job's pods that ended Failed (agent kills,
 	// S3 down: the Job controller's retries).
 	FailedPods int
+	// Vanished: the Job was deleted before the recorder saw it finish.
+	Vanished bool
 }
 
 // Active says whether the Job was running at t (created by then, not

@@ -90,8 +90,15 @@ func (r *recorder) poll(ctx context.Context) {
 			podsOf[n] = append(podsOf[n], p)
 		}
 	}
+	seen := map[string]bool{}
 	for i := range jobs.Items {
+		seen[string(jobs.Items[i].UID)] = true
 		r.job(&jobs.Items[i], podsOf[jobs.Items[i].Name])
+	}
+	for uid, j := range r.jobs {
+		if !seen[uid] && j.Finished.IsZero() {
+			j.Vanished = true
+		}
 	}
 	for i := range rjs.Items {
 		r.restore(&rjs.Items[i])
@@ -190,7 +197,7 @@ func (r *recorder) active() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, j := range r.jobs {
-		if j.Finished.IsZero() && (j.Kind == KindBackup || j.Kind == KindRestore) {
+		if j.Finished.IsZero() && !j.Vanished && (j.Kind == KindBackup || j.Kind == KindRestore) {
 			n++
 		}
 	}

@@ -71,7 +71,7 @@ func (r *Report) String() string {
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "  %s\n", f)
 	}
-	fmt.Fprintf(&b, "recorder: %d polls, %d failed while the control plane was down; %d in-progress marker(s) left in the store by killed runs\n",
+	fmt.Fprintf(&b, "recorder: %d polls, %d failed (the control plane away); %d in-progress marker(s) left in the store by killed runs\n",
 		r.Polls, r.PollsLost, r.Markers)
 	fmt.Fprintf(&b, "invariants:\n")
 	for _, i := range r.Invariants {
@@ -122,10 +122,9 @@ func Run(ctx context.Context, env *platform.Env, cfg Config) (*Report, error) {
 	h := &History{RSSFactor: 1.5, RSSSlack: 24 << 20}
 	rep.Start = time.Now()
 	logf("soak: %s of faults from now (seed %d); the schedule: %v", cfg.Duration, cfg.Seed, rep.Plan)
+	// An agent kill waits long enough to see a minute begin (the backups'
+	// schedule).
 	inj := &injector{env: env, gate: gate, namespace: cfg.Namespace, logf: logf, agentWait: 75 * time.Second, killed: map[string]bool{}}
-	if cfg.Duration < 10*time.Minute {
-		inj.agentWait = 45 * time.Second
-	}
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 	faultsDone := make(chan []FaultResult, 1)
