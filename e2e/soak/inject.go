@@ -103,6 +103,7 @@ func (in *injector) inject(ctx context.Context, f Fault) (target, skipped string
 	case S3Outage:
 		in.s3.Lock()
 		defer in.s3.Unlock()
+		down := time.Now()
 		in.gate.Down()
 		select {
 		case <-ctx.Done():
@@ -111,7 +112,7 @@ func (in *injector) inject(ctx context.Context, f Fault) (target, skipped string
 		if err := in.gate.Up(); err != nil {
 			return "", "", err
 		}
-		return fmt.Sprintf("S3 (%s) refused and cut every connection for %s", in.gate.Endpoint(), S3OutageLength), "", nil
+		return fmt.Sprintf("S3 (%s) refused and cut every connection from %s for %s", in.gate.Endpoint(), clock(down), S3OutageLength), "", nil
 	}
 	return "", "", fmt.Errorf("unknown fault %q", f.Kind)
 }
