@@ -187,7 +187,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := os.WriteFile(stages, config, 0o644); err != nil {
 		return nil, err
 	}
-	apiserverPort, err := portBelowEphemeral()
+	apiserverPort, err := PortBelowEphemeral()
 	if err != nil {
 		return nil, err
 	}
@@ -368,8 +368,9 @@ func Existing(name, workdir string) (*Cluster, error) {
 // RestartComponent kills a control-plane component of the cluster (e.g.
 // "kube-apiserver") with SIGKILL, as a crash would, and starts it again with
 // the command line and working directory kwokctl gave it, logging to the same
-// file. For kube-apiserver it returns once /readyz answers ok. It returns how
-// long the component was down.
+// file. For kube-apiserver and etcd it returns once the API server's /readyz
+// answers ok (its etcd check included). It returns how long the component
+// was down (for etcd: until the API server is ready again).
 func (c *Cluster) RestartComponent(ctx context.Context, component string) (time.Duration, error) {
 	clusterDir := filepath.Join(c.Workdir, "clusters", c.Name)
 	pidFile := filepath.Join(clusterDir, "pids", component+".pid")
@@ -426,7 +427,7 @@ func (c *Cluster) RestartComponent(ctx context.Context, component string) (time.
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		return 0, err
 	}
-	if component == "kube-apiserver" {
+	if component == "kube-apiserver" || component == "etcd" {
 		if err := c.waitReadyz(ctx); err != nil {
 			return 0, err
 		}
@@ -501,14 +502,15 @@ func startPodRunner(ctx context.Context, cfg *rest.Config, workdir, node, image 
 		Images: images, Logf: logf})
 }
 
-// portBelowEphemeral returns a free TCP port below the kernel's ephemeral
-// range (net.ipv4.ip_local_port_range, 32768-60999 by default). The
-// kube-apiserver listens on it: RestartComponent kills the API server and
+// PortBelowEphemeral returns a free TCP port below the kernel's ephemeral
+// range (net.ipv4.ip_local_port_range, 32768-60999 by default), for a
+// listener that goes away and must find its port free when it comes back
+// (the soak's S3 outage does the same). The kube-apiserver listens on it: RestartComponent kills the API server and
 // starts it again on the same port, and a port the kernel never hands out
 // for ":0" cannot be taken meanwhile by another process's listener (servers
 // started by tests, other clusters) — which made the restart test flaky
 // when the port came from the ephemeral range.
-func portBelowEphemeral() (int, error) {
+func PortBelowEphemeral() (int, error) {
 	low := 32768
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {

@@ -247,6 +247,17 @@ func (i *dockerInstance) readLogs(ctx context.Context) string {
 
 func (i *dockerInstance) IP() string { return i.ip }
 
+func (i *dockerInstance) PID(ctx context.Context) (int, error) {
+	info, err := i.d.cli.ContainerInspect(ctx, i.id)
+	if err != nil {
+		return 0, err
+	}
+	if info.State == nil || !info.State.Running || info.State.Pid == 0 {
+		return 0, fmt.Errorf("container %s is not running", i.id)
+	}
+	return info.State.Pid, nil
+}
+
 func (i *dockerInstance) Kill() {
 	_ = i.d.cli.ContainerKill(context.Background(), i.id, "KILL")
 }

@@ -279,6 +279,21 @@ func (r *Runner) Kill(namespace, pod, container string) error {
 	return nil
 }
 
+// PID returns the host's process ID of a running container of a pod (its
+// main process).
+func (r *Runner) PID(ctx context.Context, namespace, pod, container string) (int, error) {
+	r.p.mu.Lock()
+	var inst instance
+	if st, ok := r.p.pods[key(namespace, pod)]; ok {
+		inst = st.running[container]
+	}
+	r.p.mu.Unlock()
+	if inst == nil {
+		return 0, fmt.Errorf("podrunner: container %s of pod %s/%s is not running", container, namespace, pod)
+	}
+	return inst.PID(ctx)
+}
+
 // Stop stops the node's controllers, then every pod it still runs
 // (SIGTERM, 10 s grace), and removes what is left of its containers.
 func (r *Runner) Stop() error {

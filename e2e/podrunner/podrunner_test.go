@@ -433,3 +433,39 @@ func condition(p *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus 
 	}
 	return ""
 }
+
+// A Secret volume follows its Secret while the pod runs, as the kubelet's
+// sync does (every podrunner.VolumeSync here): a changed key is rewritten in
+// the mounted folder, a removed key disappears, a new one appears — what a
+// manager reloading its rotated webhook certificate from disk relies on.
+func TestSecretVolumeFollowsItsSecret(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	r, ns := start(t)
+	c := env.Client
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cert"},
+		StringData: map[string]string{"tls.crt": "one", "old.key": "going"}}
+	g.Expect(c.Create(ctx, sec)).To(Succeed())
+	p := pod(ns, r.NodeName, "reader", `while :; do sleep 0.2; done`)
+	p.Spec.Volumes = []corev1.Volume{{Name: "cert", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: "cert", DefaultMode: ptr.To[int32](0o440)}}}}
+	p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cert", MountPath: "/etc/cert", ReadOnly: true}}
+	g.Expect(c.Create(ctx, p)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &corev1.Pod{}
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		g.Expect(got.Status.Phase).To(Equal(corev1.PodRunning))
+	}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
+	read := func() (string, error) {
+		out, _, err := execIn(ctx, t, ns, "reader", "", "sh", "-c", `echo "$(ls /etc/cert | tr '\n' ,) $(cat /etc/cert/tls.crt) $(stat -c %a /etc/cert/tls.crt)"`)
+		return strings.TrimSpace(out), err
+	}
+	g.Expect(read()).To(Equal("old.key,tls.crt, one 440"))
+
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(sec), sec)).To(Succeed())
+	sec.Data = map[string][]byte{"tls.crt": []byte("two"), "new.key": []byte("came")}
+	g.Expect(c.Update(ctx, sec)).To(Succeed())
+	changed := time.Now()
+	g.Eventually(read).WithTimeout(3 * podrunner.VolumeSync).WithPolling(time.Second).Should(Equal("new.key,tls.crt, two 440"))
+	t.Logf("the running pod saw the changed Secret %s after the update", time.Since(changed).Round(100*time.Millisecond))
+}

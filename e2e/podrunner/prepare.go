@@ -23,6 +23,9 @@ type preparedContainer struct {
 // after the other, in order) and its containers.
 type preparedPod struct {
 	inits, containers []preparedContainer
+	// synced are its configMap and Secret volumes, kept up to date while
+	// it runs (syncVolumes).
+	synced []syncedVolume
 }
 
 // errVolumeSource is a configMap or Secret volume whose object (or key) is
@@ -54,6 +57,7 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 	}
 	volumes := map[string]string{}
 	readOnly := map[string]bool{}
+	var synced []syncedVolume
 	for _, v := range pod.Spec.Volumes {
 		var dir string
 		switch {
@@ -70,6 +74,7 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 				return nil, err
 			}
 			volumes[v.Name], readOnly[v.Name] = dir, true
+			synced = append(synced, syncedVolume{namespace: pod.Namespace, volume: v, dir: dir, fsGroup: psc.FSGroup})
 			continue
 		case v.Projected != nil:
 			dir = filepath.Join(st.dir, "volumes", v.Name)
@@ -103,7 +108,7 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 	if err != nil {
 		return nil, err
 	}
-	out := &preparedPod{}
+	out := &preparedPod{synced: synced}
 	for i, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
 		cs := containerSpec{
 			Name:       fmt.Sprintf("cairn-%s-%s-%s-%s", p.node, pod.Namespace, pod.Name, c.Name),
@@ -214,20 +219,20 @@ func (p *provider) prepare(ctx context.Context, st *podState) (*preparedPod, err
 // the volume is optional (then the folder stays empty, or the key is left
 // out).
 func (p *provider) project(ctx context.Context, ns string, v corev1.Volume, dir string, fsGroup *int64) error {
-	var (
-		files []projectedFile
-		err   error
-	)
-	if cm := v.ConfigMap; cm != nil {
-		files, err = p.configMapFiles(ctx, ns, v.Name, cm.Name, cm.Items, cm.DefaultMode, cm.Optional)
-	} else {
-		sec := v.Secret
-		files, err = p.secretFiles(ctx, ns, v.Name, sec.SecretName, sec.Items, sec.DefaultMode, sec.Optional)
-	}
+	files, err := p.volumeFiles(ctx, ns, v)
 	if err != nil {
 		return err
 	}
 	return writeProjected(dir, files, fsGroup)
+}
+
+// volumeFiles reads the files of a configMap or Secret volume.
+func (p *provider) volumeFiles(ctx context.Context, ns string, v corev1.Volume) ([]projectedFile, error) {
+	if cm := v.ConfigMap; cm != nil {
+		return p.configMapFiles(ctx, ns, v.Name, cm.Name, cm.Items, cm.DefaultMode, cm.Optional)
+	}
+	sec := v.Secret
+	return p.secretFiles(ctx, ns, v.Name, sec.SecretName, sec.Items, sec.DefaultMode, sec.Optional)
 }
 
 // projectedFile is one file of a configMap, Secret or projected volume.
@@ -307,25 +312,35 @@ func writeProjected(dir string, files []projectedFile, fsGroup *int64) error {
 		return err
 	}
 	for _, f := range files {
-		file := filepath.Join(dir, filepath.Clean("/"+f.path))
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(file, f.data, 0o600); err != nil {
-			return err
-		}
-		mode := f.mode
-		if fsGroup != nil {
-			if err := os.Chown(file, -1, int(*fsGroup)); err != nil {
-				return err
-			}
-			mode |= 0o440
-		}
-		if err := os.Chmod(file, os.FileMode(mode)&os.ModePerm); err != nil {
+		if err := writeFile(filepath.Join(dir, filepath.Clean("/"+f.path)), f, fsGroup); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeFile writes one projected file, through a temporary file renamed
+// into place (a reader of the mounted folder sees the old content or the
+// new one, whole).
+func writeFile(file string, f projectedFile, fsGroup *int64) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(file), ".."+filepath.Base(file)+".new")
+	if err := os.WriteFile(tmp, f.data, 0o600); err != nil {
+		return err
+	}
+	mode := f.mode
+	if fsGroup != nil {
+		if err := os.Chown(tmp, -1, int(*fsGroup)); err != nil {
+			return err
+		}
+		mode |= 0o440
+	}
+	if err := os.Chmod(tmp, os.FileMode(mode)&os.ModePerm); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
 // claimDir is the host folder that backs a PersistentVolumeClaim of a

@@ -139,6 +139,8 @@ func (i *processInstance) Logs() string { return i.out.String() }
 
 func (i *processInstance) IP() string { return "" }
 
+func (i *processInstance) PID(context.Context) (int, error) { return i.cmd.Process.Pid, nil }
+
 func (i *processInstance) Kill() { _ = syscall.Kill(-i.cmd.Process.Pid, syscall.SIGKILL) }
 
 func (i *processInstance) Exec(context.Context, []string, api.AttachIO) error {

@@ -199,6 +199,9 @@ func (p *provider) run(st *podState) {
 			return
 		}
 	}
+	if len(pp.synced) > 0 {
+		go p.syncVolumes(st, pp.synced)
+	}
 	all := append(append([]preparedContainer{}, pp.inits...), pp.containers...)
 	for i, ic := range pp.inits {
 		if !p.runInit(ctx, st, i, ic, all) {

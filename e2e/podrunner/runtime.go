@@ -38,6 +38,9 @@ type instance interface {
 	Exec(ctx context.Context, cmd []string, aio api.AttachIO) error
 	// IP is the container's address on its own network, "" on the host's.
 	IP() string
+	// PID is the host's process ID of the container's main process (the
+	// soak reads its resident memory from /proc).
+	PID(ctx context.Context) (int, error)
 }
 
 // containerSpec is what the provider asks a runtime to run, with the pod's

@@ -1,0 +1,55 @@
+// Package soak_test runs the soak of e2e/soak on the installed platform
+// (every operator's Deployment, two replicas, as containers of its image;
+// agent pods on the pod runner; real PostgreSQL, MariaDB and S3): the demo's
+// workload at a higher rate under a seeded random fault schedule, then the
+// invariants, printed.
+//
+//	SOAK_DURATION (default 150s here; `make soak` sets 30m) and SOAK_SEED
+//	(default: the clock; printed, so a run can be repeated).
+package soak_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/soak"
+)
+
+var env *platform.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, RealData: true, Installed: true}, &env))
+}
+
+// DefaultDuration is the soak's length in `make e2e` (CI).
+const DefaultDuration = 150 * time.Second
+
+func TestSoak(t *testing.T) {
+	d := DefaultDuration
+	if s := os.Getenv("SOAK_DURATION"); s != "" {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("SOAK_DURATION=%q: %v", s, err)
+		}
+	}
+	seed := time.Now().UnixNano() % 1_000_000
+	if s := os.Getenv("SOAK_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("SOAK_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("soak: SOAK_DURATION=%s SOAK_SEED=%d", d, seed)
+	rep, err := soak.Run(context.Background(), env, soak.Config{Duration: d, Seed: seed, Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("the soak could not run (seed %d): %v", seed, err)
+	}
+	t.Logf("\n%s", rep)
+	if !rep.OK() {
+		t.Errorf("an invariant failed (repeat with SOAK_SEED=%d SOAK_DURATION=%s)", seed, d)
+	}
+}
