@@ -110,10 +110,12 @@ func TestTenantsAreIsolated(t *testing.T) {
 
 // TestSwitchSecretNeedsOptIn: in the installed platform the migration
 // operator's ServiceAccount (impersonated: "even if the operator tried")
-// may not patch a Secret until the namespace binds
-// cairn-migration-secret-switcher; then the ValidatingAdmissionPolicy still
-// refuses a switch of an unlabelled Secret and any key but
-// host/port/database of a labelled one, and allows the switch itself.
+// may not switch a Secret until the namespace binds
+// cairn-migration-secret-switcher (its RBAC patch on Secrets is narrowed by
+// the ValidatingAdmissionPolicy cairn-migration-secret-switch to its
+// finalizer and, where the namespace opted in, the switch: docs/security.md);
+// then the policy still refuses a switch of an unlabelled Secret and any
+// key but host/port/database of a labelled one, and allows the switch itself.
 func TestSwitchSecretNeedsOptIn(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -131,10 +133,10 @@ func TestSwitchSecretNeedsOptIn(t *testing.T) {
 			client.RawPatch(types.MergePatchType, []byte(`{"stringData":{"`+key+`":"`+value+`"}}`)))
 	}
 
-	// No cluster-wide patch on Secrets.
+	// No switch before the namespace opts in, even of a labelled Secret.
 	err := sw("labelled", "host", "new.db")
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "before the namespace opts in: %v", err)
-	g.Expect(err.Error()).To(ContainSubstring("cannot patch resource \"secrets\""))
+	g.Expect(err.Error()).To(ContainSubstring("did not opt in to spec.cutover.switchSecret"))
 
 	grant(t, ns, "cairn-migration-secret-switcher", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind,
 		Name: "cairn-migration-controller-manager", Namespace: "cairn-system"})
