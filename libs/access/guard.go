@@ -73,11 +73,16 @@ type Options struct {
 // creates.
 const OrchestratorServiceAccount = "system:serviceaccount:cairn-system:cairn-orchestrator-controller-manager"
 
+// Defaults sets o to operator name's defaults: its approval key Secret
+// cairn-<name>-approval-key, and trusted.
+func (o *Options) Defaults(name string, trusted ...string) {
+	o.KeySecret, o.Trusted = "cairn-"+name+"-approval-key", trusted
+}
+
 // BindFlags registers o's flags for operator name; trusted is the default
 // of --trusted-requesters.
 func (o *Options) BindFlags(fs *flag.FlagSet, name string, trusted ...string) {
-	o.KeySecret = "cairn-" + name + "-approval-key"
-	o.Trusted = trusted
+	o.Defaults(name, trusted...)
 	fs.StringVar(&o.KeySecret, "approval-key-secret", o.KeySecret,
 		"Secret (created when missing) holding the key the webhooks sign approved references with and the controllers verify.")
 	fs.StringVar(&o.KeyNamespace, "approval-key-namespace", o.KeyNamespace,

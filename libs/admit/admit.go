@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -28,21 +29,14 @@ import (
 // requester may use them, the controller acts only on an object whose
 // annotation approves its references.
 //
-// On update (for kinds whose spec may change, OnUpdate) it fills defaults
+// On update (for kinds whose spec may change, Kind.Mutable) it fills defaults
 // and signs again, and never adds the finalizer: one removed by hand (the
 // escape hatch) stays removed. An object being deleted is left alone, and
 // so is a call without an admission request.
 type Defaulter[T client.Object] struct {
-	// Kind is the object's kind, bound into the signature.
-	Kind schema.GroupKind
-	// Finalizer is the kind's cleanup finalizer.
-	Finalizer string
-	// Defaults fills the API's defaults into obj.
-	Defaults func(obj T)
-	// Checks are obj's references (access.<Kind>Checks).
-	Checks func(obj T) []access.Check
-	// OnUpdate serves updates too (a mutable spec).
-	OnUpdate bool
+	// Kind is the object's kind: what is signed, the finalizer, the
+	// defaults, the references, and whether updates are served (Mutable).
+	Kind access.Kind[T]
 	// Before, when set, runs first, with the request (the backup kind keeps
 	// the v1-only fields of an old v1alpha1 manifest here).
 	Before func(ctx context.Context, req admission.Request, obj T) error
@@ -59,7 +53,7 @@ func (d *Defaulter[T]) Default(ctx context.Context, obj T) error {
 	switch req.Operation {
 	case admissionv1.Create:
 	case admissionv1.Update:
-		if !d.OnUpdate {
+		if !d.Kind.Mutable {
 			return nil
 		}
 	default:
@@ -70,12 +64,12 @@ func (d *Defaulter[T]) Default(ctx context.Context, obj T) error {
 			return err
 		}
 	}
-	d.Defaults(obj)
-	if req.Operation == admissionv1.Create && controllerutil.AddFinalizer(obj, d.Finalizer) {
-		ctrl.LoggerFrom(ctx).V(1).Info("adding finalizer", "finalizer", d.Finalizer)
+	d.Kind.Defaults(obj)
+	if req.Operation == admissionv1.Create && controllerutil.AddFinalizer(obj, d.Kind.Finalizer) {
+		ctrl.LoggerFrom(ctx).V(1).Info("adding finalizer", "finalizer", d.Kind.Finalizer)
 	}
 	if d.Guard != nil {
-		d.Guard.Default(obj, d.Kind, d.Checks(obj))
+		d.Guard.Default(obj, d.Kind.GroupKind, d.Kind.Checks(obj))
 	}
 	return nil
 }
@@ -95,4 +89,21 @@ func Prepare(mgr ctrl.Manager, kinds ...schema.GroupVersionKind) (*access.Guard,
 		return nil, fmt.Errorf("webhook: no access.Guard registered for the manager (the operator's Prepare registers it)")
 	}
 	return guard, nil
+}
+
+// Setup registers a kind's defaulting and validating webhooks with mgr's
+// webhook server: Prepare (the scheme holds obj's kind and reads, the
+// operator's access.Guard), then the Defaulter d signing with that guard and
+// the validator validator builds with it.
+func Setup[T client.Object](mgr ctrl.Manager, obj T, d Defaulter[T], validator func(*access.Guard) admission.Validator[T], reads ...schema.GroupVersionKind) error {
+	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	guard, err := Prepare(mgr, append([]schema.GroupVersionKind{gvk}, reads...)...)
+	if err != nil {
+		return err
+	}
+	d.Guard = guard
+	return ctrl.NewWebhookManagedBy(mgr, obj).WithDefaulter(&d).WithValidator(validator(guard)).Complete()
 }

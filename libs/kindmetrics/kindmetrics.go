@@ -41,6 +41,12 @@ func (s *Set) Gauge(name, help string, labels ...string) *prometheus.GaugeVec {
 	return v
 }
 
+// ObjectGauge declares a gauge vector per object (labels namespace and
+// name: Forget drops an object's series).
+func (s *Set) ObjectGauge(name, help string) *prometheus.GaugeVec {
+	return s.Gauge(name, help, "namespace", "name")
+}
+
 // Counter declares a counter vector.
 func (s *Set) Counter(name, help string, labels ...string) *prometheus.CounterVec {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,6 +61,18 @@ type Operator struct {
 	// Webhooks registers the admission and conversion webhooks; called only
 	// with --enable-webhooks (the default). Nil: the operator has none.
 	Webhooks func(mgr ctrl.Manager) error
+
+	// AgentImage, when set, is the default of --agent-image (Options.AgentImage).
+	AgentImage string
+	// CleanupDeadline, when set, is the default of --cleanup-deadline
+	// (Options.CleanupDeadline).
+	CleanupDeadline time.Duration
+	// Access: the operator reviews its requesters and signs what they were
+	// approved for (libs/access): its flags are bound (Options.Access) and
+	// its Guard is registered for the manager before Prepare. Trusted is
+	// the default of --trusted-requesters.
+	Access  bool
+	Trusted []string
 }
 
 // Scheme is client-go's kinds plus op.AddToScheme.
@@ -83,6 +96,8 @@ func (op Operator) Options() *Options {
 	if op.Webhooks == nil {
 		o.EnableWebhooks = false
 	}
+	o.AgentImage, o.CleanupDeadline = op.AgentImage, op.CleanupDeadline
+	o.Access.Defaults(op.Name, op.Trusted...)
 	return o
 }
 
@@ -108,6 +123,11 @@ func (op Operator) NewManager(ctx context.Context, cfg *rest.Config, o *Options)
 	mgr, err := o.NewManager(cfg, s, byObject)
 	if err != nil {
 		return nil, err
+	}
+	if op.Access {
+		if err := o.Access.Prepare(ctx, mgr, o.LeaderElectionNamespace); err != nil {
+			return nil, fmt.Errorf("preparing the %s operator: %w", op.Name, err)
+		}
 	}
 	if op.Prepare != nil {
 		if err := op.Prepare(ctx, mgr, o); err != nil {
@@ -138,12 +158,9 @@ func (e *UsageError) Unwrap() error { return e.Err }
 func (op Operator) Run(ctx context.Context, args []string, stdout io.Writer) error {
 	o := op.Options()
 	fs := flag.NewFlagSet(op.Name+"-operator", flag.ContinueOnError)
-	o.BindFlags(fs)
+	op.BindFlags(fs, o)
 	config.RegisterFlags(fs)
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	if op.Flags != nil {
-		op.Flags(fs)
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

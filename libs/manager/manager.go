@@ -34,6 +34,8 @@ type Options struct {
 	// Name of the operator, e.g. "backup"; used for the leader-election ID
 	// default ("backup.operators.cairn.dev") and the event source.
 	Name string
+	// Common are the settings the operators share (--agent-image, ...).
+	Common
 
 	LeaderElection          bool
 	LeaderElectionID        string

@@ -75,10 +75,7 @@ func (e *Env) StartOperator(ctx context.Context, op manager.Operator, oo Operato
 	o.WebhookHost, o.WebhookPort, o.WebhookCertDir = e.Webhook.LocalServingHost, e.Webhook.LocalServingPort, e.Webhook.LocalServingCertDir
 	fs := flag.NewFlagSet(op.Name+"-operator", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	o.BindFlags(fs)
-	if op.Flags != nil {
-		op.Flags(fs)
-	}
+	op.BindFlags(fs, o)
 	if err := fs.Parse(oo.Args); err != nil {
 		return nil, fmt.Errorf("testenv: operator flags %v: %w", oo.Args, err)
 	}

@@ -8,14 +8,11 @@ import (
 
 // Per-BackupJob metrics users alert on (libs/kindmetrics).
 var (
-	metricSet        = kindmetrics.New()
-	lastSuccessGauge = metricSet.Gauge("cairn_backupjob_last_success_timestamp_seconds",
-		"Unix time of the last successful backup run of a BackupJob.", "namespace", "name")
-	consecutiveFailuresGauge = metricSet.Gauge("cairn_backupjob_consecutive_failures",
-		"Failed backup runs of a BackupJob since its last success.", "namespace", "name")
-	intervalGauge = metricSet.Gauge("cairn_backupjob_schedule_interval_seconds",
-		"Seconds between two scheduled runs of a BackupJob (for 'no success for twice the interval' alerts).", "namespace", "name")
-	runDuration = metricSet.Histogram("cairn_backupjob_run_duration_seconds",
+	metricSet                = kindmetrics.New()
+	lastSuccessGauge         = metricSet.ObjectGauge("cairn_backupjob_last_success_timestamp_seconds", "Unix time of the last successful backup run of a BackupJob.")
+	consecutiveFailuresGauge = metricSet.ObjectGauge("cairn_backupjob_consecutive_failures", "Failed backup runs of a BackupJob since its last success.")
+	intervalGauge            = metricSet.ObjectGauge("cairn_backupjob_schedule_interval_seconds", "Seconds between two scheduled runs of a BackupJob (for 'no success for twice the interval' alerts).")
+	runDuration              = metricSet.Histogram("cairn_backupjob_run_duration_seconds",
 		"Duration of finished backup runs, from Job start to finish, by result.",
 		prometheus.ExponentialBuckets(5, 2, 12), // 5 s .. ~2.8 h
 		"namespace", "name", "result")

@@ -5,9 +5,6 @@ package operator
 
 import (
 	"context"
-	"flag"
-	"os"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,47 +23,20 @@ const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
 
 // New returns the backup operator at version.
 func New(version string) manager.Operator {
-	var (
-		agentImage      string
-		cleanupDeadline time.Duration
-		guard           access.Options
-	)
 	return manager.Operator{
-		Name:        "backup",
-		Version:     version,
-		AddToScheme: []func(*runtime.Scheme) error{backupv1.AddToScheme, backupv1alpha1.AddToScheme},
-		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&agentImage, "agent-image", DefaultAgentImage, "Image of the Cairn agent that backup and cleanup pods run.")
-			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", 10*time.Minute, "How long after a deletion request cleanup may take before the finalizer is removed anyway.")
-			guard.BindFlags(fs, "backup", access.OrchestratorServiceAccount)
-		},
-		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
-		},
+		Name: "backup", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: 10 * time.Minute,
+		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
+		AddToScheme:   []func(*runtime.Scheme) error{backupv1.AddToScheme, backupv1alpha1.AddToScheme},
 		CacheByObject: controller.CacheByObject,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-			r := &controller.BackupJobReconciler{
-				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage, CleanupDeadline: cleanupDeadline,
-				// Artifact deletes of namespaces being deleted run in the
-				// operator's own namespace (the pod's, like its Lease).
-				OperatorNamespace: podNamespace(o.LeaderElectionNamespace),
-			}
+			// Artifact deletes of namespaces being deleted run in the
+			// operator's own namespace (the pod's, like its Lease; "" outside
+			// a pod: those deletes cannot run).
+			r := &controller.BackupJobReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: o.AgentImage, CleanupDeadline: o.CleanupDeadline,
+				OperatorNamespace: o.OperatorNamespace()}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,
 	}
-}
-
-// podNamespace is ns, or else the namespace of the pod the operator runs in
-// ("" outside a pod: deletes for namespaces being deleted cannot run).
-func podNamespace(ns string) string {
-	if ns != "" {
-		return ns
-	}
-	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }

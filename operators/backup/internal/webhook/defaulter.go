@@ -26,14 +26,7 @@ import (
 // without webhooks gets the same. A v1alpha1 request, converted to v1 for this
 // webhook, lacks the v1-only fields; filling them here stores them.
 func NewDefaulter(guard *access.Guard) *admit.Defaulter[*backupv1.BackupJob] {
-	return &admit.Defaulter[*backupv1.BackupJob]{
-		Kind: access.BackupJobKind, Finalizer: backupv1.CleanupFinalizer,
-		Defaults: func(bj *backupv1.BackupJob) { bj.Spec.SetDefaults() },
-		Checks:   access.BackupJobChecks,
-		OnUpdate: true,
-		Before:   keepV1Fields,
-		Guard:    guard,
-	}
+	return &admit.Defaulter[*backupv1.BackupJob]{Kind: access.BackupJob, Before: keepV1Fields, Guard: guard}
 }
 
 // keepV1Fields: a v1alpha1 object without its v1 fields (an old manifest)

@@ -126,14 +126,8 @@ func ValidateSpec(spec *backupv1.BackupJobSpec, fldPath *field.Path) field.Error
 		errs = append(errs, field.Invalid(fldPath.Child("retentionDays"), spec.RetentionDays,
 			fmt.Sprintf("must be between 1 and 3650 days; omit it for the default, %d", backupv1.DefaultRetentionDays)))
 	}
-	if r := spec.MaxRetries; r != nil && (*r < 0 || *r > 20) {
-		errs = append(errs, field.Invalid(fldPath.Child("maxRetries"), *r,
-			fmt.Sprintf("must be between 0 and 20; omit it for the default, %d", backupv1.DefaultMaxRetries)))
-	}
-	if d := spec.ActiveDeadlineSeconds; d != nil && (*d < 60 || *d > 604800) {
-		errs = append(errs, field.Invalid(fldPath.Child("activeDeadlineSeconds"), *d,
-			fmt.Sprintf("must be between 60 (one minute) and 604800 (7 days) seconds; omit it for the default, %d", backupv1.DefaultActiveDeadlineSeconds)))
-	}
+	errs = append(errs, cairnvalidation.Attempts(spec.MaxRetries, backupv1.DefaultMaxRetries,
+		spec.ActiveDeadlineSeconds, backupv1.DefaultActiveDeadlineSeconds, 7, fldPath)...)
 	errs = append(errs, cairnvalidation.Storage(&spec.Storage, fldPath.Child("storage"), "BackupJob")...)
 	switch spec.DeletionPolicy {
 	case "", backupv1.DeletionPolicyRetain, backupv1.DeletionPolicyDelete:

@@ -21,9 +21,11 @@ package webhook
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/admit"
 )
 
@@ -48,12 +50,6 @@ const (
 // more than one version in the scheme, so a missing version is an error here
 // rather than a silently absent /convert.
 func Setup(mgr ctrl.Manager) error {
-	guard, err := admit.Prepare(mgr, backupv1.GroupVersion.WithKind("BackupJob"), backupv1alpha1.GroupVersion.WithKind("BackupJob"))
-	if err != nil {
-		return err
-	}
-	return ctrl.NewWebhookManagedBy(mgr, &backupv1.BackupJob{}).
-		WithDefaulter(NewDefaulter(guard)).
-		WithValidator(&Validator{Guard: guard}).
-		Complete()
+	validator := func(guard *access.Guard) admission.Validator[*backupv1.BackupJob] { return &Validator{Guard: guard} }
+	return admit.Setup(mgr, &backupv1.BackupJob{}, *NewDefaulter(nil), validator, backupv1alpha1.GroupVersion.WithKind("BackupJob"))
 }

@@ -28,12 +28,7 @@ const MaxNameLength = 48
 var objectPattern = regexp.MustCompile(migrationv1.ObjectPattern)
 
 // ValidateName checks a MigrationJob's metadata.name.
-func ValidateName(name string) field.ErrorList {
-	if len(name) > MaxNameLength {
-		return field.ErrorList{field.TooLong(field.NewPath("metadata", "name"), name, MaxNameLength)}
-	}
-	return nil
-}
+func ValidateName(name string) field.ErrorList { return validation.NameLength(name, MaxNameLength) }
 
 // ValidateSpec checks a (defaulted) MigrationJob spec at fldPath.
 func ValidateSpec(spec *migrationv1.MigrationJobSpec, fldPath *field.Path) field.ErrorList {
@@ -129,12 +124,8 @@ func ValidateSpec(spec *migrationv1.MigrationJobSpec, fldPath *field.Path) field
 				"must not be a credentials Secret of the source or the target: name the Secret your applications read their connection from"))
 		}
 	}
-	if r := spec.MaxRetries; r != nil && (*r < 0 || *r > 20) {
-		errs = append(errs, field.Invalid(fldPath.Child("maxRetries"), *r, "must be between 0 and 20"))
-	}
-	if d := spec.ActiveDeadlineSeconds; d != nil && (*d < 60 || *d > 2592000) {
-		errs = append(errs, field.Invalid(fldPath.Child("activeDeadlineSeconds"), *d, "must be between 60 (one minute) and 2592000 (30 days) seconds"))
-	}
+	errs = append(errs, validation.Attempts(spec.MaxRetries, migrationv1.DefaultMaxRetries,
+		spec.ActiveDeadlineSeconds, migrationv1.DefaultActiveDeadlineSeconds, 30, fldPath)...)
 	return errs
 }
 

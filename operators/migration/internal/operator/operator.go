@@ -26,47 +26,42 @@ const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
 // New returns the migration operator at version.
 func New(version string) manager.Operator {
 	var (
-		agentImage                                         string
-		allowedImages                                      []string
-		pollInterval, replicationInterval, cleanupDeadline time.Duration
-		guard                                              access.Options
-		images                                             *access.Images
+		allowedImages                     []string
+		pollInterval, replicationInterval time.Duration
+		images                            *access.Images
 	)
 	return manager.Operator{
-		Name:        "migration",
-		Version:     version,
+		Name: "migration", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: controller.DefaultCleanupDeadline,
+		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
 		AddToScheme: []func(*runtime.Scheme) error{migrationv1.AddToScheme},
 		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&agentImage, "agent-image", DefaultAgentImage, "Image of the Cairn agent that migration step pods run (spec.image overrides it).")
 			fs.DurationVar(&pollInterval, "poll-interval", controller.DefaultPollInterval, "How often Jobs in a target cluster (not watched) are looked at, and a waiting MigrationJob looks again.")
 			fs.DurationVar(&replicationInterval, "replication-interval", controller.DefaultReplicationInterval, "How often a Continuous migration checks its replication (lag, retained WAL).")
-			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", controller.DefaultCleanupDeadline, "How long after a deletion request removing the Jobs (and stopping replication) may take before the finalizer is removed anyway.")
 			fs.Func("allowed-agent-images", "Comma-separated images spec.image may name, as repository[:tag][@digest] (default: --agent-image only). "+
 				"A digest-pinned entry matches only that digest.", func(v string) error {
 				allowedImages = strings.Split(v, ",")
 				_, err := access.ParseImages(allowedImages)
 				return err
 			})
-			guard.BindFlags(fs, "migration", access.OrchestratorServiceAccount)
 		},
 		CacheByObject: controller.CacheByObject,
 		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			list := allowedImages
 			if len(list) == 0 {
-				list = []string{agentImage}
+				list = []string{o.AgentImage}
 			}
 			var err error
 			if images, err = access.ParseImages(list); err != nil {
 				return fmt.Errorf("--allowed-agent-images: %w", err)
 			}
-			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
+			return nil
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.MigrationJobReconciler{
 				AllowedImages: images,
 				Client:        mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
-				PollInterval: pollInterval, ReplicationInterval: replicationInterval, CleanupDeadline: cleanupDeadline,
+				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: o.AgentImage,
+				PollInterval: pollInterval, ReplicationInterval: replicationInterval, CleanupDeadline: o.CleanupDeadline,
 			}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},

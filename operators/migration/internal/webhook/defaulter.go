@@ -13,10 +13,5 @@ import (
 // the Validator to check and the controller to verify. guard nil signs
 // nothing (unit tests).
 func NewDefaulter(guard *access.Guard) *admit.Defaulter[*migrationv1.MigrationJob] {
-	return &admit.Defaulter[*migrationv1.MigrationJob]{
-		Kind: access.MigrationJobKind, Finalizer: migrationv1.CleanupFinalizer,
-		Defaults: func(mj *migrationv1.MigrationJob) { mj.Spec.SetDefaults() },
-		Checks:   access.MigrationJobChecks,
-		Guard:    guard,
-	}
+	return &admit.Defaulter[*migrationv1.MigrationJob]{Kind: access.MigrationJob, Guard: guard}
 }

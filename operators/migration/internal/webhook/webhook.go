@@ -11,6 +11,7 @@ package webhook
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/access"
@@ -37,12 +38,8 @@ const (
 // images is the spec.image allow-list (--allowed-agent-images); the
 // access.Guard is the one the operator's Prepare registered for mgr.
 func Setup(mgr ctrl.Manager, images *access.Images) error {
-	guard, err := admit.Prepare(mgr, migrationv1.GroupVersion.WithKind("MigrationJob"))
-	if err != nil {
-		return err
+	validator := func(guard *access.Guard) admission.Validator[*migrationv1.MigrationJob] {
+		return &Validator{Guard: guard, Images: images, Reader: mgr.GetAPIReader()}
 	}
-	return ctrl.NewWebhookManagedBy(mgr, &migrationv1.MigrationJob{}).
-		WithDefaulter(NewDefaulter(guard)).
-		WithValidator(&Validator{Guard: guard, Images: images, Reader: mgr.GetAPIReader()}).
-		Complete()
+	return admit.Setup(mgr, &migrationv1.MigrationJob{}, *NewDefaulter(nil), validator)
 }

@@ -14,28 +14,19 @@ import (
 // failover; alerts compare timestamps with time(), so an RPO violation fires
 // even while the orchestrator is down.
 var (
-	metricSet           = kindmetrics.New()
-	lastBackupTimestamp = metricSet.Gauge("cairn_protectionplan_last_backup_timestamp_seconds",
-		"Unix time the plan's newest successful backup finished.", "namespace", "name")
-	rpoSeconds = metricSet.Gauge("cairn_protectionplan_rpo_seconds",
-		"The plan's recovery point objective (spec.objectives.rpo).", "namespace", "name")
-	recoveryPointTimestamp = metricSet.Gauge("cairn_protectionplan_recovery_point_timestamp_seconds",
-		"Unix time of the newest verified backup (status.recoveryPoint): a restore now recovers the data as of this time.", "namespace", "name")
-	lastVerificationTimestamp = metricSet.Gauge("cairn_protectionplan_last_verification_timestamp_seconds",
-		"Unix time the plan's newest successful verification finished.", "namespace", "name")
-	maxVerificationAgeSeconds = metricSet.Gauge("cairn_protectionplan_max_verification_age_seconds",
-		"The plan's maximum verification age (spec.objectives.maxVerificationAge).", "namespace", "name")
-	verificationSucceeded = metricSet.Gauge("cairn_protectionplan_verification_succeeded",
-		"1 when the plan's newest finished verification succeeded, 0 when it failed.", "namespace", "name")
-	restoreDurationSeconds = metricSet.Gauge("cairn_protectionplan_restore_duration_seconds",
-		"Restore duration of the plan's newest successful verification (the measured recovery time).", "namespace", "name")
-	rtoSeconds = metricSet.Gauge("cairn_protectionplan_rto_seconds",
-		"The plan's recovery time objective (spec.objectives.rto).", "namespace", "name")
+	metricSet                 = kindmetrics.New()
+	lastBackupTimestamp       = metricSet.ObjectGauge("cairn_protectionplan_last_backup_timestamp_seconds", "Unix time the plan's newest successful backup finished.")
+	rpoSeconds                = metricSet.ObjectGauge("cairn_protectionplan_rpo_seconds", "The plan's recovery point objective (spec.objectives.rpo).")
+	recoveryPointTimestamp    = metricSet.ObjectGauge("cairn_protectionplan_recovery_point_timestamp_seconds", "Unix time of the newest verified backup (status.recoveryPoint): a restore now recovers the data as of this time.")
+	lastVerificationTimestamp = metricSet.ObjectGauge("cairn_protectionplan_last_verification_timestamp_seconds", "Unix time the plan's newest successful verification finished.")
+	maxVerificationAgeSeconds = metricSet.ObjectGauge("cairn_protectionplan_max_verification_age_seconds", "The plan's maximum verification age (spec.objectives.maxVerificationAge).")
+	verificationSucceeded     = metricSet.ObjectGauge("cairn_protectionplan_verification_succeeded", "1 when the plan's newest finished verification succeeded, 0 when it failed.")
+	restoreDurationSeconds    = metricSet.ObjectGauge("cairn_protectionplan_restore_duration_seconds", "Restore duration of the plan's newest successful verification (the measured recovery time).")
+	rtoSeconds                = metricSet.ObjectGauge("cairn_protectionplan_rto_seconds", "The plan's recovery time objective (spec.objectives.rto).")
 	// identityDecrypts: 1 while the plan's identity decrypted the newest
 	// verified encrypted backup, 0 once a verification found it cannot
 	// (encryption.go); absent without encryption.
-	identityDecrypts = metricSet.Gauge("cairn_protectionplan_identity_decrypts",
-		"1 when the plan's identity (spec.verification.encryption) decrypted the newest verified encrypted backup, 0 when a verification found it cannot.", "namespace", "name")
+	identityDecrypts   = metricSet.ObjectGauge("cairn_protectionplan_identity_decrypts", "1 when the plan's identity (spec.verification.encryption) decrypted the newest verified encrypted backup, 0 when a verification found it cannot.")
 	verificationsTotal = metricSet.Counter("cairn_protectionplan_verifications_total",
 		"Finished verifications by plan and result (Succeeded, Failed).", "namespace", "name", "result")
 )

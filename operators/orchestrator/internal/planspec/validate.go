@@ -18,10 +18,7 @@ const Kind = "ProtectionPlan"
 
 // ValidateName checks a plan's metadata.name.
 func ValidateName(name string) field.ErrorList {
-	if len(name) > platformv1.MaxNameLength {
-		return field.ErrorList{field.TooLong(field.NewPath("metadata", "name"), name, platformv1.MaxNameLength)}
-	}
-	return nil
+	return validation.NameLength(name, platformv1.MaxNameLength)
 }
 
 // ValidateSpec checks a (defaulted) plan spec; fldPath is the path of the

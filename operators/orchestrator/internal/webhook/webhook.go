@@ -10,9 +10,11 @@ package webhook
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/admit"
 )
 
@@ -36,12 +38,8 @@ const (
 // Setup registers the ProtectionPlan defaulting and validating webhooks
 // with mgr's webhook server.
 func Setup(mgr ctrl.Manager) error {
-	guard, err := admit.Prepare(mgr, platformv1.GroupVersion.WithKind("ProtectionPlan"), migrationv1.GroupVersion.WithKind("MigrationJob"))
-	if err != nil {
-		return err
+	validator := func(guard *access.Guard) admission.Validator[*platformv1.ProtectionPlan] {
+		return &Validator{Guard: guard, Client: mgr.GetClient()}
 	}
-	return ctrl.NewWebhookManagedBy(mgr, &platformv1.ProtectionPlan{}).
-		WithDefaulter(NewDefaulter(guard)).
-		WithValidator(&Validator{Guard: guard, Client: mgr.GetClient()}).
-		Complete()
+	return admit.Setup(mgr, &platformv1.ProtectionPlan{}, *NewDefaulter(nil), validator, migrationv1.GroupVersion.WithKind("MigrationJob"))
 }

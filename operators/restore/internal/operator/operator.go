@@ -24,31 +24,18 @@ const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
 
 // New returns the restore operator at version.
 func New(version string) manager.Operator {
-	var (
-		agentImage                    string
-		waitInterval, cleanupDeadline time.Duration
-		guard                         access.Options
-	)
+	var waitInterval time.Duration
 	return manager.Operator{
-		Name:        "restore",
-		Version:     version,
+		Name: "restore", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: controller.DefaultCleanupDeadline,
+		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
 		AddToScheme: []func(*runtime.Scheme) error{backupv1.AddToScheme, restorev1.AddToScheme},
 		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&agentImage, "agent-image", DefaultAgentImage, "Image of the Cairn agent that restore pods run.")
 			fs.DurationVar(&waitInterval, "source-wait-interval", controller.DefaultWaitInterval, "How often a RestoreJob waiting for its BackupJob or its first backup looks again (BackupJob events also wake it).")
-			fs.DurationVar(&cleanupDeadline, "cleanup-deadline", controller.DefaultCleanupDeadline, "How long after a deletion request removing the restore Job may take before the finalizer is removed anyway.")
-			guard.BindFlags(fs, "restore", access.OrchestratorServiceAccount)
-		},
-		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-			return guard.Prepare(ctx, mgr, o.LeaderElectionNamespace)
 		},
 		CacheByObject: controller.CacheByObject,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-			r := &controller.RestoreJobReconciler{
-				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
-				WaitInterval: waitInterval, CleanupDeadline: cleanupDeadline,
-			}
+			r := &controller.RestoreJobReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: o.AgentImage, WaitInterval: waitInterval, CleanupDeadline: o.CleanupDeadline}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,

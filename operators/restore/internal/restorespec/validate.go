@@ -1,7 +1,6 @@
 package restorespec
 
 import (
-	"fmt"
 	"path"
 	"strings"
 	"unicode"
@@ -21,12 +20,7 @@ const MaxNameLength = 63 - len("-restore")
 const MaxArtifactLength = 1024
 
 // ValidateName checks a RestoreJob's metadata.name.
-func ValidateName(name string) field.ErrorList {
-	if len(name) > MaxNameLength {
-		return field.ErrorList{field.TooLong(field.NewPath("metadata", "name"), name, MaxNameLength)}
-	}
-	return nil
-}
+func ValidateName(name string) field.ErrorList { return validation.NameLength(name, MaxNameLength) }
 
 // ValidateSpec checks a (defaulted) RestoreJob spec; fldPath is the path of
 // the spec. Every message names the field and says how to fix it. The target
@@ -40,14 +34,8 @@ func ValidateSpec(spec *restorev1.RestoreJobSpec, fldPath *field.Path) field.Err
 			errs = append(errs, validation.CheckSQL(spec.Target.Engine, c.SQL, fldPath.Child("checks").Index(i).Child("sql"))...)
 		}
 	}
-	if r := spec.MaxRetries; r != nil && (*r < 0 || *r > 20) {
-		errs = append(errs, field.Invalid(fldPath.Child("maxRetries"), *r,
-			fmt.Sprintf("must be between 0 and 20; omit it for the default, %d", restorev1.DefaultMaxRetries)))
-	}
-	if d := spec.ActiveDeadlineSeconds; d != nil && (*d < 60 || *d > 604800) {
-		errs = append(errs, field.Invalid(fldPath.Child("activeDeadlineSeconds"), *d,
-			fmt.Sprintf("must be between 60 (one minute) and 604800 (7 days) seconds; omit it for the default, %d", restorev1.DefaultActiveDeadlineSeconds)))
-	}
+	errs = append(errs, validation.Attempts(spec.MaxRetries, restorev1.DefaultMaxRetries,
+		spec.ActiveDeadlineSeconds, restorev1.DefaultActiveDeadlineSeconds, 7, fldPath)...)
 	return errs
 }
 

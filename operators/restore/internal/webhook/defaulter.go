@@ -13,10 +13,5 @@ import (
 // install without webhooks gets the same), restorev1.CleanupFinalizer, the
 // references signed. guard nil signs nothing (unit tests).
 func NewDefaulter(guard *access.Guard) *admit.Defaulter[*restorev1.RestoreJob] {
-	return &admit.Defaulter[*restorev1.RestoreJob]{
-		Kind: access.RestoreJobKind, Finalizer: restorev1.CleanupFinalizer,
-		Defaults: func(rj *restorev1.RestoreJob) { rj.Spec.SetDefaults() },
-		Checks:   access.RestoreJobChecks,
-		Guard:    guard,
-	}
+	return &admit.Defaulter[*restorev1.RestoreJob]{Kind: access.RestoreJob, Guard: guard}
 }

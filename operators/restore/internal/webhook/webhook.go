@@ -10,9 +10,11 @@ package webhook
 
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/admit"
 )
 
@@ -34,12 +36,8 @@ const (
 // mgr's webhook server. The validator reads BackupJobs past the cache
 // (mgr.GetAPIReader), so the manager's scheme must hold backup.cairn.dev/v1.
 func Setup(mgr ctrl.Manager) error {
-	guard, err := admit.Prepare(mgr, restorev1.GroupVersion.WithKind("RestoreJob"), backupv1.GroupVersion.WithKind("BackupJob"))
-	if err != nil {
-		return err
+	validator := func(guard *access.Guard) admission.Validator[*restorev1.RestoreJob] {
+		return &Validator{Reader: mgr.GetAPIReader(), Guard: guard}
 	}
-	return ctrl.NewWebhookManagedBy(mgr, &restorev1.RestoreJob{}).
-		WithDefaulter(NewDefaulter(guard)).
-		WithValidator(&Validator{Reader: mgr.GetAPIReader(), Guard: guard}).
-		Complete()
+	return admit.Setup(mgr, &restorev1.RestoreJob{}, *NewDefaulter(nil), validator, backupv1.GroupVersion.WithKind("BackupJob"))
 }
