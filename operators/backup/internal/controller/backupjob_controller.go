@@ -12,11 +12,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,7 +27,6 @@ import (
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
-	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/hold"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
@@ -52,16 +48,17 @@ import (
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// DefaultCleanupDeadline bounds the finalizer's cleanup (the artifacts'
+// delete under deletionPolicy Delete) after a deletion request.
+const DefaultCleanupDeadline = 10 * time.Minute
+
 // BackupJobReconciler reconciles BackupJobs.
 type BackupJobReconciler struct {
-	Client    client.Client
-	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	Recorder  events.EventRecorder
+	// Base: its Clock tells the time of deadlines and the result grace
+	// (tests set one they control).
+	reconcile.Base
 	// AgentImage runs in every backup and cleanup pod.
 	AgentImage string
-	// CleanupDeadline bounds cleanup after a deletion request.
-	CleanupDeadline time.Duration
 	// OperatorNamespace is where an artifact delete runs when the
 	// BackupJob's namespace is being deleted (deleteElsewhere); it holds
 	// DeleteCredentialsSecret. Empty: such deletes cannot run.
@@ -69,13 +66,6 @@ type BackupJobReconciler struct {
 	// ResultGrace is how long a finished run waits for its pod's result to
 	// reach the cache before it is recorded without an artifact.
 	ResultGrace time.Duration
-	// Clock tells the time (deadlines, result grace); nil is the real
-	// clock. Tests set one they control.
-	Clock clock.PassiveClock
-	// Guard verifies that the admission webhook approved the BackupJob's
-	// references (libs/access); nil means the one registered for the
-	// manager, and none is an error.
-	Guard *access.Guard
 
 	// terminating holds the UIDs of BackupJobs whose namespace refused
 	// their delete Job (being deleted): for the abandon Event's target.
@@ -83,11 +73,8 @@ type BackupJobReconciler struct {
 	skeleton    *reconcile.Reconciler[*backupv1.BackupJob, state]
 	secretsHold *hold.Hold
 	claimsHold  *hold.Hold
-	refs        *references.Checker
 	cronJobs    *ownership.Applier
 }
-
-func (r *BackupJobReconciler) now() time.Time { return r.Clock.Now() }
 
 // Reconcile runs one pass of the skeleton (libs/reconcile) with the
 // BackupJob's steps.
@@ -103,50 +90,25 @@ type pass = reconcile.Pass[*backupv1.BackupJob, state]
 // label to their one BackupJob, Secrets and PVCs (metadata only) mapped to
 // the BackupJobs that refer to them.
 func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	if r.CleanupDeadline == 0 {
-		r.CleanupDeadline = 10 * time.Minute
-	}
 	if r.ResultGrace == 0 {
 		r.ResultGrace = agentjob.ResultGrace
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	if r.Guard == nil {
-		r.Guard = access.For(mgr)
+	if err := r.Init(mgr, "BackupJob", DefaultCleanupDeadline); err != nil {
+		return err
 	}
-	if r.Guard == nil {
-		return fmt.Errorf("backupjob controller: no access.Guard (the operator's Prepare registers it)")
-	}
-	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
 	r.cronJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme,
 		MetadataOnly: true, AnnotationPrefix: annotationPrefix}
-	r.skeleton = &reconcile.Reconciler[*backupv1.BackupJob, state]{
-		Kind:     "BackupJob",
-		Client:   r.Client,
-		Recorder: r.Recorder,
-		New:      func() *backupv1.BackupJob { return &backupv1.BackupJob{} },
-		Finalizer: &finalizer.Finalizer{Name: backupv1.CleanupFinalizer, Deadline: r.CleanupDeadline,
-			PollInterval: 2 * time.Second, RetryInterval: 15 * time.Second, Client: r.Client, Recorder: r.Recorder, Now: r.Clock.Now},
-		Steps: []reconcile.Step[*backupv1.BackupJob, state]{
-			{Name: "validate", Run: r.validate},
-			{Name: "references", Run: r.checkReferences},
-			{Name: "protect-credentials", Run: r.protectCredentials},
-			{Name: "cronjob", Run: r.ensureCronJob},
-			{Name: "runs", Run: r.observeRuns},
-			{Name: "run-now", Run: r.runNow},
-			{Name: "catalog", Run: r.listCatalog},
-			{Name: "summarise", Run: r.summarise},
-		},
-		Cleanup:    r.cleanup,
-		Deleting:   deleting,
-		Transition: r.transition,
-		Observe:    observe,
-		Forget:     func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) },
-	}
+	s := reconcile.Skeleton[*backupv1.BackupJob, state](&r.Base, "BackupJob", backupv1.CleanupFinalizer, func() *backupv1.BackupJob { return &backupv1.BackupJob{} })
+	s.Finalizer.RetryInterval = 15 * time.Second
+	s.Steps = []reconcile.Step[*backupv1.BackupJob, state]{{Name: "validate", Run: r.validate}, {Name: "references", Run: r.checkReferences},
+		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns},
+		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}, {Name: "summarise", Run: r.summarise}}
+	s.Cleanup, s.Deleting, s.Transition, s.Observe = r.cleanup, deleting, r.transition, observe
+	s.Forget = func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) }
+	r.skeleton = s
 	// A BackupJob refers only to objects of its own namespace: a Secret's or
 	// PVC's event scans that namespace's cached BackupJobs instead of an
 	// index entry per BackupJob held for its lifetime (heap, issue 11).
@@ -250,7 +212,7 @@ func (r *BackupJobReconciler) checkReferences(ctx context.Context, p *pass) erro
 		}
 		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(bj, "BackupJob", checks))
 	}
-	prob, err := r.refs.Check(ctx, backupJobReferences(bj))
+	prob, err := r.Refs.Check(ctx, backupJobReferences(bj))
 	if err != nil {
 		return err
 	}
@@ -269,7 +231,7 @@ func (r *BackupJobReconciler) checkReferences(ctx context.Context, p *pass) erro
 // observed.
 func (r *BackupJobReconciler) summarise(_ context.Context, p *pass) error {
 	bj := p.Obj
-	now := r.now()
+	now := r.Now()
 	if bj.Spec.Suspend {
 		bj.Status.NextScheduleTime = nil
 	} else if sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone); err == nil {

@@ -44,7 +44,7 @@ func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
 		Render: func() (*batchv1.Job, error) { return job, ownership.SetController(bj, job, r.Scheme) },
 		Ours:   func(j *batchv1.Job) bool { return metav1.IsControlledBy(j, bj) },
-		Parse:  contract.ParseCatalog, Grace: r.ResultGrace, Now: r.now,
+		Parse:  contract.ParseCatalog, Grace: r.ResultGrace, Now: r.Now,
 	}
 	obs, err := run.Observe(ctx)
 	if err != nil {

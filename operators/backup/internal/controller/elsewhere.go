@@ -99,7 +99,7 @@ func (r *BackupJobReconciler) deleteElsewhere(ctx context.Context, bj *backupv1.
 		}
 		return false, fmt.Errorf("namespace %s is being deleted (no new Jobs) and the operator's namespace is unknown: the artifact delete cannot run elsewhere", bj.Namespace)
 	}
-	remaining := bj.DeletionTimestamp.Add(r.CleanupDeadline).Sub(r.now())
+	remaining := bj.DeletionTimestamp.Add(r.CleanupDeadline).Sub(r.Now())
 	want := elsewhereJob(bj, r.AgentImage, r.OperatorNamespace, remaining, "")
 	job := &batchv1.Job{}
 	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job)

@@ -197,7 +197,7 @@ func recorded(bj *backupv1.BackupJob, name string, at time.Time) bool {
 // kubelet's pod update).
 func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.BackupJob, job *batchv1.Job, o agentjob.Outcome) (time.Duration, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("Job", job.Name)
-	obs, err := agentjob.Read(ctx, r.Client, job, contract.Parse, r.ResultGrace, r.now())
+	obs, err := agentjob.Read(ctx, r.Client, job, contract.Parse, r.ResultGrace, r.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -313,6 +313,6 @@ func (r *BackupJobReconciler) run(bj *backupv1.BackupJob, job *batchv1.Job, pars
 		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
 		Render: func() (*batchv1.Job, error) { return job, ownership.SetController(bj, job, r.Scheme) },
 		Ours:   func(j *batchv1.Job) bool { return metav1.IsControlledBy(j, bj) },
-		Parse:  parse, Grace: r.ResultGrace, Now: r.now,
+		Parse:  parse, Grace: r.ResultGrace, Now: r.Now,
 	}
 }

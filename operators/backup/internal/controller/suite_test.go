@@ -28,6 +28,7 @@ import (
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 	"cairn.dev/operators/backup/internal/operator"
@@ -117,13 +118,9 @@ func startOperator(ctx context.Context) error {
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} }
 	op := operator.New("test")
 	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-		r := &controller.BackupJobReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
-			CleanupDeadline: time.Hour, ResultGrace: 3 * time.Second,
-			OperatorNamespace: o.LeaderElectionNamespace,
-			Clock:             testClock{},
-		}
+		r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), time.Hour),
+			AgentImage: agentImage, ResultGrace: 3 * time.Second, OperatorNamespace: o.LeaderElectionNamespace}
+		r.Clock = testClock{}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
 	_, err = env.StartOperator(ctx, op, testenv.OperatorOptions{Config: cfg})

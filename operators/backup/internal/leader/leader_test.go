@@ -26,6 +26,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 )
@@ -81,9 +82,8 @@ func replica(t *testing.T, ctx context.Context, writes *atomic.Int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controller.BackupJobReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("backup-operator"), AgentImage: "agent:test",
-		Guard: &access.Guard{Approver: approver(t), Reviewer: &access.Reviewer{Client: env.Client}}}
+	r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, "backup-operator", 0), AgentImage: "agent:test"}
+	r.Guard = &access.Guard{Approver: approver(t), Reviewer: &access.Reviewer{Client: env.Client}}
 	signer = r.Guard.Approver
 	opts := o.ControllerOptions()
 	opts.SkipNameValidation = ptr.To(true) // two replicas in one test process

@@ -5,7 +5,6 @@ package operator
 
 import (
 	"context"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,6 +13,7 @@ import (
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/backup/internal/controller"
 	"cairn.dev/operators/backup/internal/webhook"
 )
@@ -24,7 +24,7 @@ const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
 // New returns the backup operator at version.
 func New(version string) manager.Operator {
 	return manager.Operator{
-		Name: "backup", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: 10 * time.Minute,
+		Name: "backup", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: controller.DefaultCleanupDeadline,
 		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
 		AddToScheme:   []func(*runtime.Scheme) error{backupv1.AddToScheme, backupv1alpha1.AddToScheme},
 		CacheByObject: controller.CacheByObject,
@@ -32,9 +32,8 @@ func New(version string) manager.Operator {
 			// Artifact deletes of namespaces being deleted run in the
 			// operator's own namespace (the pod's, like its Lease; "" outside
 			// a pod: those deletes cannot run).
-			r := &controller.BackupJobReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: o.AgentImage, CleanupDeadline: o.CleanupDeadline,
-				OperatorNamespace: o.OperatorNamespace()}
+			r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
+				AgentImage: o.AgentImage, OperatorNamespace: o.OperatorNamespace()}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,

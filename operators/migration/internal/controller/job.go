@@ -459,7 +459,7 @@ func newWarnings(old *migrationv1.StepStatus, st migrationv1.StepStatus) []strin
 func DesiredFirstJob(mj *migrationv1.MigrationJob, image string, scheme *runtime.Scheme) (*batchv1.Job, error) {
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
-	r := &MigrationJobReconciler{AgentImage: image, Scheme: scheme}
+	r := &MigrationJobReconciler{Base: reconcile.Base{Scheme: scheme}, AgentImage: image}
 	st := &migrationv1.StepStatus{Step: contract.StepPrecheck, AgentRun: cairnv1.AgentRun{JobName: stepJobName(mj, contract.StepPrecheck, 0)},
 		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
 	return r.desiredJob(mj, spec, st, nil)

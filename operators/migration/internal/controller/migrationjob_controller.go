@@ -19,9 +19,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,12 +70,7 @@ const (
 
 // MigrationJobReconciler reconciles MigrationJobs.
 type MigrationJobReconciler struct {
-	// Client reads from the cache and writes.
-	Client client.Client
-	// APIReader reads past the cache.
-	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	Recorder  events.EventRecorder
+	reconcile.Base
 	// AgentImage runs in every step's pod unless spec.image says otherwise.
 	AgentImage string
 	// PollInterval is how often a Job in the target cluster (not watched)
@@ -87,22 +79,13 @@ type MigrationJobReconciler struct {
 	// ReplicationInterval is how often a Continuous migration checks its
 	// replication (a replication-status Job).
 	ReplicationInterval time.Duration
-	// Clock tells the time (the result grace); nil is the real clock.
-	Clock clock.PassiveClock
-	// CleanupDeadline bounds the finalizer's cleanup.
-	CleanupDeadline time.Duration
 	// Remote builds clients for target clusters; nil builds one from the
 	// manager's clients.
 	Remote *remote.Clients
-	// Guard verifies that the admission webhook approved the MigrationJob's
-	// references (libs/access); nil means the one registered for the
-	// manager, and none is an error.
-	Guard *access.Guard
 	// AllowedImages are the images spec.image may name; nil allows
 	// AgentImage only.
 	AllowedImages *access.Images
 
-	refs        *references.Checker
 	skeleton    *reconcile.Reconciler[*migrationv1.MigrationJob, state]
 	kubeconfigs *hold.Hold
 }
@@ -128,26 +111,17 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.AgentImage == "" {
 		return errors.New("migration controller: no agent image")
 	}
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
 	if r.PollInterval <= 0 {
 		r.PollInterval = DefaultPollInterval
 	}
 	if r.ReplicationInterval <= 0 {
 		r.ReplicationInterval = DefaultReplicationInterval
 	}
-	if r.CleanupDeadline <= 0 {
-		r.CleanupDeadline = DefaultCleanupDeadline
+	if err := r.Init(mgr, "MigrationJob", DefaultCleanupDeadline); err != nil {
+		return err
 	}
 	if r.Remote == nil {
 		r.Remote = &remote.Clients{Metadata: r.Client, Secrets: r.APIReader, Scheme: r.Scheme}
-	}
-	if r.Guard == nil {
-		r.Guard = access.For(mgr)
-	}
-	if r.Guard == nil {
-		return errors.New("migration controller: no access.Guard (the operator's Prepare registers it)")
 	}
 	if r.AllowedImages == nil {
 		imgs, err := access.ParseImages([]string{r.AgentImage})
@@ -156,24 +130,11 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		}
 		r.AllowedImages = imgs
 	}
-	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
-	r.skeleton = &reconcile.Reconciler[*migrationv1.MigrationJob, state]{
-		Kind:     "MigrationJob",
-		Client:   r.Client,
-		Recorder: r.Recorder,
-		New:      func() *migrationv1.MigrationJob { return &migrationv1.MigrationJob{} },
-		Finalizer: &finalizer.Finalizer{Name: migrationv1.CleanupFinalizer, Deadline: r.CleanupDeadline,
-			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder},
-		Steps: []reconcile.Step[*migrationv1.MigrationJob, state]{
-			{Name: "prepare", Run: r.prepare},
-			{Name: "hold-kubeconfig", Run: r.holdKubeconfig},
-			{Name: "connect", Run: r.connect},
-			{Name: "advance", Run: r.advance},
-		},
-		Cleanup:    r.cleanup,
-		Deleting:   deleting,
-		Transition: transition,
-	}
+	s := reconcile.Skeleton[*migrationv1.MigrationJob, state](&r.Base, "MigrationJob", migrationv1.CleanupFinalizer, func() *migrationv1.MigrationJob { return &migrationv1.MigrationJob{} })
+	s.Steps = []reconcile.Step[*migrationv1.MigrationJob, state]{{Name: "prepare", Run: r.prepare},
+		{Name: "hold-kubeconfig", Run: r.holdKubeconfig}, {Name: "connect", Run: r.connect}, {Name: "advance", Run: r.advance}}
+	s.Cleanup, s.Deleting, s.Transition = r.cleanup, deleting, transition
+	r.skeleton = s
 	if err := ownership.IndexReferences(ctx, mgr.GetFieldIndexer(), &migrationv1.MigrationJob{}, references.IndexField, migrationJobIndex); err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func (r *MigrationJobReconciler) prepare(ctx context.Context, p *pass) error {
 	if mj.Status.Phase == migrationv1.PhasePending {
 		// References are checked before anything runs; later a missing
 		// Secret shows in the step's Job (and its pod cannot start).
-		prob, err := r.refs.Check(ctx, localReferences(mj.Namespace, &p.State.spec))
+		prob, err := r.Refs.Check(ctx, localReferences(mj.Namespace, &p.State.spec))
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	cairnmgr "cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 	"cairn.dev/operators/migration/internal/operator"
@@ -76,11 +77,8 @@ func startOperator(t *testing.T) *testenv.Operator {
 	op := operator.New("test")
 	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
 		o.RateLimiterMaxDelay = 2 * time.Second
-		r := &controller.MigrationJobReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
-			PollInterval: 300 * time.Millisecond, ReplicationInterval: 500 * time.Millisecond, CleanupDeadline: time.Minute,
-		}
+		r := &controller.MigrationJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), time.Minute),
+			AgentImage: agentImage, PollInterval: 300 * time.Millisecond, ReplicationInterval: 500 * time.Millisecond}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
 	return env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: cfg, LeaderElection: true})

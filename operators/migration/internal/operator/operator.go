@@ -16,6 +16,7 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/migration/internal/controller"
 	"cairn.dev/operators/migration/internal/webhook"
 )
@@ -57,12 +58,8 @@ func New(version string) manager.Operator {
 			return nil
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-			r := &controller.MigrationJobReconciler{
-				AllowedImages: images,
-				Client:        mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: o.AgentImage,
-				PollInterval: pollInterval, ReplicationInterval: replicationInterval, CleanupDeadline: o.CleanupDeadline,
-			}
+			r := &controller.MigrationJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
+				AllowedImages: images, AgentImage: o.AgentImage, PollInterval: pollInterval, ReplicationInterval: replicationInterval}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: func(mgr ctrl.Manager) error { return webhook.Setup(mgr, images) },

@@ -13,9 +13,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +22,6 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/access"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
@@ -53,23 +49,10 @@ const DefaultCleanupDeadline = 10 * time.Minute
 
 // ProtectionPlanReconciler reconciles ProtectionPlans.
 type ProtectionPlanReconciler struct {
-	// Client reads from the cache and writes.
-	Client client.Client
-	// APIReader reads past the cache (a child missing from the cache may
-	// just have been created).
-	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	// Recorder emits an Event for every transition.
-	Recorder events.EventRecorder
-	// Clock tells the time objectives and schedules are evaluated at; nil
-	// is the real clock. Tests set one they control.
-	Clock clock.PassiveClock
-	// CleanupDeadline bounds the finalizer's cleanup after a deletion request.
-	CleanupDeadline time.Duration
-	// Guard verifies that the admission webhook approved the plan's
-	// references (libs/access); nil means the one registered for the
-	// manager, and none is an error.
-	Guard *access.Guard
+	// Base: its Clock tells the time objectives and schedules are
+	// evaluated at (tests set one they control); its APIReader finds a
+	// child missing from the cache that may just have been created.
+	reconcile.Base
 
 	applier  *ownership.Applier
 	skeleton *reconcile.Reconciler[*platformv1.ProtectionPlan, state]
@@ -93,40 +76,16 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *ProtectionPlanReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	if r.CleanupDeadline <= 0 {
-		r.CleanupDeadline = DefaultCleanupDeadline
-	}
-	if r.Guard == nil {
-		r.Guard = access.For(mgr)
-	}
-	if r.Guard == nil {
-		return fmt.Errorf("protectionplan controller: no access.Guard (the operator's Prepare registers it)")
+	if err := r.Init(mgr, "ProtectionPlan", DefaultCleanupDeadline); err != nil {
+		return err
 	}
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
-	r.skeleton = &reconcile.Reconciler[*platformv1.ProtectionPlan, state]{
-		Kind:     "ProtectionPlan",
-		Client:   r.Client,
-		Recorder: r.Recorder,
-		New:      func() *platformv1.ProtectionPlan { return &platformv1.ProtectionPlan{} },
-		Finalizer: &finalizer.Finalizer{Name: platformv1.CleanupFinalizer, Deadline: r.CleanupDeadline,
-			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder},
-		Steps: []reconcile.Step[*platformv1.ProtectionPlan, state]{
-			{Name: "prepare", Run: r.prepare},
-			{Name: "backup", Run: r.ensureBackup},
-			{Name: "verification", Run: r.verification},
-			{Name: "history", Run: r.pruneHistory},
-			{Name: "migration", Run: r.migration},
-			{Name: "summarise", Run: r.summarise},
-		},
-		Cleanup:    r.cleanup,
-		Deleting:   deleting,
-		Transition: transition,
-		Observe:    observe,
-		Forget:     forget,
-	}
+	s := reconcile.Skeleton[*platformv1.ProtectionPlan, state](&r.Base, "ProtectionPlan", platformv1.CleanupFinalizer, func() *platformv1.ProtectionPlan { return &platformv1.ProtectionPlan{} })
+	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "prepare", Run: r.prepare}, {Name: "backup", Run: r.ensureBackup},
+		{Name: "verification", Run: r.verification}, {Name: "history", Run: r.pruneHistory}, {Name: "migration", Run: r.migration},
+		{Name: "summarise", Run: r.summarise}}
+	s.Cleanup, s.Deleting, s.Transition, s.Observe, s.Forget = r.cleanup, deleting, transition, observe, forget
+	r.skeleton = s
 	// Owns maps a child's events (its status included: that is what the
 	// plan summarises) to exactly its one controller. The BackupJob's
 	// create event is the creating pass's own write (that pass goes on

@@ -26,6 +26,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	cairnmgr "cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/operator"
@@ -79,10 +80,8 @@ func startOperator(t *testing.T, now time.Time) *clocktesting.FakePassiveClock {
 	op := operator.New("test")
 	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
 		o.RateLimiterMaxDelay = 2 * time.Second
-		r := &controller.ProtectionPlanReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-			Recorder: mgr.GetEventRecorder(o.EventSource()), Clock: clock, CleanupDeadline: time.Minute,
-		}
+		r := &controller.ProtectionPlanReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), time.Minute)}
+		r.Clock = clock
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
 	env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: cfg, LeaderElection: true})

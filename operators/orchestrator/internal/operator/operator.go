@@ -14,6 +14,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/webhook"
 )
@@ -26,8 +27,7 @@ func New(version string) manager.Operator {
 			backupv1.AddToScheme, restorev1.AddToScheme, migrationv1.AddToScheme, platformv1.AddToScheme,
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-			r := &controller.ProtectionPlanReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-				Recorder: mgr.GetEventRecorder(o.EventSource()), CleanupDeadline: o.CleanupDeadline}
+			r := &controller.ProtectionPlanReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline)}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,

@@ -12,10 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +22,6 @@ import (
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/access"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
@@ -58,28 +54,13 @@ const (
 
 // RestoreJobReconciler reconciles RestoreJobs.
 type RestoreJobReconciler struct {
-	// Client reads from the cache and writes.
-	Client client.Client
-	// APIReader reads past the cache, to confirm a Job is really gone.
-	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	// Recorder emits an Event for every transition.
-	Recorder events.EventRecorder
+	reconcile.Base
 	// AgentImage runs in every restore pod.
 	AgentImage string
 	// WaitInterval is how soon to look again while waiting for a BackupJob
 	// or its first successful backup (BackupJob events also wake it).
 	WaitInterval time.Duration
-	// CleanupDeadline bounds the finalizer's cleanup after a deletion request.
-	CleanupDeadline time.Duration
-	// Clock tells the time (the result grace); nil is the real clock.
-	Clock clock.PassiveClock
-	// Guard verifies that the admission webhook approved the RestoreJob's
-	// references (libs/access); nil means the one registered for the
-	// manager, and none is an error.
-	Guard *access.Guard
 
-	refs     *references.Checker
 	skeleton *reconcile.Reconciler[*restorev1.RestoreJob, state]
 }
 
@@ -102,38 +83,16 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	if r.AgentImage == "" {
 		return errors.New("restore controller: no agent image")
 	}
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
 	if r.WaitInterval <= 0 {
 		r.WaitInterval = DefaultWaitInterval
 	}
-	if r.CleanupDeadline <= 0 {
-		r.CleanupDeadline = DefaultCleanupDeadline
+	if err := r.Init(mgr, "RestoreJob", DefaultCleanupDeadline); err != nil {
+		return err
 	}
-	if r.Guard == nil {
-		r.Guard = access.For(mgr)
-	}
-	if r.Guard == nil {
-		return errors.New("restore controller: no access.Guard (the operator's Prepare registers it)")
-	}
-	r.refs = &references.Checker{Metadata: r.Client, Live: r.APIReader}
-	r.skeleton = &reconcile.Reconciler[*restorev1.RestoreJob, state]{
-		Kind:     "RestoreJob",
-		Client:   r.Client,
-		Recorder: r.Recorder,
-		New:      func() *restorev1.RestoreJob { return &restorev1.RestoreJob{} },
-		Finalizer: &finalizer.Finalizer{Name: restorev1.CleanupFinalizer, Deadline: r.CleanupDeadline,
-			PollInterval: 2 * time.Second, Client: r.Client, Recorder: r.Recorder},
-		Steps: []reconcile.Step[*restorev1.RestoreJob, state]{
-			{Name: "prepare", Run: r.prepare},
-			{Name: "start", Run: r.start},
-			{Name: "run", Run: r.run},
-		},
-		Summarize:  r.summarize,
-		Cleanup:    r.cleanup,
-		Transition: transition,
-	}
+	s := reconcile.Skeleton[*restorev1.RestoreJob, state](&r.Base, "RestoreJob", restorev1.CleanupFinalizer, func() *restorev1.RestoreJob { return &restorev1.RestoreJob{} })
+	s.Steps = []reconcile.Step[*restorev1.RestoreJob, state]{{Name: "prepare", Run: r.prepare}, {Name: "start", Run: r.start}, {Name: "run", Run: r.run}}
+	s.Summarize, s.Cleanup, s.Transition = r.summarize, r.cleanup, transition
+	r.skeleton = s
 	// One index of everything a RestoreJob refers to: its source BackupJob
 	// (whose first backup it may wait for) and the Secrets and PVC a restore
 	// needs. Their events wake exactly the RestoreJobs that refer to them.

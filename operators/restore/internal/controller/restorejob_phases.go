@@ -75,7 +75,7 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
-	prob, err := r.refs.Check(ctx, restoreReferences(rj.Namespace, &p.State.spec, src.Storage))
+	prob, err := r.Refs.Check(ctx, restoreReferences(rj.Namespace, &p.State.spec, src.Storage))
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	cairnmgr "cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/restore/internal/controller"
 	"cairn.dev/operators/restore/internal/operator"
@@ -82,11 +83,8 @@ func startOperator(t *testing.T, oo operatorOptions) *testenv.Operator {
 	op := operator.New("test")
 	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
 		o.RateLimiterMaxDelay = 2 * time.Second
-		r := &controller.RestoreJobReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-			Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: agentImage,
-			WaitInterval: 2 * time.Second, CleanupDeadline: time.Minute,
-		}
+		r := &controller.RestoreJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), time.Minute),
+			AgentImage: agentImage, WaitInterval: 2 * time.Second}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
 	return env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: oo.config, LeaderElection: oo.leaderElection, Args: oo.args})

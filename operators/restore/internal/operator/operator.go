@@ -15,6 +15,7 @@ import (
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
+	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/restore/internal/controller"
 	"cairn.dev/operators/restore/internal/webhook"
 )
@@ -34,8 +35,8 @@ func New(version string) manager.Operator {
 		},
 		CacheByObject: controller.CacheByObject,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
-			r := &controller.RestoreJobReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-				Recorder: mgr.GetEventRecorder(o.EventSource()), AgentImage: o.AgentImage, WaitInterval: waitInterval, CleanupDeadline: o.CleanupDeadline}
+			r := &controller.RestoreJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
+				AgentImage: o.AgentImage, WaitInterval: waitInterval}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,
