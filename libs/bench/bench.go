@@ -275,12 +275,17 @@ type Kind struct {
 	Object string
 	// Controller is the controller's name in the reconcile metrics.
 	Controller string
-	// Env is what the control plane installs (CRDs, webhooks, scheme).
+	// Bases are the deploy bases (deploy/<base>) whose CRDs the control
+	// plane installs; the first one's webhook configurations are served by
+	// the operator. The scheme is the operator's.
+	Bases []string
+	// Env is what the control plane installs when Bases is empty (CRDs,
+	// webhooks, scheme).
 	Env testenv.Options
-	// Operator is the operator as its main wires it; Args are its flags
-	// (e.g. --agent-image). The harness adds --watch-namespaces and
-	// --max-concurrent-reconciles.
-	Operator func() manager.Operator
+	// Operator is the operator as its main wires it (operator.New, given
+	// the version "bench"); Args are its flags (e.g. --agent-image). The
+	// harness adds --watch-namespaces and --max-concurrent-reconciles.
+	Operator func(version string) manager.Operator
 	Args     []string
 	// Prepare creates, untimed, what the objects of namespace ns refer to
 	// (Secrets, source objects), for n objects.
@@ -297,6 +302,27 @@ type Kind struct {
 	// Conversions counts the conversion webhook's calls; nil when the kind
 	// has one version (the column shows "—").
 	Conversions func() float64
+}
+
+// envOptions is what the control plane installs: Env, or the CRDs of
+// Bases, the webhooks of the first, and the operator's scheme.
+func (k Kind) envOptions() (testenv.Options, error) {
+	if len(k.Bases) == 0 {
+		return k.Env, nil
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return testenv.Options{}, err
+	}
+	scheme, err := k.Operator("bench").Scheme()
+	if err != nil {
+		return testenv.Options{}, err
+	}
+	o := testenv.Options{Scheme: scheme, WebhookManifestDirs: []string{filepath.Join(root, "deploy", k.Bases[0], "webhook", "generated")}}
+	for _, b := range k.Bases {
+		o.CRDDirectoryPaths = append(o.CRDDirectoryPaths, filepath.Join(root, "deploy", b, "crd", "bases"))
+	}
+	return o, nil
 }
 
 // FromCache lists namespace ns from the API server's watch cache
@@ -436,7 +462,12 @@ func Main(k Kind) {
 		runtime.MemProfileRate = 4096
 	}
 	testenv.SetupLogging()
-	env, err := testenv.Start(k.Env)
+	opts, err := k.envOptions()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+	env, err := testenv.Start(opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
@@ -570,7 +601,7 @@ type floorRun struct {
 // measureFloor makes the floor's writes for n objects of ns with a bare
 // client, admission served by the operator's webhooks (no controller runs).
 func measureFloor(ctx context.Context, env *testenv.Env, k Kind, o Options, ns string, n int, apiProfile string) (r floorRun, err error) {
-	hooks := k.Operator()
+	hooks := k.Operator("bench")
 	hooks.Setup = func(context.Context, ctrl.Manager, *manager.Options) error { return nil }
 	wh, err := env.StartOperator(ctx, hooks, testenv.OperatorOptions{Args: k.Args})
 	if err != nil {
@@ -626,7 +657,7 @@ func measureOperator(ctx context.Context, env *testenv.Env, k Kind, o Options, n
 	opCount := &Counter{}
 	args := append([]string{"--watch-namespaces=" + ns, fmt.Sprintf("--max-concurrent-reconciles=%d", o.Workers)}, k.Args...)
 	h0 := Heap()
-	op, err := env.StartOperator(ctx, k.Operator(), testenv.OperatorOptions{Config: opCount.Wrap(env.Config), Args: args})
+	op, err := env.StartOperator(ctx, k.Operator("bench"), testenv.OperatorOptions{Config: opCount.Wrap(env.Config), Args: args})
 	if err != nil {
 		return err
 	}

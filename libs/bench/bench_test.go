@@ -127,7 +127,7 @@ func TestRowStringHasEveryColumn(t *testing.T) {
 // owner is a one-controller operator for the harness' own test: for every
 // ConfigMap it creates one Secret of the same name (owned by it), and
 // writes nothing when the Secret is there.
-func owner() manager.Operator {
+func owner(string) manager.Operator {
 	return manager.Operator{
 		Name: "benchtest",
 		Setup: func(_ context.Context, mgr ctrl.Manager, o *manager.Options) error {

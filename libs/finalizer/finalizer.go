@@ -190,3 +190,20 @@ func (f *Finalizer) remove(ctx context.Context, obj client.Object) error {
 	}
 	return nil
 }
+
+// All is a Cleanup.Run made of steps, each run on every call (a step not
+// done yet does not hold the others back); done when every step is. The
+// first error ends the call.
+func All(steps ...func(ctx context.Context) (bool, error)) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		all := true
+		for _, step := range steps {
+			done, err := step(ctx)
+			if err != nil {
+				return false, err
+			}
+			all = all && done
+		}
+		return all, nil
+	}
+}

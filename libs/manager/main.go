@@ -6,8 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"time"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"

@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/references"
@@ -80,4 +82,28 @@ func Skeleton[T Object, S any](b *Base, kind, finalizerName string, newObj func(
 	return &Reconciler[T, S]{Kind: kind, Client: b.Client, Recorder: b.Recorder, New: newObj,
 		Finalizer: &finalizer.Finalizer{Name: finalizerName, Deadline: b.CleanupDeadline,
 			PollInterval: 2 * time.Second, Client: b.Client, Recorder: b.Recorder, Now: b.Clock.Now}}
+}
+
+// Approved is nil when the admission webhook approved obj's references
+// (libs/access: the signature over kind's checks), else Stalled
+// ReferencesNotApproved naming what was not approved: the controller acts
+// on nothing an object that skipped the webhook refers to.
+func Approved[T client.Object](b *Base, kind access.Kind[T], obj T) error {
+	checks := kind.Checks(obj)
+	if b.Guard.Approver.Approved(obj, kind.GroupKind, checks) {
+		return nil
+	}
+	return Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(obj, kind.GroupKind.Kind, checks))
+}
+
+// Valid is nil for no errs, else Stalled reason (InvalidSpec when empty)
+// with every error: a spec the controller cannot act on.
+func Valid(errs field.ErrorList, reason string) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	if reason == "" {
+		reason = cairnv1.InvalidSpecReason
+	}
+	return Stalled(reason, "the spec is invalid: %s", errs.ToAggregate().Error())
 }

@@ -10,32 +10,23 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	backupv1 "cairn.dev/apis/backup/v1"
-	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/bench"
 	"cairn.dev/libs/conditions"
-	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 	"cairn.dev/operators/backup/internal/operator"
 	"cairn.dev/operators/backup/internal/webhook"
 )
 
 const agentImage = "agent:bench"
-
-func scheme() *k8sruntime.Scheme {
-	return bench.Scheme(backupv1.AddToScheme, backupv1alpha1.AddToScheme)
-}
 
 func backupJob(ns string, i int) client.Object {
 	return &backupv1.BackupJob{
@@ -85,22 +76,8 @@ func done(o client.Object) bool {
 }
 
 func main() {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	bench.Main(bench.Kind{
-		Title: "backup operator", Object: "BackupJob", Controller: "backupjob",
-		Env: testenv.Options{
-			CRDDirectoryPaths:   []string{filepath.Join(root, "deploy/backup/crd/bases")},
-			WebhookManifestDirs: []string{filepath.Join(root, "deploy/backup/webhook/generated")},
-			Scheme:              scheme(),
-		},
-		Operator:  func() manager.Operator { return operator.New("bench") },
-		Args:      []string{"--agent-image=" + agentImage},
-		Prepare:   prepare,
-		New:       backupJob,
-		Floor:     floor,
+	bench.Main(bench.Kind{Title: "backup operator", Object: "BackupJob", Controller: "backupjob", Bases: []string{"backup"},
+		Operator: operator.New, Args: []string{"--agent-image=" + agentImage}, Prepare: prepare, New: backupJob, Floor: floor,
 		Converged: bench.AllDone(&backupv1.BackupJobList{}, &batchv1.CronJobList{}, done),
 		// Calls of the conversion webhook (the API server converts between
 		// the stored v1 and the still-served v1alpha1).

@@ -204,13 +204,13 @@ func (r *BackupJobReconciler) validate(ctx context.Context, p *pass) error {
 // installed is Stalled with ReferencesNotApproved, its CronJob suspended.
 func (r *BackupJobReconciler) checkReferences(ctx context.Context, p *pass) error {
 	bj := p.Obj
-	if checks := access.BackupJobChecks(bj); !r.Guard.Approver.Approved(bj, access.BackupJobKind, checks) {
+	if notApproved := reconcile.Approved(&r.Base, access.BackupJob, bj); notApproved != nil {
 		bj.Status.Phase = backupv1.PhasePending
 		bj.Status.NextScheduleTime = nil
 		if err := r.suspendCronJob(ctx, bj); err != nil {
 			return err
 		}
-		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(bj, "BackupJob", checks))
+		return notApproved
 	}
 	prob, err := r.Refs.Check(ctx, backupJobReferences(bj))
 	if err != nil {

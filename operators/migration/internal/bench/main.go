@@ -11,12 +11,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/contract"
@@ -24,15 +22,11 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/bench"
 	"cairn.dev/libs/conditions"
-	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 	"cairn.dev/operators/migration/internal/operator"
 )
 
 const agentImage = "agent:bench"
-
-func scheme() *k8sruntime.Scheme { return bench.Scheme(migrationv1.AddToScheme) }
 
 func migrationJob(ns string, i int) client.Object {
 	return &migrationv1.MigrationJob{
@@ -97,22 +91,8 @@ func done(o client.Object) bool {
 }
 
 func main() {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	bench.Main(bench.Kind{
-		Title: "migration operator", Object: "MigrationJob", Controller: "migrationjob",
-		Env: testenv.Options{
-			CRDDirectoryPaths:   []string{filepath.Join(root, "deploy/migration/crd/bases")},
-			WebhookManifestDirs: []string{filepath.Join(root, "deploy/migration/webhook/generated")},
-			Scheme:              scheme(),
-		},
-		Operator:  func() manager.Operator { return operator.New("bench") },
-		Args:      []string{"--agent-image=" + agentImage},
-		Prepare:   prepare,
-		New:       migrationJob,
-		Floor:     floor,
+	bench.Main(bench.Kind{Title: "migration operator", Object: "MigrationJob", Controller: "migrationjob", Bases: []string{"migration"},
+		Operator: operator.New, Args: []string{"--agent-image=" + agentImage}, Prepare: prepare, New: migrationJob, Floor: floor,
 		Converged: bench.AllDone(&migrationv1.MigrationJobList{}, &batchv1.JobList{}, done),
 	})
 }

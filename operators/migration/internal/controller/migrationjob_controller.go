@@ -213,14 +213,8 @@ func (r *MigrationJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 		// The target cluster's Jobs first: they need no Job here, so they
 		// go even while an abort cannot start (a namespace being deleted
 		// refuses new Jobs).
-		Run: func(ctx context.Context) (bool, error) {
-			remoteGone, err := r.deleteRemote(ctx, mj)
-			if err != nil {
-				return false, err
-			}
-			gone, err := r.deleteAll(ctx, mj)
-			return gone && remoteGone, err
-		},
+		Run: finalizer.All(func(ctx context.Context) (bool, error) { return r.deleteRemote(ctx, mj) },
+			func(ctx context.Context) (bool, error) { return r.deleteAll(ctx, mj) }),
 		AlsoReportOn: finalizer.NamespaceOf(r.APIReader, mj, "MigrationJob"),
 		LeftBehind: func(context.Context) string {
 			msg := fmt.Sprintf("Jobs labelled %s=%s in namespace %s", migrationv1.MigrationJobLabel, mj.Name, mj.Namespace)

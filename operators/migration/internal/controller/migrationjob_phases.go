@@ -38,17 +38,18 @@ func (r *MigrationJobReconciler) prepare(ctx context.Context, p *pass) error {
 	if ferr := migspec.SameDatabaseError(&p.State.spec, mj.Namespace, field.NewPath("spec")); ferr != nil {
 		errs = append(errs, ferr)
 	}
-	if len(errs) > 0 {
-		if migspec.SameDatabase(&p.State.spec, mj.Namespace) {
-			return reconcile.Stalled(migrationv1.SameDatabaseReason, "the spec is invalid: %s", errs.ToAggregate().Error())
-		}
-		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())
+	reason := ""
+	if migspec.SameDatabase(&p.State.spec, mj.Namespace) {
+		reason = migrationv1.SameDatabaseReason
+	}
+	if err := reconcile.Valid(errs, reason); err != nil {
+		return err
 	}
 	// Only references the admission webhook approved (libs/access), only
 	// an allow-listed image: checked again here for objects that did not
 	// pass the webhook.
-	if checks := access.MigrationJobChecks(mj); !r.Guard.Approver.Approved(mj, access.MigrationJobKind, checks) {
-		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(mj, "MigrationJob", checks))
+	if err := reconcile.Approved(&r.Base, access.MigrationJob, mj); err != nil {
+		return err
 	}
 	if img := p.State.spec.Image; img != "" && !r.AllowedImages.Allowed(img) {
 		return reconcile.Stalled(cairnv1.ImageNotAllowedReason, "%s", r.AllowedImages.NotAllowed("spec.image", img))

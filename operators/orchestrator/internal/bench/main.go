@@ -11,32 +11,22 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
-	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/bench"
 	"cairn.dev/libs/conditions"
-	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/operator"
 )
-
-func scheme() *k8sruntime.Scheme {
-	return bench.Scheme(backupv1.AddToScheme, restorev1.AddToScheme, migrationv1.AddToScheme, platformv1.AddToScheme)
-}
 
 func plan(ns string, i int) client.Object {
 	return &platformv1.ProtectionPlan{
@@ -109,24 +99,8 @@ func done(o client.Object) bool {
 }
 
 func main() {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	bench.Main(bench.Kind{
-		Title: "orchestrator", Object: "ProtectionPlan", Controller: "protectionplan",
-		Env: testenv.Options{
-			CRDDirectoryPaths: []string{
-				filepath.Join(root, "deploy/orchestrator/crd/bases"), filepath.Join(root, "deploy/backup/crd/bases"),
-				filepath.Join(root, "deploy/restore/crd/bases"), filepath.Join(root, "deploy/migration/crd/bases"),
-			},
-			WebhookManifestDirs: []string{filepath.Join(root, "deploy/orchestrator/webhook/generated")},
-			Scheme:              scheme(),
-		},
-		Operator:  func() manager.Operator { return operator.New("bench") },
-		Prepare:   prepare,
-		New:       plan,
-		Floor:     floor,
+	bench.Main(bench.Kind{Title: "orchestrator", Object: "ProtectionPlan", Controller: "protectionplan", Bases: []string{"orchestrator", "backup", "restore", "migration"},
+		Operator: operator.New, Prepare: prepare, New: plan, Floor: floor,
 		Converged: bench.AllDone(&platformv1.ProtectionPlanList{}, &backupv1.BackupJobList{}, done),
 	})
 }

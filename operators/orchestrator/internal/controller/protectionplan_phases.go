@@ -45,17 +45,17 @@ func (r *ProtectionPlanReconciler) prepare(_ context.Context, p *pass) error {
 	errs := planspec.ValidateName(plan.Name)
 	errs = append(errs, planspec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
 	errs = append(errs, planspec.ValidateDatabases(&p.State.spec, plan.Namespace, field.NewPath("spec"))...)
-	if len(errs) > 0 {
+	if err := reconcile.Valid(errs, ""); err != nil {
 		plan.Status.Phase = platformv1.PhasePending
-		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())
+		return err
 	}
 	// Only references the admission webhook approved (libs/access): no
 	// child is created or changed otherwise (the children's webhooks trust
 	// the orchestrator's requests, so this is where the plan's requester
 	// is held to what they may use).
-	if checks := access.ProtectionPlanChecks(plan); !r.Guard.Approver.Approved(plan, access.ProtectionPlanKind, checks) {
+	if err := reconcile.Approved(&r.Base, access.ProtectionPlan, plan); err != nil {
 		plan.Status.Phase = platformv1.PhasePending
-		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(plan, "ProtectionPlan", checks))
+		return err
 	}
 	return nil
 }

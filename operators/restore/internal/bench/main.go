@@ -11,12 +11,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -25,15 +23,11 @@ import (
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/bench"
 	"cairn.dev/libs/conditions"
-	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
 	"cairn.dev/operators/restore/internal/controller"
 	"cairn.dev/operators/restore/internal/operator"
 )
 
 const agentImage = "agent:bench"
-
-func scheme() *k8sruntime.Scheme { return bench.Scheme(backupv1.AddToScheme, restorev1.AddToScheme) }
 
 func name(i int) string { return fmt.Sprintf("db-%05d", i) }
 
@@ -127,22 +121,8 @@ func done(o client.Object) bool {
 }
 
 func main() {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	bench.Main(bench.Kind{
-		Title: "restore operator", Object: "RestoreJob", Controller: "restorejob",
-		Env: testenv.Options{
-			CRDDirectoryPaths:   []string{filepath.Join(root, "deploy/restore/crd/bases"), filepath.Join(root, "deploy/backup/crd/bases")},
-			WebhookManifestDirs: []string{filepath.Join(root, "deploy/restore/webhook/generated")},
-			Scheme:              scheme(),
-		},
-		Operator:  func() manager.Operator { return operator.New("bench") },
-		Args:      []string{"--agent-image=" + agentImage},
-		Prepare:   prepare,
-		New:       restoreJob,
-		Floor:     floor,
+	bench.Main(bench.Kind{Title: "restore operator", Object: "RestoreJob", Controller: "restorejob", Bases: []string{"restore", "backup"},
+		Operator: operator.New, Args: []string{"--agent-image=" + agentImage}, Prepare: prepare, New: restoreJob, Floor: floor,
 		Converged: bench.AllDone(&restorev1.RestoreJobList{}, &batchv1.JobList{}, done),
 	})
 }

@@ -135,14 +135,8 @@ func (r *RestoreJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 func (r *RestoreJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 	rj := p.Obj
 	return finalizer.Cleanup{
-		Run: func(ctx context.Context) (bool, error) {
-			gone, err := r.deleteJob(ctx, rj)
-			if err != nil {
-				return false, err
-			}
-			reported, err := r.scratchPodsGone(ctx, rj)
-			return gone && reported, err
-		},
+		Run: finalizer.All(func(ctx context.Context) (bool, error) { return r.deleteJob(ctx, rj) },
+			func(ctx context.Context) (bool, error) { return r.scratchPodsGone(ctx, rj) }),
 		LeftBehind: func(context.Context) string {
 			left := fmt.Sprintf("Job %s/%s and its pods, if they still exist", rj.Namespace, rj.JobName())
 			if rj.Spec.DropTargetAfterChecks && rj.Status.StartTime != nil && !rj.Finished() {

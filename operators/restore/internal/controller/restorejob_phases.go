@@ -62,13 +62,13 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 	rj := p.Obj
 	errs := restorespec.ValidateName(rj.Name)
 	errs = append(errs, restorespec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
-	if len(errs) > 0 {
-		return reconcile.Stalled(cairnv1.InvalidSpecReason, "the spec is invalid: %s", errs.ToAggregate().Error())
+	if err := reconcile.Valid(errs, ""); err != nil {
+		return err
 	}
 	// Only references the admission webhook approved (libs/access): not
 	// even the source BackupJob is read otherwise.
-	if checks := access.RestoreJobChecks(rj); !r.Guard.Approver.Approved(rj, access.RestoreJobKind, checks) {
-		return reconcile.Stalled(cairnv1.ReferencesNotApprovedReason, "%s", access.NotApproved(rj, "RestoreJob", checks))
+	if err := reconcile.Approved(&r.Base, access.RestoreJob, rj); err != nil {
+		return err
 	}
 
 	src, err := r.resolve(ctx, p)
