@@ -140,6 +140,10 @@ func (p *Pass[T, S]) RequeueAfter(d time.Duration) {
 // error nothing of the pass so far reaches status and the pass must end with
 // the error: the next pass decides again from fresh status.
 func (p *Pass[T, S]) Checkpoint(ctx context.Context) error {
+	if p.r.Summarize != nil {
+		// What is stored is decided in one place, mid-pass too.
+		_ = p.r.Summarize(p, nil)
+	}
 	if err := p.r.write(ctx, p); err != nil {
 		p.writeFailed = true
 		setStatus(p.Obj, p.Original)

@@ -104,6 +104,9 @@ type state struct {
 	targetNS string
 	// remote is true when target is another cluster's client.
 	remote bool
+	// outcome is what the steps found of the migration as a whole
+	// (decide); summarize makes the conditions of it.
+	outcome *outcome
 }
 
 // SetupWithManager registers the controller with mgr.
@@ -133,7 +136,7 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	s := reconcile.Skeleton[*migrationv1.MigrationJob, state](&r.Base, "MigrationJob", migrationv1.CleanupFinalizer, func() *migrationv1.MigrationJob { return &migrationv1.MigrationJob{} })
 	s.Steps = []reconcile.Step[*migrationv1.MigrationJob, state]{{Name: "prepare", Run: r.prepare},
 		{Name: "hold-kubeconfig", Run: r.holdKubeconfig}, {Name: "connect", Run: r.connect}, {Name: "advance", Run: r.advance}}
-	s.Cleanup, s.Deleting, s.Transition = r.cleanup, deleting, transition
+	s.Summarize, s.Cleanup, s.Deleting, s.Transition = summarize, r.cleanup, deleting, transition
 	r.skeleton = s
 	if err := ownership.IndexReferences(ctx, mgr.GetFieldIndexer(), &migrationv1.MigrationJob{}, references.IndexField, migrationJobIndex); err != nil {
 		return err

@@ -29,7 +29,7 @@ func (r *MigrationJobReconciler) readyForCutover(ctx context.Context, p *pass) e
 	if spec.Cutover.Mode == migrationv1.CutoverManual && !spec.Cutover.Approved {
 		msg := "copied and verified; waiting for approval: set spec.cutover.approved to true to cut over (" + describeCutover(spec) + ")"
 		conditions.Set(mj, migrationv1.CutOverCondition, metav1.ConditionFalse, migrationv1.AwaitingApprovalReason, msg)
-		conditions.MarkNotReady(mj, migrationv1.AwaitingApprovalReason, msg)
+		p.State.decide(outcomeAwaiting, migrationv1.AwaitingApprovalReason, msg)
 		return reconcile.Done()
 	}
 	if migspec.NeedsWritesStopped(spec) && !migspec.WritesStopped(spec) {
@@ -40,7 +40,7 @@ func (r *MigrationJobReconciler) readyForCutover(ctx context.Context, p *pass) e
 		msg := "copied and verified; waiting until writes to the source are stopped: " + why +
 			"; stop the applications writing to it and set spec.cutover.writersStopped to true (cutover then compares again before switching)"
 		conditions.Set(mj, migrationv1.CutOverCondition, metav1.ConditionFalse, migrationv1.AwaitingWritersStoppedReason, msg)
-		conditions.MarkNotReady(mj, migrationv1.AwaitingWritersStoppedReason, msg)
+		p.State.decide(outcomeAwaiting, migrationv1.AwaitingWritersStoppedReason, msg)
 		return reconcile.Done()
 	}
 	now := metav1.Now()

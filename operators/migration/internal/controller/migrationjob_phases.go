@@ -290,7 +290,7 @@ func (r *MigrationJobReconciler) fail(p *pass, reason, msg string) error {
 	}
 	if needsAbort(mj) {
 		mj.Status.Abort = &migrationv1.AbortStatus{Reason: reason, Message: msg}
-		conditions.MarkReconciling(mj, migrationv1.AbortingReason, "failing ("+reason+"): first undoing what the migration changed on the source; "+msg)
+		p.State.decide(outcomeAborting, migrationv1.AbortingReason, "failing ("+reason+"): first undoing what the migration changed on the source; "+msg)
 		return errAborting
 	}
 	return r.failed(p, reason, msg)
@@ -313,7 +313,7 @@ func (r *MigrationJobReconciler) abort(ctx context.Context, p *pass) error {
 		}})
 	if err != nil || !done {
 		if st := mj.Status.Step(contract.StepAbort); err == nil && st != nil {
-			conditions.MarkReconciling(mj, migrationv1.AbortingReason, fmt.Sprintf(
+			p.State.decide(outcomeAborting, migrationv1.AbortingReason, fmt.Sprintf(
 				"failing (%s): undoing what the migration changed on the source (Job %s/%s), then Failed: %s", ab.Reason, st.Namespace, st.JobName, ab.Message))
 		}
 		return err
@@ -348,23 +348,15 @@ func leftOnSource(mj *migrationv1.MigrationJob) string {
 	return strings.Join(out, "; ")
 }
 
-// failed marks the migration Failed.
+// failed ends the migration Failed (summarize).
 func (r *MigrationJobReconciler) failed(p *pass, reason, msg string) error {
-	mj := p.Obj
-	now := metav1.Now()
-	mj.Status.Phase = migrationv1.PhaseFailed
-	mj.Status.CompletionTime = &now
-	conditions.MarkStalled(mj, reason, msg)
+	p.State.decide(outcomeFailed, reason, msg)
 	return reconcile.Done()
 }
 
-// succeed ends the migration: phase Succeeded, Ready.
+// succeed ends the migration Succeeded (summarize).
 func (r *MigrationJobReconciler) succeed(p *pass, reason, msg string) error {
-	mj := p.Obj
-	now := metav1.Now()
-	mj.Status.Phase = migrationv1.PhaseSucceeded
-	mj.Status.CompletionTime = &now
-	conditions.MarkReady(mj, reason, msg)
+	p.State.decide(outcomeSucceeded, reason, msg)
 	return reconcile.Done()
 }
 

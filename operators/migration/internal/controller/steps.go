@@ -14,7 +14,6 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/reconcile"
 )
 
@@ -70,7 +69,7 @@ func (r *MigrationJobReconciler) runSteps(ctx context.Context, p *pass, phase mi
 		}
 	}
 	if !all && len(running) > 0 && what != "" {
-		conditions.MarkReconciling(mj, migrationv1.StepRunningReason, fmt.Sprintf("%s: %s running", what, strings.Join(running, ", ")))
+		p.State.decide(outcomeRunning, migrationv1.StepRunningReason, fmt.Sprintf("%s: %s running", what, strings.Join(running, ", ")))
 	}
 	return all, nil
 }
@@ -107,7 +106,7 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 			mj.Status.Replication.Checks = max(mj.Status.Replication.Checks, n)
 		}
 		if !s.quiet {
-			conditions.MarkReconciling(mj, migrationv1.StepRunningReason, fmt.Sprintf("starting step %s: Job %s/%s", s.step, ns, stepJobName(mj, s.step, n)))
+			p.State.decide(outcomeRunning, migrationv1.StepRunningReason, fmt.Sprintf("starting step %s: Job %s/%s", s.step, ns, stepJobName(mj, s.step, n)))
 		}
 		st = mj.Status.Step(s.step)
 	}
