@@ -11,9 +11,9 @@ Licensed under the Apache License, Version 2.0.
 package v1
 
 import (
-	metav1 "cairn.dev/apis/meta/v1"
+	apismetav1 "cairn.dev/apis/meta/v1"
 	corev1 "k8s.io/api/core/v1"
-	apismetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -37,7 +37,7 @@ func (in *CutoverSpec) DeepCopyInto(out *CutoverSpec) {
 	*out = *in
 	if in.SwitchSecret != nil {
 		in, out := &in.SwitchSecret, &out.SwitchSecret
-		*out = new(metav1.LocalObjectReference)
+		*out = new(apismetav1.LocalObjectReference)
 		**out = **in
 	}
 }
@@ -203,7 +203,7 @@ func (in *MigrationJobStatus) DeepCopyInto(out *MigrationJobStatus) {
 	*out = *in
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
-		*out = make([]apismetav1.Condition, len(*in))
+		*out = make([]metav1.Condition, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
@@ -226,7 +226,7 @@ func (in *MigrationJobStatus) DeepCopyInto(out *MigrationJobStatus) {
 	}
 	if in.Artifact != nil {
 		in, out := &in.Artifact, &out.Artifact
-		*out = new(metav1.Artifact)
+		*out = new(apismetav1.Artifact)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.Cutover != nil {
@@ -459,7 +459,7 @@ func (in *TransferSpec) DeepCopyInto(out *TransferSpec) {
 	}
 	if in.Storage != nil {
 		in, out := &in.Storage, &out.Storage
-		*out = new(metav1.StorageSpec)
+		*out = new(apismetav1.StorageSpec)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.Encryption != nil {
