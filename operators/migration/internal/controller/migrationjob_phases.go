@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"cairn.dev/agent/contract"
@@ -33,11 +32,7 @@ func (r *MigrationJobReconciler) prepare(ctx context.Context, p *pass) error {
 	if mj.Finished() {
 		return reconcile.Done()
 	}
-	errs := migspec.ValidateName(mj.Name)
-	errs = append(errs, migspec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
-	if ferr := migspec.SameDatabaseError(&p.State.spec, mj.Namespace, field.NewPath("spec")); ferr != nil {
-		errs = append(errs, ferr)
-	}
+	errs := migspec.Validate(mj.Name, mj.Namespace, &p.State.spec)
 	reason := ""
 	if migspec.SameDatabase(&p.State.spec, mj.Namespace) {
 		reason = migrationv1.SameDatabaseReason

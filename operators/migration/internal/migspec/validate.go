@@ -249,3 +249,14 @@ func WritesStopped(spec *migrationv1.MigrationJobSpec) bool {
 func NeedsWritesStopped(spec *migrationv1.MigrationJobSpec) bool {
 	return spec.Mode == migrationv1.ModeContinuous || spec.Mode == migrationv1.ModeFull && spec.Cutover.SwitchSecret != nil
 }
+
+// Validate is every check of a MigrationJob named name in namespace ns
+// with the (defaulted) spec: its name, its spec, and that the target is
+// not the source. The webhook and the controller both call it.
+func Validate(name, ns string, spec *migrationv1.MigrationJobSpec) field.ErrorList {
+	errs := append(ValidateName(name), ValidateSpec(spec, field.NewPath("spec"))...)
+	if ferr := SameDatabaseError(spec, ns, field.NewPath("spec")); ferr != nil {
+		errs = append(errs, ferr)
+	}
+	return errs
+}

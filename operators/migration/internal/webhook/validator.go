@@ -37,12 +37,7 @@ var _ admission.Validator[*migrationv1.MigrationJob] = &Validator{}
 func (v *Validator) ValidateCreate(ctx context.Context, mj *migrationv1.MigrationJob) (admission.Warnings, error) {
 	mj = mj.DeepCopy()
 	mj.Spec.SetDefaults()
-	errs := migspec.ValidateName(mj.Name)
-	errs = append(errs, migspec.ValidateSpec(&mj.Spec, field.NewPath("spec"))...)
-	if ferr := migspec.SameDatabaseError(&mj.Spec, mj.Namespace, field.NewPath("spec")); ferr != nil {
-		errs = append(errs, ferr)
-	}
-	if len(errs) > 0 {
+	if errs := migspec.Validate(mj.Name, mj.Namespace, &mj.Spec); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(migrationv1.GroupVersion.WithKind("MigrationJob").GroupKind(), mj.Name, errs)
 	}
 	w, err := v.admit(ctx, mj)

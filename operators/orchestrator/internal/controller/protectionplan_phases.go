@@ -42,10 +42,7 @@ func (r *ProtectionPlanReconciler) prepare(_ context.Context, p *pass) error {
 		plan.Status.Phase = platformv1.PhasePending
 		return reconcile.Stalled(platformv1.ScratchIsProtectedReason, "%s", ferr.Error())
 	}
-	errs := planspec.ValidateName(plan.Name)
-	errs = append(errs, planspec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
-	errs = append(errs, planspec.ValidateDatabases(&p.State.spec, plan.Namespace, field.NewPath("spec"))...)
-	if err := reconcile.Valid(errs, ""); err != nil {
+	if err := reconcile.Valid(planspec.Validate(plan.Name, plan.Namespace, &p.State.spec), ""); err != nil {
 		plan.Status.Phase = platformv1.PhasePending
 		return err
 	}

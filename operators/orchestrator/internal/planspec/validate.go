@@ -142,3 +142,11 @@ func SameDatabase(a, b cairnv1.DatabaseRef, ns string) bool {
 func Describe(db cairnv1.DatabaseRef) string {
 	return fmt.Sprintf("%s on %s:%d", db.Database, db.Host, db.Port)
 }
+
+// Validate is every check of a plan named name in namespace ns with the
+// (defaulted) spec: its name, its spec, its databases. The webhook and the
+// controller both call it.
+func Validate(name, ns string, spec *platformv1.ProtectionPlanSpec) field.ErrorList {
+	errs := append(ValidateName(name), ValidateSpec(spec, field.NewPath("spec"))...)
+	return append(errs, ValidateDatabases(spec, ns, field.NewPath("spec"))...)
+}

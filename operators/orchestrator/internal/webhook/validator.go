@@ -4,7 +4,6 @@ import (
 	"context"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -31,10 +30,7 @@ var _ admission.Validator[*platformv1.ProtectionPlan] = &Validator{}
 func validate(plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
 	plan = plan.DeepCopy()
 	planspec.SetDefaults(&plan.Spec)
-	errs := planspec.ValidateName(plan.Name)
-	errs = append(errs, planspec.ValidateSpec(&plan.Spec, field.NewPath("spec"))...)
-	errs = append(errs, planspec.ValidateDatabases(&plan.Spec, plan.Namespace, field.NewPath("spec"))...)
-	if len(errs) > 0 {
+	if errs := planspec.Validate(plan.Name, plan.Namespace, &plan.Spec); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(platformv1.GroupVersion.WithKind("ProtectionPlan").GroupKind(), plan.Name, errs)
 	}
 	return nil, nil

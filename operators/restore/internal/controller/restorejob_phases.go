@@ -9,7 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,9 +59,7 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 	}
 	log := ctrl.LoggerFrom(ctx)
 	rj := p.Obj
-	errs := restorespec.ValidateName(rj.Name)
-	errs = append(errs, restorespec.ValidateSpec(&p.State.spec, field.NewPath("spec"))...)
-	if err := reconcile.Valid(errs, ""); err != nil {
+	if err := reconcile.Valid(restorespec.Validate(rj.Name, &p.State.spec), ""); err != nil {
 		return err
 	}
 	// Only references the admission webhook approved (libs/access): not

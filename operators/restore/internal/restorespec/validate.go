@@ -112,3 +112,9 @@ func hasDotDot(p string) bool {
 	}
 	return false
 }
+
+// Validate is every check of a RestoreJob named name with the (defaulted)
+// spec: its name and its spec. The webhook and the controller both call it.
+func Validate(name string, spec *restorev1.RestoreJobSpec) field.ErrorList {
+	return append(ValidateName(name), ValidateSpec(spec, field.NewPath("spec"))...)
+}

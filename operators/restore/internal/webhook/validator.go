@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -39,8 +38,7 @@ func (v *Validator) ValidateCreate(ctx context.Context, rj *restorev1.RestoreJob
 	// The defaulter ran before; default again for a request that skipped it.
 	rj = rj.DeepCopy()
 	rj.Spec.SetDefaults()
-	errs := restorespec.ValidateName(rj.Name)
-	errs = append(errs, restorespec.ValidateSpec(&rj.Spec, field.NewPath("spec"))...)
+	errs := restorespec.Validate(rj.Name, &rj.Spec)
 	var w admission.Warnings
 	if len(errs) == 0 && v.Reader != nil {
 		// Check as if overwriting were not allowed, to warn when it is.
