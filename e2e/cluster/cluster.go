@@ -16,8 +16,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,7 +29,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -363,172 +360,4 @@ func Existing(name, workdir string) (*Cluster, error) {
 		return nil, err
 	}
 	return &Cluster{Name: name, Workdir: workdir, Kubeconfig: filepath.Join(workdir, "kubeconfig"), dir: dir, logf: func(string, ...any) {}}, nil
-}
-
-// RestartComponent kills a control-plane component of the cluster (e.g.
-// "kube-apiserver") with SIGKILL, as a crash would, and starts it again with
-// the command line and working directory kwokctl gave it, logging to the same
-// file. For kube-apiserver and etcd it returns once the API server's /readyz
-// answers ok (its etcd check included). It returns how long the component
-// was down (for etcd: until the API server is ready again).
-func (c *Cluster) RestartComponent(ctx context.Context, component string) (time.Duration, error) {
-	clusterDir := filepath.Join(c.Workdir, "clusters", c.Name)
-	pidFile := filepath.Join(clusterDir, "pids", component+".pid")
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return 0, fmt.Errorf("cluster: %s: %w", component, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0, fmt.Errorf("cluster: %s: %w", pidFile, err)
-	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return 0, fmt.Errorf("cluster: %s (pid %d) is not running: %w", component, pid, err)
-	}
-	argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-	if err != nil {
-		return 0, err
-	}
-	killed := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return 0, fmt.Errorf("cluster: killing %s: %w", component, err)
-	}
-	for syscall.Kill(pid, 0) == nil {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil {
-			break
-		}
-		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(st), ") Z ") {
-			break // a zombie: dead, waiting for kwokctl's (gone) parent
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	logf, err := os.OpenFile(filepath.Join(clusterDir, "logs", component+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = cwd
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return 0, fmt.Errorf("cluster: starting %s again: %w", component, err)
-	}
-	go func() { _ = cmd.Wait(); logf.Close() }()
-	c.mu.Lock()
-	c.started = append(c.started, cmd.Process)
-	c.mu.Unlock()
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		return 0, err
-	}
-	if component == "kube-apiserver" || component == "etcd" {
-		if err := c.waitReadyz(ctx); err != nil {
-			return 0, err
-		}
-	}
-	down := time.Since(killed)
-	c.logf("cluster %s: %s restarted (pid %d -> %d), down %s", c.Name, component, pid, cmd.Process.Pid, down.Round(time.Millisecond))
-	return down, nil
-}
-
-func (c *Cluster) waitReadyz(ctx context.Context) error {
-	cs, err := kubernetes.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err == nil && strings.TrimSpace(string(body)) == "ok" {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: kube-apiserver not ready again: %w (last: %v)", ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// taintKwokNodes taints the kwok nodes FakeTaint: from then on the scheduler
-// places every pod on the pod runner's node.
-func (c *Cluster) taintKwokNodes(ctx context.Context) error {
-	cl, err := client.New(c.Config, client.Options{})
-	if err != nil {
-		return err
-	}
-	nodes := &corev1.NodeList{}
-	if err := cl.List(ctx, nodes); err != nil {
-		return err
-	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		patch := client.MergeFrom(n.DeepCopy())
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: FakeTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule})
-		if err := cl.Patch(ctx, n, patch); err != nil {
-			return fmt.Errorf("cluster: tainting kwok node %s: %w", n.Name, err)
-		}
-	}
-	return nil
-}
-
-// StartPodRunner starts the pod runner's node on the cluster cfg connects
-// to, keeping its folders under workdir/podrunner. image is the local agent
-// image (empty: $CAIRN_AGENT_IMAGE, else DefaultAgentImage).
-func StartPodRunner(ctx context.Context, cfg *rest.Config, workdir, image string, logf func(string, ...any)) (*podrunner.Runner, error) {
-	return startPodRunner(ctx, cfg, workdir, "", image, nil, logf)
-}
-
-// startPodRunner is StartPodRunner with the node's name (empty: the default).
-func startPodRunner(ctx context.Context, cfg *rest.Config, workdir, node, image string, more map[string]string, logf func(string, ...any)) (*podrunner.Runner, error) {
-	if image == "" {
-		image = os.Getenv("CAIRN_AGENT_IMAGE")
-	}
-	if image == "" {
-		image = DefaultAgentImage
-	}
-	images := map[string]string{AgentRepository: image}
-	for repo, local := range more {
-		images[repo] = local
-	}
-	return podrunner.Start(ctx, podrunner.Options{NodeName: node, Config: cfg, Dir: filepath.Join(workdir, "podrunner"),
-		Images: images, Logf: logf})
-}
-
-// PortBelowEphemeral returns a free TCP port below the kernel's ephemeral
-// range (net.ipv4.ip_local_port_range, 32768-60999 by default), for a
-// listener that goes away and must find its port free when it comes back
-// (the soak's S3 outage does the same). The kube-apiserver listens on it: RestartComponent kills the API server and
-// starts it again on the same port, and a port the kernel never hands out
-// for ":0" cannot be taken meanwhile by another process's listener (servers
-// started by tests, other clusters) — which made the restart test flaky
-// when the port came from the ephemeral range.
-func PortBelowEphemeral() (int, error) {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
-	}
-	const base = 10000
-	start := rand.IntN(low - base)
-	for i := 0; i < low-base; i++ {
-		port := base + (start+i)%(low-base)
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port, nil
-	}
-	return 0, fmt.Errorf("cluster: no free TCP port in %d-%d for the kube-apiserver", base, low-1)
 }
