@@ -18,7 +18,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/dbcheck"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // windowMargin: minutes closer than this to the suspension are not
@@ -79,7 +79,7 @@ func (w *workload) finish(ctx context.Context, h *History, rec *recorder, inj *i
 	if h.Migration, err = w.cutOver(ctx); err != nil {
 		return err
 	}
-	if s, err := sampleRSS(ctx, w.env, platform.OperatorNames(w.env.Manifests)); err == nil {
+	if s, err := sampleRSS(ctx, w.env, install.OperatorNames(w.env.Manifests)); err == nil {
 		h.RSS = append(h.RSS, s...)
 	}
 	stopRec()

@@ -13,7 +13,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 	"cairn.dev/libs/agentjob"
 )
 
@@ -41,7 +41,7 @@ func (r FaultResult) String() string {
 
 // injector carries out a fault plan on the soak's platform.
 type injector struct {
-	env       *platform.Env
+	env       *install.Env
 	gate      *Gate
 	namespace string
 	logf      func(string, ...any)
@@ -120,11 +120,11 @@ func (in *injector) inject(ctx context.Context, f Fault) (target, skipped string
 // killOperator SIGKILLs the manager container of operator's leader (or of
 // its other running replica).
 func (in *injector) killOperator(ctx context.Context, operator string, leader bool) (string, string, error) {
-	pods, err := platform.OperatorPods(ctx, in.env.Client, operator)
+	pods, err := install.OperatorPods(ctx, in.env.Client, operator)
 	if err != nil {
 		return "", "", err
 	}
-	holder, err := platform.LeaderPod(ctx, in.env.Client, operator)
+	holder, err := install.LeaderPod(ctx, in.env.Client, operator)
 	if err != nil {
 		return "", "", err
 	}
@@ -145,7 +145,7 @@ func (in *injector) killOperator(ctx context.Context, operator string, leader bo
 	in.mu.Lock()
 	in.killed[victim] = true
 	in.mu.Unlock()
-	if err := in.env.Cluster.Pods.Kill(platform.Namespace, victim, "manager"); err != nil {
+	if err := in.env.Cluster.Pods.Kill(install.Namespace, victim, "manager"); err != nil {
 		return "", "", err
 	}
 	role := "standby"

@@ -14,7 +14,7 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 )
@@ -75,7 +75,7 @@ func (r *recorder) poll(ctx context.Context) {
 		err = r.c.List(ctx, rjs, client.InNamespace(r.namespace))
 	}
 	if err == nil {
-		err = r.c.List(ctx, ops, client.InNamespace(platform.Namespace))
+		err = r.c.List(ctx, ops, client.InNamespace(install.Namespace))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

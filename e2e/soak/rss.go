@@ -9,23 +9,23 @@ import (
 	"strings"
 	"time"
 
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // sampleRSS reads the resident set of every running operator container
 // (VmRSS of its main process, from the host's /proc), all stamped with one
 // time.
-func sampleRSS(ctx context.Context, env *platform.Env, operators []string) ([]RSSSample, error) {
+func sampleRSS(ctx context.Context, env *install.Env, operators []string) ([]RSSSample, error) {
 	at := time.Now()
 	var out []RSSSample
 	for _, op := range operators {
-		pods, err := platform.OperatorPods(ctx, env.Client, op)
+		pods, err := install.OperatorPods(ctx, env.Client, op)
 		if err != nil {
 			return nil, err
 		}
-		leader, _ := platform.LeaderPod(ctx, env.Client, op)
+		leader, _ := install.LeaderPod(ctx, env.Client, op)
 		for _, p := range pods {
-			pid, err := env.Cluster.Pods.PID(ctx, platform.Namespace, p.Name, "manager")
+			pid, err := env.Cluster.Pods.PID(ctx, install.Namespace, p.Name, "manager")
 			if err != nil {
 				continue // ended since the list
 			}

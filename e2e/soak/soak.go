@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // Config of a soak.
@@ -88,7 +88,7 @@ func (r *Report) String() string {
 // Run runs the soak on env (the installed platform with RealData) and
 // returns its report; an error is a soak that could not run (set-up), not
 // a failed invariant.
-func Run(ctx context.Context, env *platform.Env, cfg Config) (*Report, error) {
+func Run(ctx context.Context, env *install.Env, cfg Config) (*Report, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "soak"
 	}
@@ -102,7 +102,7 @@ func Run(ctx context.Context, env *platform.Env, cfg Config) (*Report, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	operators := platform.OperatorNames(env.Manifests)
+	operators := install.OperatorNames(env.Manifests)
 	rep := &Report{Seed: cfg.Seed, Duration: cfg.Duration, Plan: Plan(cfg.Seed, cfg.Duration, operators)}
 	gate, err := NewGate(env.Servers.S3.Endpoint())
 	if err != nil {
@@ -160,7 +160,7 @@ func Run(ctx context.Context, env *platform.Env, cfg Config) (*Report, error) {
 	}
 	rep.Polls, rep.PollsLost = rec.counts()
 	var markers int
-	h.Store, markers, err = readStore(ctx, env.Servers.S3.Client(), platform.Bucket,
+	h.Store, markers, err = readStore(ctx, env.Servers.S3.Client(), install.Bucket,
 		[]string{"soak-" + pgBackup, "soak-" + mariaBackup, "soak-plan"})
 	if err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/dbcheck"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // The soak's workload: the demo's, faster — a PostgreSQL and a MariaDB
@@ -48,7 +48,7 @@ const (
 var everyMinute = "* * * * *"
 
 type workload struct {
-	env       *platform.Env
+	env       *install.Env
 	ns        string
 	s3        string // the S3 endpoint as the Jobs reach it (the gate)
 	rec       *recorder
@@ -72,7 +72,7 @@ func (w *workload) ref(engine cairnv1.DatabaseEngine, db string) cairnv1.Databas
 }
 
 func (w *workload) storage(prefix string) cairnv1.StorageSpec {
-	return cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: w.s3, Bucket: platform.Bucket, Prefix: prefix, Region: "us-east-1",
+	return cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: w.s3, Bucket: install.Bucket, Prefix: prefix, Region: "us-east-1",
 		Insecure: true, CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}}
 }
 
@@ -125,7 +125,7 @@ INSERT INTO live_events (v) SELECT g FROM generate_series(1, 20000) g`)
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "maria"},
 			StringData: map[string]string{"username": s.MariaDB.User, "password": s.MariaDB.Password}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "s3"},
-			StringData: map[string]string{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}},
+			StringData: map[string]string{"accessKeyID": install.S3AccessKey, "secretAccessKey": install.S3SecretKey}},
 		w.backupJob(pgBackup, cairnv1.PostgresEngine, backupv1.DeletionPolicyRetain),
 		w.backupJob(mariaBackup, cairnv1.MySQLEngine, backupv1.DeletionPolicyDelete),
 		w.plan(),

@@ -18,7 +18,7 @@
 #
 # The e2e pod runner runs $AGENT_IMAGE for every pod whose image is the
 # platform's agent image (ghcr.io/cairn-dev/agent:*); the e2e and the demo
-# install the platform with the operator images above (e2e/platform).
+# install the platform with the operator images above (e2e/install).
 #
 # Usage: hack/images/build.sh   (as root or a member of the docker group)
 # Env:   BASE_IMAGE, AGENT_IMAGE, OPERATOR_IMAGE_REPO, OPERATOR_IMAGE_TAG,

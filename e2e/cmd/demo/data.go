@@ -21,7 +21,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/dbcheck"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 	"cairn.dev/libs/conditions"
 )
 
@@ -131,8 +131,8 @@ func mapSamples(s *samples, pl *planeState) error {
 	}
 	mapS3 := func(o *unstructured.Unstructured, path ...string) error {
 		bucket := str(o, append(path, "bucket")...)
-		if bucket != platform.Bucket {
-			return fmt.Errorf("the sample %s %s's bucket %q is not the demo's %q", o.GetKind(), o.GetName(), bucket, platform.Bucket)
+		if bucket != install.Bucket {
+			return fmt.Errorf("the sample %s %s's bucket %q is not the demo's %q", o.GetKind(), o.GetName(), bucket, install.Bucket)
 		}
 		endpoint = str(o, append(path, "endpoint")...)
 		if sec := str(o, append(path, "credentialsSecretRef", "name")...); sec != "" {
@@ -175,7 +175,7 @@ func mapSamples(s *samples, pl *planeState) error {
 			}
 			secretLines = append(secretLines, fmt.Sprintf("  Secret %s -> user %s of the local %s", sec.GetName(), srv.user, srv.label))
 		} else if s3Secrets[sec.GetName()] {
-			if err := set(sec, map[string]any{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}, "stringData"); err != nil {
+			if err := set(sec, map[string]any{"accessKeyID": install.S3AccessKey, "secretAccessKey": install.S3SecretKey}, "stringData"); err != nil {
 				return err
 			}
 			secretLines = append(secretLines, fmt.Sprintf("  Secret %s -> the S3 server's key", sec.GetName()))
@@ -185,7 +185,7 @@ func mapSamples(s *samples, pl *planeState) error {
 	for _, svc := range hostOrder {
 		logf("  %s (%s) -> %s", svc, strings.Join(logWhat[svc], ", "), hosts[svc])
 	}
-	logf("  %s (https) -> http://%s (versitygw), bucket %s", endpoint, pl.S3Endpoint, platform.Bucket)
+	logf("  %s (https) -> http://%s (versitygw), bucket %s", endpoint, pl.S3Endpoint, install.Bucket)
 	for _, l := range secretLines {
 		logf("%s", l)
 	}
@@ -214,7 +214,7 @@ func report(ctx context.Context, c client.Client, pl *planeState, p *pair) error
 		return fmt.Errorf("restorejob/%s has no artifact in its status", rj.Name)
 	}
 	st := bj.Spec.Storage.S3
-	mc, err := minio.New(pl.S3Endpoint, &minio.Options{Creds: credentials.NewStaticV4(platform.S3AccessKey, platform.S3SecretKey, "")})
+	mc, err := minio.New(pl.S3Endpoint, &minio.Options{Creds: credentials.NewStaticV4(install.S3AccessKey, install.S3SecretKey, "")})
 	if err != nil {
 		return err
 	}

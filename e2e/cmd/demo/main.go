@@ -47,7 +47,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/cluster"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 const clusterName = "cairn-demo"
@@ -101,7 +101,7 @@ func up(dir string, timeout time.Duration) (err error) {
 	// The platform as it ships: its Deployments from a local overlay, the
 	// operators' pods — two replicas each, images from `make images` — on
 	// the pod runner the data plane process runs.
-	env, err := platform.Up(ctx, platform.Options{Root: root, Dir: dir, Nodes: 1, ClusterName: clusterName,
+	env, err := install.Up(ctx, install.Options{Root: root, Dir: dir, Nodes: 1, ClusterName: clusterName,
 		RealData: true, ExternalData: true, Installed: true, Logf: logf})
 	if err != nil {
 		return err

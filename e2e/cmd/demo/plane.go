@@ -17,7 +17,7 @@ import (
 
 	"cairn.dev/agent/testservers"
 	"cairn.dev/e2e/cluster"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // The demo's data plane — PostgreSQL, MariaDB, S3 and the pod runner — runs
@@ -42,7 +42,7 @@ func plane(dir string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	plogf := func(f string, a ...any) { fmt.Printf(time.Now().Format("15:04:05 ")+f+"\n", a...) }
-	servers, err := platform.StartServers(plogf)
+	servers, err := install.StartServers(plogf)
 	if err != nil {
 		return err
 	}

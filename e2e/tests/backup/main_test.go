@@ -19,10 +19,10 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/e2e/dbcheck"
 	"cairn.dev/e2e/fixtures"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
-var env *platform.Env
+var env *install.Env
 
 // dbHost is where the harness's PostgreSQL listens; appDB is the database
 // every BackupJob here backs up (a small shop, made once).
@@ -35,8 +35,8 @@ var seedErr error
 
 func TestMain(m *testing.M) {
 	// The RestoreJob test needs both operators.
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, RealData: true, Operators: []string{"backup", "restore"}}, &env,
-		func(e *platform.Env) { seedErr = dbcheck.SeedPostgres(e.Servers.Postgres, appDB, 100) }))
+	os.Exit(install.RunTests(m, install.Options{Nodes: 1, RealData: true, Operators: []string{"backup", "restore"}}, &env,
+		func(e *install.Env) { seedErr = dbcheck.SeedPostgres(e.Servers.Postgres, appDB, 100) }))
 }
 
 // namespace creates a namespace for one test with the Secrets its
@@ -49,8 +49,8 @@ func namespace(t *testing.T) string {
 	g := NewWithT(t)
 	ns := fixtures.Namespace(t, env.Client, "e2e-")
 	for name, data := range map[string]map[string]string{
-		"db": {"username": platform.PostgresUser, "password": platform.PostgresPassword},
-		"s3": {"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey},
+		"db": {"username": install.PostgresUser, "password": install.PostgresPassword},
+		"s3": {"accessKeyID": install.S3AccessKey, "secretAccessKey": install.S3SecretKey},
 	} {
 		sec := &corev1.Secret{}
 		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, sec)).To(Succeed())
@@ -72,7 +72,7 @@ func backupJob(ns, name, schedule, host string, maxRetries int32) *backupv1.Back
 	bj.Spec.Database.Database = appDB
 	bj.Spec.Storage.S3.Endpoint = env.Servers.S3.Endpoint()
 	bj.Spec.Storage.S3.Insecure = true
-	bj.Spec.Storage.S3.Bucket = platform.Bucket
+	bj.Spec.Storage.S3.Bucket = install.Bucket
 	bj.Spec.Storage.S3.Prefix = ns
 	return bj
 }

@@ -26,7 +26,7 @@ import (
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/dbcheck"
 	"cairn.dev/e2e/fixtures"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // engine is one database server of the harness, as the tests use it.
@@ -42,7 +42,7 @@ type engine struct {
 
 func postgres() engine {
 	pg := env.Servers.Postgres
-	return engine{name: "postgres", port: pg.Port, user: platform.PostgresUser, pass: platform.PostgresPassword, sql: pg,
+	return engine{name: "postgres", port: pg.Port, user: install.PostgresUser, pass: install.PostgresPassword, sql: pg,
 		seed:   func(db string, n int) error { return dbcheck.SeedPostgres(pg, db, n) },
 		tables: func(db string) ([]dbcheck.Table, error) { return dbcheck.PostgresTables(pg, db) },
 		exists: func(db string) (bool, error) { return dbcheck.PostgresDatabaseExists(pg, db) }}
@@ -50,7 +50,7 @@ func postgres() engine {
 
 func mariadb() engine {
 	m := env.Servers.MariaDB
-	return engine{name: "mysql", port: m.Port, user: platform.MariaDBUser, pass: platform.MariaDBPassword, sql: m,
+	return engine{name: "mysql", port: m.Port, user: install.MariaDBUser, pass: install.MariaDBPassword, sql: m,
 		seed:   func(db string, n int) error { return dbcheck.SeedMariaDB(m, db, n) },
 		tables: func(db string) ([]dbcheck.Table, error) { return dbcheck.MariaDBTables(m, db) },
 		exists: func(db string) (bool, error) { return dbcheck.MariaDBDatabaseExists(m, db) }}
@@ -72,12 +72,12 @@ func namespace(t *testing.T, e engine) string {
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "db"},
 		StringData: map[string]string{"username": e.user, "password": e.pass}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "s3"},
-		StringData: map[string]string{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}})).To(Succeed())
+		StringData: map[string]string{"accessKeyID": install.S3AccessKey, "secretAccessKey": install.S3SecretKey}})).To(Succeed())
 	return ns.Name
 }
 
 func s3Storage(prefix string) cairnv1.StorageSpec {
-	return cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: env.Servers.S3.Endpoint(), Bucket: platform.Bucket, Prefix: prefix,
+	return cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: env.Servers.S3.Endpoint(), Bucket: install.Bucket, Prefix: prefix,
 		Region: "us-east-1", Insecure: true, CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}}
 }
 

@@ -22,7 +22,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	"cairn.dev/e2e/fixtures"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // Issue 30: deleting a namespace keeps deletionPolicy's promise, on both
@@ -174,7 +174,7 @@ func TestNamespaceDeletionStoreDownDeadline(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(namespaceEvents(g, ns, "CleanupDeadlineExceeded")).To(ContainElement(And(
 			ContainSubstring("BackupJob "+ns+"/orders"),
-			ContainSubstring("s3://"+platform.Bucket+"/"+ns+"/down (endpoint 127.0.0.1:1)"))))
+			ContainSubstring("s3://"+install.Bucket+"/"+ns+"/down (endpoint 127.0.0.1:1)"))))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
@@ -204,7 +204,7 @@ func yearlyPlan(ns string, e engine, src string, storage cairnv1.StorageSpec, po
 func objectsUnder(t *testing.T, prefix string) []string {
 	t.Helper()
 	var out []string
-	for obj := range env.Servers.S3.Client().ListObjects(context.Background(), platform.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+	for obj := range env.Servers.S3.Client().ListObjects(context.Background(), install.Bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
 		if obj.Err != nil {
 			t.Fatal(obj.Err)
 		}

@@ -21,7 +21,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/fixtures"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 	"cairn.dev/libs/conditions"
 )
 
@@ -278,7 +278,7 @@ func planMetric(plan *platformv1.ProtectionPlan, name string, extra ...string) f
 		for i := 0; i+1 < len(extra); i += 2 {
 			labels[extra[i]] = extra[i+1]
 		}
-		v, ok := platform.Find(samples, name, labels)
+		v, ok := install.Find(samples, name, labels)
 		g.Expect(ok).To(BeTrue(), "no series %s%v on the orchestrator's /metrics", name, labels)
 		return v
 	}

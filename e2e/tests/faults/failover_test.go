@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // Two replicas with leader election; the leader is SIGKILLed (no lease
@@ -29,7 +29,7 @@ func TestLeaderKilledOtherTakesOver(t *testing.T) {
 	// A 10 s lease leaves the CronJob controller's run ~8 s or more to finish
 	// while nobody leads.
 	lease10s := []string{"--leader-lease-duration=10s", "--leader-renew-deadline=7s", "--leader-retry-period=1s"}
-	replicas := []*platform.Operator{startBackup(t, "-0", lease10s...), startBackup(t, "-1", lease10s...)}
+	replicas := []*install.Operator{startBackup(t, "-0", lease10s...), startBackup(t, "-1", lease10s...)}
 
 	ns := namespace(t)
 	bj := backupJob(ns, "minutely", "* * * * *")
@@ -37,7 +37,7 @@ func TestLeaderKilledOtherTakesOver(t *testing.T) {
 	g.Eventually(func() int { return cronJobs(g, ns, bj.Name) }).WithTimeout(time.Minute).Should(Equal(1))
 	g.Eventually(func() backupv1.Phase { return getBJ(g, bj).Status.Phase }).WithTimeout(30 * time.Second).Should(Equal(backupv1.PhaseScheduled))
 
-	var leader, other *platform.Operator
+	var leader, other *install.Operator
 	g.Eventually(func() int {
 		leader, other = nil, nil
 		n := 0

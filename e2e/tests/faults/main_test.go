@@ -23,7 +23,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/e2e/fixtures"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // leaseName and leaseNamespace: the backup operator's Lease where the
@@ -34,20 +34,20 @@ const (
 )
 
 var (
-	env *platform.Env
+	env *install.Env
 	k8s client.Client
 	ctx = context.Background()
 )
 
 func TestMain(m *testing.M) {
 	// Each test starts its own backup-operator processes.
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, Binaries: []string{"backup"}}, &env,
-		func(e *platform.Env) { k8s = e.Client }))
+	os.Exit(install.RunTests(m, install.Options{Nodes: 1, Binaries: []string{"backup"}}, &env,
+		func(e *install.Env) { k8s = e.Client }))
 }
 
 // startBackup starts a backup-operator process for the test; it is stopped
 // (SIGTERM: the lease is released) when the test ends.
-func startBackup(t *testing.T, suffix string, extra ...string) *platform.Operator {
+func startBackup(t *testing.T, suffix string, extra ...string) *install.Operator {
 	t.Helper()
 	op, err := env.StartOperator(ctx, "backup", suffix, extra)
 	if err != nil {
@@ -123,7 +123,7 @@ func recordedRuns(g Gomega, ns string) map[string]int {
 func setRunNow(g Gomega, bj *backupv1.BackupJob, id string) { fixtures.SetRunNow(g, k8s, bj, id) }
 
 // acquiredLease says whether op's log shows it became the leader.
-func acquiredLease(op *platform.Operator) bool {
+func acquiredLease(op *install.Operator) bool {
 	return strings.Contains(strings.ToLower(op.Tail(100000)), "successfully acquired lease")
 }
 

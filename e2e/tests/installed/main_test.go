@@ -14,16 +14,16 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 var (
-	env *platform.Env
+	env *install.Env
 	k8s client.Client
 	ctx = context.Background()
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, RealData: true, Installed: true}, &env,
-		func(e *platform.Env) { k8s = e.Client }))
+	os.Exit(install.RunTests(m, install.Options{Nodes: 1, RealData: true, Installed: true}, &env,
+		func(e *install.Env) { k8s = e.Client }))
 }

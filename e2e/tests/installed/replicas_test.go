@@ -15,7 +15,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/e2e/fixtures"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // operator under test: its Lease, webhooks and children are what the tests
@@ -26,11 +26,11 @@ const operator = "backup"
 // Deployment has rolled out (two replicas).
 func runningPods(t *testing.T, g Gomega) []string {
 	t.Helper()
-	g.Expect(platform.WaitDeployment(ctx, k8s, operator, 3*time.Minute)).To(Succeed())
+	g.Expect(install.WaitDeployment(ctx, k8s, operator, 3*time.Minute)).To(Succeed())
 	var names []string
 	// A pod the ReplicaSet replaced may still be on its way out.
 	g.Eventually(func() ([]string, error) {
-		pods, err := platform.OperatorPods(ctx, k8s, operator)
+		pods, err := install.OperatorPods(ctx, k8s, operator)
 		names = nil
 		for _, p := range pods {
 			names = append(names, p.Name)
@@ -42,7 +42,7 @@ func runningPods(t *testing.T, g Gomega) []string {
 
 // running says whether pod is one of the operator's running pods.
 func running(g Gomega, pod string) bool {
-	pods, err := platform.OperatorPods(ctx, k8s, operator)
+	pods, err := install.OperatorPods(ctx, k8s, operator)
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, p := range pods {
 		if p.Name == pod {
@@ -57,7 +57,7 @@ func leader(g Gomega, pods []string) string {
 	var holder string
 	g.Eventually(func() (string, error) {
 		var err error
-		holder, err = platform.LeaderPod(ctx, k8s, operator)
+		holder, err = install.LeaderPod(ctx, k8s, operator)
 		return holder, err
 	}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(BeElementOf(pods))
 	return holder
@@ -82,23 +82,23 @@ func TestLeaderKilledLeaseMoves(t *testing.T) {
 	g := NewWithT(t)
 	old, standby := leaderAndStandby(t, g)
 	killed := time.Now()
-	g.Expect(env.Cluster.Pods.Kill(platform.Namespace, old, "manager")).To(Succeed())
+	g.Expect(env.Cluster.Pods.Kill(install.Namespace, old, "manager")).To(Succeed())
 	var holder string
 	g.Eventually(func() bool {
-		holder, _ = platform.LeaderPod(ctx, k8s, operator)
+		holder, _ = install.LeaderPod(ctx, k8s, operator)
 		return holder != "" && holder != old && running(g, holder)
 	}).WithTimeout(90*time.Second).WithPolling(200*time.Millisecond).Should(BeTrue(), "a running replica takes the Lease over from %s", old)
 	g.Expect(running(g, old)).To(BeFalse(), "the killed pod ended")
 	t.Logf("the Lease moved from %s to %s (the standby before the kill: %s) %s after the kill", old, holder, standby,
 		time.Since(killed).Round(100*time.Millisecond))
-	g.Expect(platform.WaitDeployment(ctx, k8s, operator, 3*time.Minute)).To(Succeed())
+	g.Expect(install.WaitDeployment(ctx, k8s, operator, 3*time.Minute)).To(Succeed())
 }
 
 // endpointIPs lists the ready addresses of the operator's webhook Service.
 func endpointIPs(g Gomega) []string {
 	l := &discoveryv1.EndpointSliceList{}
-	g.Expect(k8s.List(ctx, l, client.InNamespace(platform.Namespace),
-		client.MatchingLabels{discoveryv1.LabelServiceName: platform.WebhookServiceName(operator)})).To(Succeed())
+	g.Expect(k8s.List(ctx, l, client.InNamespace(install.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: install.WebhookServiceName(operator)})).To(Succeed())
 	var ips []string
 	for _, s := range l.Items {
 		for _, e := range s.Endpoints {
@@ -120,14 +120,14 @@ func TestWebhookAnswersThroughStandby(t *testing.T) {
 	g := NewWithT(t)
 	old, standby := leaderAndStandby(t, g)
 	ns := fixtures.Namespace(t, k8s, "e2e-installed-")
-	g.Expect(env.Cluster.Pods.Kill(platform.Namespace, old, "manager")).To(Succeed())
+	g.Expect(env.Cluster.Pods.Kill(install.Namespace, old, "manager")).To(Succeed())
 	// The dead pod leaves the Service's endpoints (its phase is Failed).
 	g.Eventually(func() int { return len(endpointIPs(g)) }).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(1))
 	only := endpointIPs(g)
-	held, err := platform.LeaderPod(ctx, k8s, operator)
+	held, err := install.LeaderPod(ctx, k8s, operator)
 	g.Expect(err).NotTo(HaveOccurred())
 	sp := &corev1.Pod{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: platform.Namespace, Name: standby}, sp)).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: standby}, sp)).To(Succeed())
 	t.Logf("one endpoint left (%v; the standby %s is %s); the Lease still names %s", only, standby, sp.Status.PodIP, held)
 	for i := range 10 {
 		bj := fixtures.BackupJob(ns, fmt.Sprintf("db-%d", i), fixtures.Yearly, "db.example", 1)
@@ -139,7 +139,7 @@ func TestWebhookAnswersThroughStandby(t *testing.T) {
 		g.Expect(err).To(HaveOccurred())
 		g.Expect(err.Error()).To(ContainSubstring("admission webhook"), "refused by the validating webhook")
 	}
-	g.Expect(platform.WaitDeployment(ctx, k8s, operator, 3*time.Minute)).To(Succeed())
+	g.Expect(install.WaitDeployment(ctx, k8s, operator, 3*time.Minute)).To(Succeed())
 }
 
 // jobsOf lists the Jobs of BackupJob name in ns.
@@ -172,7 +172,7 @@ func TestRollingRestartLosesNothing(t *testing.T) {
 		bjs = append(bjs, bj)
 	}
 	dep := &appsv1.Deployment{}
-	key := client.ObjectKey{Namespace: platform.Namespace, Name: platform.DeploymentName(operator)}
+	key := client.ObjectKey{Namespace: install.Namespace, Name: install.DeploymentName(operator)}
 	g.Expect(k8s.Get(ctx, key, dep)).To(Succeed())
 	patch := client.MergeFrom(dep.DeepCopy())
 	if dep.Spec.Template.Annotations == nil {
@@ -200,7 +200,7 @@ func TestRollingRestartLosesNothing(t *testing.T) {
 	for round := 0; ; round++ {
 		g.Eventually(func() []string { return problems(requests) }).WithTimeout(2*time.Minute).WithPolling(200*time.Millisecond).
 			Should(BeEmpty(), "every request of round %d answered", round)
-		if err := platform.WaitDeployment(ctx, k8s, operator, time.Second); err == nil && round > 0 {
+		if err := install.WaitDeployment(ctx, k8s, operator, time.Second); err == nil && round > 0 {
 			break
 		}
 		g.Expect(time.Since(start)).To(BeNumerically("<", 5*time.Minute), "the rollout ends")

@@ -15,7 +15,7 @@ import (
 
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	"cairn.dev/e2e/fixtures"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // webhookPort is the manager's webhook port (its container's port named
@@ -52,18 +52,18 @@ func TestWebhookCertificateRotation(t *testing.T) {
 		g.Expect(old.Spec.Schedule).To(Equal(fixtures.Yearly))
 	}
 	served := func(g Gomega) map[string][]byte {
-		pods, err := platform.OperatorPods(ctx, k8s, operator)
+		pods, err := install.OperatorPods(ctx, k8s, operator)
 		g.Expect(err).NotTo(HaveOccurred())
 		out := map[string][]byte{}
 		for _, p := range pods {
-			c, err := platform.ServedCert(net.JoinHostPort(p.Status.PodIP, webhookPort))
+			c, err := install.ServedCert(net.JoinHostPort(p.Status.PodIP, webhookPort))
 			g.Expect(err).NotTo(HaveOccurred(), "pod %s", p.Name)
 			out[p.Name] = c.Raw
 		}
 		return out
 	}
 	admits(g, "before")
-	sec, err := platform.WebhookCertSecret(ctx, k8s, operator)
+	sec, err := install.WebhookCertSecret(ctx, k8s, operator)
 	g.Expect(err).NotTo(HaveOccurred())
 	oldCA := sec.Data["ca.crt"]
 	g.Expect(oldCA).NotTo(BeEmpty())
@@ -74,19 +74,19 @@ func TestWebhookCertificateRotation(t *testing.T) {
 	}
 
 	// 1. Both CAs trusted.
-	certs, err := platform.WebhookCerts(t.TempDir(), []string{operator})
+	certs, err := install.WebhookCerts(t.TempDir(), []string{operator})
 	g.Expect(err).NotTo(HaveOccurred())
 	next := certs[operator]
-	set, err := platform.SetWebhookCA(ctx, k8s, operator, append(append([]byte{}, oldCA...), next.CA...))
+	set, err := install.SetWebhookCA(ctx, k8s, operator, append(append([]byte{}, oldCA...), next.CA...))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(set).To(BeNumerically(">=", 3), "the mutating and validating webhooks and the CRD's conversion webhook")
 	admits(g, "both CAs trusted")
 
 	// 2. The Secret replaced: every replica serves the new certificate,
 	// reloaded from disk, while admission goes on.
-	leaf, err := platform.LeafCert(next)
+	leaf, err := install.LeafCert(next)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(platform.SetWebhookCert(ctx, k8s, operator, next)).To(Succeed())
+	g.Expect(install.SetWebhookCert(ctx, k8s, operator, next)).To(Succeed())
 	replaced := time.Now()
 	g.Eventually(func(g Gomega) {
 		admits(g, "while the replicas reload")
@@ -100,7 +100,7 @@ func TestWebhookCertificateRotation(t *testing.T) {
 	g.Expect(after).To(Equal(before), "no replica was restarted or replaced")
 
 	// 3. The old CA dropped.
-	_, err = platform.SetWebhookCA(ctx, k8s, operator, next.CA)
+	_, err = install.SetWebhookCA(ctx, k8s, operator, next.CA)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Consistently(func(g Gomega) { admits(g, "the new CA only") }).WithTimeout(10 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 }

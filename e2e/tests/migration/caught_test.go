@@ -19,7 +19,7 @@ import (
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // A target row changed between copy and verify is caught: the verify
@@ -104,7 +104,7 @@ func TestCorruptedArtifactFailsImport(t *testing.T) {
 	art := cur.Status.Artifact
 	g.Expect(art).NotTo(BeNil())
 	key := corrupt(g, art.Path, mj.Namespace)
-	t.Logf("corrupted s3://%s/%s (artifact %s, %d bytes)", platform.Bucket, key, art.Path, art.Size)
+	t.Logf("corrupted s3://%s/%s (artifact %s, %d bytes)", install.Bucket, key, art.Path, art.Size)
 	release()
 
 	cur = waitDone(g, mj)
@@ -134,7 +134,7 @@ func TestCorruptedArtifactFailsImport(t *testing.T) {
 
 func storeTransfer() migrationv1.TransferSpec {
 	return migrationv1.TransferSpec{Method: migrationv1.TransferStore, Storage: &cairnv1.StorageSpec{S3: &cairnv1.S3Storage{
-		Endpoint: env.Servers.S3.Endpoint(), Bucket: platform.Bucket, Prefix: "migrations", Region: "us-east-1", Insecure: true,
+		Endpoint: env.Servers.S3.Endpoint(), Bucket: install.Bucket, Prefix: "migrations", Region: "us-east-1", Insecure: true,
 		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}}}
 }
 
@@ -145,22 +145,22 @@ func corrupt(g Gomega, artifact, ns string) string {
 	ctx := context.Background()
 	s3 := env.Servers.S3.Client()
 	var key string
-	for o := range s3.ListObjects(ctx, platform.Bucket, minio.ListObjectsOptions{Prefix: "migrations/", Recursive: true}) {
+	for o := range s3.ListObjects(ctx, install.Bucket, minio.ListObjectsOptions{Prefix: "migrations/", Recursive: true}) {
 		g.Expect(o.Err).NotTo(HaveOccurred())
 		if strings.Contains(o.Key, ns) && (o.Key == artifact || path.Base(o.Key) == path.Base(artifact)) {
 			g.Expect(key).To(BeEmpty(), "two objects for artifact %s", artifact)
 			key = o.Key
 		}
 	}
-	g.Expect(key).NotTo(BeEmpty(), "no object for artifact %s in bucket %s", artifact, platform.Bucket)
-	obj, err := s3.GetObject(ctx, platform.Bucket, key, minio.GetObjectOptions{})
+	g.Expect(key).NotTo(BeEmpty(), "no object for artifact %s in bucket %s", artifact, install.Bucket)
+	obj, err := s3.GetObject(ctx, install.Bucket, key, minio.GetObjectOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	data, err := io.ReadAll(obj)
 	obj.Close()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(len(data)).To(BeNumerically(">", 64))
 	data[len(data)/2] ^= 0xff
-	_, err = s3.PutObject(ctx, platform.Bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
+	_, err = s3.PutObject(ctx, install.Bucket, key, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	return key
 }

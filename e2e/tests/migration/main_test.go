@@ -12,11 +12,11 @@ import (
 	"os"
 	"testing"
 
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
-var env *platform.Env
+var env *install.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, RealData: true, Operators: []string{"migration"}}, &env))
+	os.Exit(install.RunTests(m, install.Options{Nodes: 1, RealData: true, Operators: []string{"migration"}}, &env))
 }

@@ -17,7 +17,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/e2e/dbcheck"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // A Full PostgreSQL migration with a direct transfer: precheck, copy,
@@ -46,7 +46,7 @@ func TestMariaDBDirectMigration(t *testing.T) {
 // the artifact's checksum checked and streamed into mysql by the import Job.
 func TestMariaDBStoreMigration(t *testing.T) {
 	migrateEngine(t, cairnv1.MySQLEngine, migrationv1.TransferSpec{Method: migrationv1.TransferStore, Storage: &cairnv1.StorageSpec{S3: &cairnv1.S3Storage{
-		Endpoint: env.Servers.S3.Endpoint(), Bucket: platform.Bucket, Prefix: "migrations", Region: "us-east-1", Insecure: true,
+		Endpoint: env.Servers.S3.Endpoint(), Bucket: install.Bucket, Prefix: "migrations", Region: "us-east-1", Insecure: true,
 		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}}})
 }
 
@@ -63,10 +63,10 @@ type db struct {
 func engine(e cairnv1.DatabaseEngine) db {
 	if e == cairnv1.MySQLEngine {
 		m := env.Servers.MariaDB
-		return db{e, m, m.Port, platform.MariaDBUser, platform.MariaDBPassword, dbcheck.MariaDBTables, dbcheck.SeedMariaDB}
+		return db{e, m, m.Port, install.MariaDBUser, install.MariaDBPassword, dbcheck.MariaDBTables, dbcheck.SeedMariaDB}
 	}
 	pg := env.Servers.Postgres
-	return db{e, pg, pg.Port, platform.PostgresUser, platform.PostgresPassword, dbcheck.PostgresTables, dbcheck.SeedPostgres}
+	return db{e, pg, pg.Port, install.PostgresUser, install.PostgresPassword, dbcheck.PostgresTables, dbcheck.SeedPostgres}
 }
 
 // setup creates a namespace with the Secrets a MigrationJob names, seeds the
@@ -86,7 +86,7 @@ func setup(t *testing.T, g Gomega, d db, orders int, transfer migrationv1.Transf
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "db"},
 		StringData: map[string]string{"username": d.user, "password": d.pass}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "s3"},
-		StringData: map[string]string{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}})).To(Succeed())
+		StringData: map[string]string{"accessKeyID": install.S3AccessKey, "secretAccessKey": install.S3SecretKey}})).To(Succeed())
 	// app-db opts in to switchSecret (docs/migration.md): labelled, and the
 	// operator granted cairn-migration-secret-switcher in the namespace.
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "app-db",

@@ -26,7 +26,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/e2e/cluster"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 // Names in the second cluster.
@@ -59,7 +59,7 @@ func startRemote(t *testing.T, g Gomega, d db) *remoteCluster {
 		Workdir: filepath.Join(env.Opts.Dir, "kwok-b"), RealPods: true, PodRunnerNode: remoteNode, AgentImage: env.Opts.AgentImage})
 	t.Cleanup(c.StopOnSignal(nil))
 	t.Logf("second cluster %s up in %s (pod runner node %s)", c.Name, time.Since(start).Round(time.Millisecond), remoteNode)
-	cl, err := c.Client(platform.Scheme())
+	cl, err := c.Client(install.Scheme())
 	g.Expect(err).NotTo(HaveOccurred())
 	r := &remoteCluster{Cluster: c, client: cl}
 	for _, o := range []client.Object{
@@ -67,7 +67,7 @@ func startRemote(t *testing.T, g Gomega, d db) *remoteCluster {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: remoteNamespace, Name: "db"},
 			StringData: map[string]string{"username": d.user, "password": d.pass}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: remoteNamespace, Name: "s3"},
-			StringData: map[string]string{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}},
+			StringData: map[string]string{"accessKeyID": install.S3AccessKey, "secretAccessKey": install.S3SecretKey}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: remoteNamespace, Name: remoteSA}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: remoteNamespace, Name: remoteSA}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "create", "delete"}},

@@ -21,7 +21,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/e2e/dbcheck"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 const orders = 2000
@@ -77,9 +77,9 @@ func tenantNamespace(t *testing.T) string {
 	g.Expect(env.Client.Create(ctx, nsObj)).To(Succeed())
 	ns := nsObj.Name
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		StringData: map[string]string{"username": platform.PostgresUser, "password": platform.PostgresPassword}})).To(Succeed())
+		StringData: map[string]string{"username": install.PostgresUser, "password": install.PostgresPassword}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"},
-		StringData: map[string]string{"accessKeyID": platform.S3AccessKey, "secretAccessKey": platform.S3SecretKey}})).To(Succeed())
+		StringData: map[string]string{"accessKeyID": install.S3AccessKey, "secretAccessKey": install.S3SecretKey}})).To(Succeed())
 	for user, role := range map[string]string{"alice": "edit", "olga": "view"} {
 		g.Expect(env.Client.Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
@@ -100,7 +100,7 @@ func postgresRef(db string) cairnv1.DatabaseRef {
 }
 
 func s3Storage(prefix string) cairnv1.StorageSpec {
-	return cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: env.Servers.S3.Endpoint(), Bucket: platform.Bucket, Prefix: prefix,
+	return cairnv1.StorageSpec{S3: &cairnv1.S3Storage{Endpoint: env.Servers.S3.Endpoint(), Bucket: install.Bucket, Prefix: prefix,
 		Region: "us-east-1", Insecure: true, CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3"}}}
 }
 

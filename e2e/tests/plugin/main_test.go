@@ -15,11 +15,11 @@ import (
 	"testing"
 
 	"cairn.dev/e2e/cluster"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 var (
-	env *platform.Env
+	env *install.Env
 	// plugin is the built kubectl-cairn binary.
 	plugin string
 )
@@ -48,6 +48,6 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: building kubectl-cairn: %v\n%s", err, out)
 		return 1
 	}
-	return platform.RunTests(m, platform.Options{Nodes: 1, RealData: true,
+	return install.RunTests(m, install.Options{Nodes: 1, RealData: true,
 		Operators: []string{"backup", "restore", "orchestrator", "migration"}}, &env)
 }

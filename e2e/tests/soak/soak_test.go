@@ -15,14 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 	"cairn.dev/e2e/soak"
 )
 
-var env *platform.Env
+var env *install.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, RealData: true, Installed: true}, &env))
+	os.Exit(install.RunTests(m, install.Options{Nodes: 1, RealData: true, Installed: true}, &env))
 }
 
 // DefaultDuration is the soak's length in `make e2e` (CI).

@@ -9,14 +9,14 @@ import (
 	"os"
 	"testing"
 
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
-var env *platform.Env
+var env *install.Env
 
 func TestMain(m *testing.M) {
 	// The backup operator serves the BackupJob webhooks tenants' creates go
 	// through; the orchestrator's ProtectionPlan webhook has the migration
 	// operator's admission judge a plan's MigrationJob.
-	os.Exit(platform.RunTests(m, platform.Options{Nodes: 1, Operators: []string{"backup", "migration", "orchestrator"}}, &env))
+	os.Exit(install.RunTests(m, install.Options{Nodes: 1, Operators: []string{"backup", "migration", "orchestrator"}}, &env))
 }

@@ -20,7 +20,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/fixtures"
-	"cairn.dev/e2e/platform"
+	"cairn.dev/e2e/install"
 )
 
 const timeout = time.Minute
@@ -30,7 +30,7 @@ func as(t *testing.T, user string) client.Client {
 	t.Helper()
 	cfg := rest.CopyConfig(env.Cluster.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	c, err := client.New(cfg, client.Options{Scheme: platform.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: install.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package platform
+package install
 
 import (
 	"context"
@@ -129,7 +129,7 @@ func WriteOverlay(dir, platform string, objs []*unstructured.Unstructured, certs
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), append([]byte("# Written by e2e/platform (WriteOverlay): the platform without cert-manager, local images.\n"), b...), 0o644)
+	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), append([]byte("# Written by e2e/install (WriteOverlay): the platform without cert-manager, local images.\n"), b...), 0o644)
 }
 
 // serviceOwner is the operator whose webhook Service clientConfig cc calls.

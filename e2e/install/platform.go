@@ -1,4 +1,4 @@
-// Package platform runs Cairn on a cluster from e2e/cluster the way a user
+// Package install runs Cairn on a cluster from e2e/cluster the way a user
 // installs it — `kustomize build platform` applied — except that the
 // operators run as local processes (kwok pods run no code): it builds their
 // binaries, applies the platform with each operator's webhook Service replaced
@@ -6,7 +6,7 @@
 // kills and stops operator processes with their Deployment's arguments and
 // their ServiceAccount's identity. Each process serves its metrics over plain
 // HTTP on a loopback port (Operator.Metrics scrapes them).
-package platform
+package install
 
 import (
 	"context"
