@@ -235,7 +235,11 @@ func TestNamespaceDeletionPVCStoreNeverTakesAnotherNamespacesVolume(t *testing.T
 	list2 := &batchv1.JobList{}
 	g.Expect(env.Client.List(ctx, list2, client.InNamespace(operatorNamespace), client.MatchingLabels{controller.ForNamespaceLabel: ns})).To(Succeed())
 	g.Expect(list2.Items).To(BeEmpty())
-	c := &corev1.PersistentVolumeClaim{}
-	err := env.Client.Get(ctx, client.ObjectKeyFromObject(claim), c)
-	g.Expect(apierrors.IsNotFound(err) || !strings.Contains(strings.Join(c.Finalizers, ","), controller.CredentialsFinalizer)).To(BeTrue())
+	// The claim's hold is released by its own releaser once no BackupJob
+	// needs it: eventually, not with the BackupJob's deletion.
+	g.Eventually(func() bool {
+		c := &corev1.PersistentVolumeClaim{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(claim), c)
+		return apierrors.IsNotFound(err) || !strings.Contains(strings.Join(c.Finalizers, ","), controller.CredentialsFinalizer)
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "the claim is still held")
 }
