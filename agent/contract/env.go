@@ -50,7 +50,10 @@ const (
 	// artifact and its manifest with S3 Object Lock retention in that mode
 	// until the artifact's start + EnvS3ObjectLockDays (default
 	// EnvRetentionDays), and prune never deletes an artifact that is still
-	// locked (it is kept, reason KeepLocked). The bucket must have Object
+	// locked (it is kept, reason KeepLocked). With calendar tiers
+	// (EnvRetention), prune extends the lock of an artifact a tier keeps
+	// longer (e.g. a month's newest, kept 12 months) to the date the tier
+	// keeps it at least; it never shortens one. The bucket must have Object
 	// Lock (and so versioning) enabled.
 	EnvS3ObjectLock     = "CAIRN_S3_OBJECT_LOCK"
 	EnvS3ObjectLockDays = "CAIRN_S3_OBJECT_LOCK_DAYS"

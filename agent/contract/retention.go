@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Retention is a calendar-tier retention policy: the JSON of EnvRetention
@@ -78,6 +79,9 @@ type RetentionReport struct {
 type KeptArtifact struct {
 	Artifact string   `json:"artifact"`
 	Reasons  []string `json:"reasons"`
+	// LockedUntil is the artifact's S3 Object Lock retain-until date as the
+	// prune found or extended it; absent when the store does not lock.
+	LockedUntil *time.Time `json:"lockedUntil,omitempty"`
 }
 
 // shrink drops the oldest kept artifacts and the last pruned names, one at

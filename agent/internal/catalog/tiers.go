@@ -25,6 +25,9 @@ type Decision struct {
 	Entry Entry
 	// Reasons it is kept (contract.Keep…); none: it is pruned.
 	Reasons []string
+	// LockedUntil is the S3 Object Lock retain-until date of the artifact
+	// when the prune read it (zero: not read, or not locked).
+	LockedUntil time.Time
 }
 
 // tier is one calendar tier: how many periods, and the key of the period
@@ -125,7 +128,12 @@ func Report(ds []Decision, p Policy, dryRun bool) *contract.RetentionReport {
 	}
 	for _, d := range ds {
 		if len(d.Reasons) > 0 {
-			r.Kept = append(r.Kept, contract.KeptArtifact{Artifact: d.Entry.Name, Reasons: d.Reasons})
+			k := contract.KeptArtifact{Artifact: d.Entry.Name, Reasons: d.Reasons}
+			if !d.LockedUntil.IsZero() {
+				u := d.LockedUntil.UTC()
+				k.LockedUntil = &u
+			}
+			r.Kept = append(r.Kept, k)
 		} else {
 			r.Pruned = append(r.Pruned, d.Entry.Name)
 		}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -33,8 +34,8 @@ func (r retained) Put(ctx context.Context, key string, rd io.Reader) (int64, err
 
 // unlocked returns the expired entries that are not under S3 Object Lock
 // at now; each locked one is kept instead (reason contract.KeepLocked in
-// ds) and logged: prune never tries to delete a locked object. With a
-// store that cannot lock, expired is returned as it is.
+// ds, with its date) and logged: prune never tries to delete a locked
+// object. With a store that cannot lock, expired is returned as it is.
 func (a *app) unlocked(ctx context.Context, st store.Store, ds []catalog.Decision, expired []catalog.Entry, now time.Time) ([]catalog.Entry, error) {
 	l, ok := st.(store.Locker)
 	if !ok {
@@ -42,23 +43,88 @@ func (a *app) unlocked(ctx context.Context, st store.Store, ds []catalog.Decisio
 	}
 	var out []catalog.Entry
 	for _, e := range expired {
-		until, err := l.LockedUntil(ctx, a.cfg.BackupJob.Key(e.Name))
+		lock, err := l.LockOf(ctx, a.cfg.BackupJob.Key(e.Name))
 		if errors.Is(err, store.ErrNotFound) {
 			continue // deleted meanwhile (a concurrent prune)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if !until.After(now) {
+		if !lock.Until.After(now) {
 			out = append(out, e)
 			continue
 		}
-		a.log.Info("not pruned: the artifact is under S3 Object Lock", "artifact", st.Path(a.cfg.BackupJob.Key(e.Name)), "lockedUntil", until)
+		a.log.Info("not pruned: the artifact is under S3 Object Lock", "artifact", st.Path(a.cfg.BackupJob.Key(e.Name)), "lockedUntil", lock.Until)
 		for i := range ds {
 			if ds[i].Entry.Name == e.Name {
 				ds[i].Reasons = append(ds[i].Reasons, contract.KeepLocked)
+				ds[i].LockedUntil = lock.Until
 			}
 		}
 	}
 	return out, nil
+}
+
+// extendLocks, when backups are written locked (a lock mode is set), reads
+// the lock of every artifact the policy keeps (recorded in ds for the
+// report) and extends it to what the calendar tiers keep it at least
+// (catalog.KeepUntil): a month's newest backup kept 12 months, written
+// locked for the lock days, ends up locked until its 12th month is over.
+// The artifact first, then its manifest. A lock is never shortened: an
+// artifact locked longer keeps its date. The lock's mode stays the
+// object's (the configured one for an artifact not locked yet). Dry run:
+// nothing is changed, what would be is logged. The failures are returned
+// (the prune goes on: they only keep less locked).
+func (a *app) extendLocks(ctx context.Context, st store.Store, ds []catalog.Decision, p catalog.Policy, now time.Time) []string {
+	l, ok := st.(store.Locker)
+	if !ok || l.LockMode() == "" {
+		return nil
+	}
+	job := a.cfg.BackupJob
+	var failed []string
+	for i := range ds {
+		d := &ds[i]
+		if len(d.Reasons) == 0 {
+			continue
+		}
+		key := job.Key(d.Entry.Name)
+		lock, err := l.LockOf(ctx, key)
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				failed = append(failed, err.Error())
+			}
+			continue
+		}
+		d.LockedUntil = lock.Until
+		until := catalog.KeepUntil(*d, p, now)
+		if until.IsZero() || !until.After(lock.Until) {
+			continue
+		}
+		mode := lock.Mode
+		if mode == "" {
+			mode = l.LockMode()
+		}
+		if a.cfg.PruneDryRun {
+			a.log.Info("would extend the S3 Object Lock (dry run)", "artifact", st.Path(key), "reasons", d.Reasons, "lockedUntil", lock.Until, "until", until)
+			continue
+		}
+		if err := l.ExtendLock(ctx, key, mode, until); err != nil {
+			failed = append(failed, err.Error())
+			continue
+		}
+		d.LockedUntil = until
+		a.log.Info("S3 Object Lock extended to what the policy keeps", "artifact", st.Path(key), "reasons", d.Reasons, "mode", mode, "from", lock.Until, "until", until)
+		mkey := job.ManifestKey(d.Entry.Name)
+		ml, err := l.LockOf(ctx, mkey)
+		if err == nil && until.After(ml.Until) {
+			if ml.Mode != "" {
+				mode = ml.Mode
+			}
+			err = l.ExtendLock(ctx, mkey, mode, until)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("manifest of %s: %v", d.Entry.Name, err))
+		}
+	}
+	return failed
 }

@@ -183,7 +183,8 @@ func TestRetentionTiers(t *testing.T) {
 	}
 }
 
-func TestObjectLock(t *testing.T) { suite.ObjectLock(t, e(t)) }
+func TestObjectLock(t *testing.T)                { suite.ObjectLock(t, e(t)) }
+func TestObjectLockExtendedByTiers(t *testing.T) { suite.ObjectLockExtendedByTiers(t, e(t)) }
 
 func TestMigrateViaStoreEncrypted(t *testing.T) {
 	for _, kind := range suite.Stores {

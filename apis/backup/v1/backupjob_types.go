@@ -162,7 +162,10 @@ type ObjectLockSpec struct {
 	// Days each artifact stays locked, from its start. Defaults to
 	// retentionDays (what the simple policy keeps); required with
 	// retention (calendar tiers), whose keep time is not known when the
-	// artifact is written.
+	// artifact is written: there, once an artifact's hour, day, week,
+	// month or year is over, each prune extends its lock to what the
+	// tiers keep it (a month's newest with keepMonthly 12: until its 12th
+	// month after is over). A lock is never shortened.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=36500
@@ -204,6 +207,11 @@ type KeptArtifact struct {
 	Artifact string `json:"artifact"`
 	// Reasons it is kept.
 	Reasons []string `json:"reasons"`
+	// LockedUntil is the artifact's S3 Object Lock retain-until date as
+	// the prune found it, or extended it to what the calendar tiers keep
+	// (spec.objectLock).
+	// +optional
+	LockedUntil *metav1.Time `json:"lockedUntil,omitempty"`
 }
 
 // BackupJobSpec is the desired state: what to back up, when, and where to.

@@ -173,6 +173,8 @@ type ProtectionPlanSpec struct {
 // database, time zone and deletion policy come from the plan.
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || self.retentionDays == 7",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both; retentionDays defaults to 7 and is ignored when retention is set"
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
+// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || has(self.storage.s3)",message="objectLock: S3 Object Lock needs an S3 store (storage.s3)"
+// +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || !has(self.retention) || has(self.objectLock.days)",message="objectLock.days: required with retention (calendar tiers): how long each backup stays locked before the tiers' prune extends it"
 type BackupTemplate struct {
 	// Schedule in standard 5-field cron format, read in spec.timeZone, e.g.
 	// "0 2 * * *". Macros such as @daily are accepted.
@@ -208,6 +210,13 @@ type BackupTemplate struct {
 	Suspend bool `json:"suspend,omitempty"`
 	// Storage is where backups are written: exactly one of pvc or s3.
 	Storage cairnv1.StorageSpec `json:"storage"`
+	// ObjectLock writes every backup and its manifest with S3 Object Lock
+	// retention (the BackupJob's spec.objectLock): a leaked credential
+	// cannot remove them before their time, and the prune extends the
+	// lock of what the calendar tiers keep longer. Needs an S3 store whose
+	// bucket has Object Lock enabled.
+	// +optional
+	ObjectLock *backupv1.ObjectLockSpec `json:"objectLock,omitempty"`
 	// Encryption encrypts every backup with age to the recipients given
 	// (the BackupJob's spec.encryption). The plan's verification must then
 	// name an identity (spec.verification.encryption): each verification

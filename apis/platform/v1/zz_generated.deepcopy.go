@@ -65,6 +65,11 @@ func (in *BackupTemplate) DeepCopyInto(out *BackupTemplate) {
 		**out = **in
 	}
 	in.Storage.DeepCopyInto(&out.Storage)
+	if in.ObjectLock != nil {
+		in, out := &in.ObjectLock, &out.ObjectLock
+		*out = new(backupv1.ObjectLockSpec)
+		**out = **in
+	}
 	if in.Encryption != nil {
 		in, out := &in.Encryption, &out.Encryption
 		*out = new(metav1.EncryptionSpec)

@@ -255,6 +255,36 @@ func TestPlanReportsRotatedAwayIdentity(t *testing.T) {
 	g.Expect(ret.Kept).To(ContainElement(backupv1.KeptArtifact{Artifact: path0(firstArtifact), Reasons: []string{"verified"}}),
 		"status.retention: %+v", ret)
 	t.Logf("rotated away: %s", dv.Message)
+
+	// The series the CairnProtectionPlanIdentityCannotDecrypt alert
+	// compares is 0.
+	expr := alertExpr(t, "CairnProtectionPlanIdentityCannotDecrypt")
+	g.Expect(expr).To(And(ContainSubstring("cairn_protectionplan_identity_decrypts"), HaveSuffix("== 0")))
+	g.Eventually(planMetric(plan, "cairn_protectionplan_identity_decrypts")).WithTimeout(time.Minute).Should(Equal(0.0))
+
+	// The store's catalog (status.catalog, listed by the operator) says
+	// which artifact is encrypted to which key.
+	g.Eventually(func() error {
+		cur := fixtures.Get(g, env.Client, bj)
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[backupv1.ListCatalogAnnotation] = "after-rotation"
+		return env.Client.Update(ctx, cur)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	var cat *backupv1.CatalogListing
+	g.Eventually(func(g Gomega) string {
+		cat = fixtures.Get(g, env.Client, bj).Status.Catalog
+		g.Expect(cat).NotTo(BeNil())
+		return cat.Request
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Equal("after-rotation"))
+	g.Expect(cat.Message).To(BeEmpty())
+	enc := map[string][]string{}
+	for _, a := range cat.Artifacts {
+		enc[path0(a.Path)] = a.EncryptedTo
+	}
+	g.Expect(enc).To(HaveKeyWithValue(path0(firstArtifact), []string{old.fp}), "catalog %+v", cat.Artifacts)
+	g.Expect(enc).To(HaveKeyWithValue(path0(st.LastArtifact.Path), []string{rotated.fp}), "catalog %+v", cat.Artifacts)
 }
 
 func path0(p string) string { return p[strings.LastIndex(p, "/")+1:] }

@@ -23,8 +23,10 @@ func newBackups(o *Options) *cobra.Command {
 		Use:   "backups BACKUPJOB|PLAN",
 		Short: "The artifacts in the store's catalog of a BackupJob or ProtectionPlan",
 		Long: `backups lists the artifacts in the store's catalog — name, time in the
-object's time zone, size, checksum, encryption, and whether a verification
-restored it — newest first. The store is read by the backup operator, not by
+object's time zone, size, checksum, encryption (the recipients'
+fingerprints), the S3 Object Lock date and what retention decided (kept and
+why, or pruned) as the BackupJob's last prune reported them, and whether a
+verification restored it — newest first. The store is read by the backup operator, not by
 this machine: the plugin sets the BackupJob's list-catalog annotation (a new
 request id), the operator runs one short agent Job with the store's
 credentials and records the catalog in status.catalog, and the plugin prints
@@ -107,7 +109,7 @@ func (o *Options) backups(ctx context.Context, arg, out string, cached bool, tim
 	if err != nil {
 		return err
 	}
-	rows := view.Backups(cat, bj.Spec.TimeZone, verified)
+	rows := view.Backups(cat, bj.Spec.TimeZone, verified, bj.Status.Retention)
 	if out == OutputJSON || out == OutputYAML {
 		return printData(o.Streams.Out, out, map[string]any{"backupJob": bj.Name, "count": cat.Count, "listedAt": cat.Time, "items": rows})
 	}

@@ -25,13 +25,40 @@ type BackupRow struct {
 	EncryptedTo []string `json:"encryptedTo,omitempty"`
 	// VerifiedBy is the verification RestoreJob that restored it.
 	VerifiedBy string `json:"verifiedBy,omitempty"`
+	// LockedUntil is its S3 Object Lock date (time zone as Time), as the
+	// last prune reported it; empty when not known.
+	LockedUntil string `json:"lockedUntil,omitempty"`
+	// Retention is what the last prune decided (status.retention): "kept"
+	// (with KeptFor, the reasons), "pruned" or "would prune" (dry run);
+	// empty when that prune did not report it.
+	Retention string   `json:"retention,omitempty"`
+	KeptFor   []string `json:"keptFor,omitempty"`
 }
 
-// Backups turns a catalog listing into rows, times in the time zone tz.
-func Backups(cat *backupv1.CatalogListing, tz string, verified map[string]string) []BackupRow {
+// Retention words of a row.
+const (
+	RetentionKept       = "kept"
+	RetentionPruned     = "pruned"
+	RetentionWouldPrune = "would prune"
+)
+
+// Backups turns a catalog listing into rows, times in the time zone tz;
+// ret (may be nil) is the BackupJob's status.retention, what its last
+// prune kept (why, and locked until when) and pruned.
+func Backups(cat *backupv1.CatalogListing, tz string, verified map[string]string, ret *backupv1.RetentionStatus) []BackupRow {
 	loc, err := time.LoadLocation(tz)
 	if err != nil || tz == "" {
 		loc = time.UTC
+	}
+	kept := map[string]backupv1.KeptArtifact{}
+	pruned := map[string]bool{}
+	if ret != nil {
+		for _, k := range ret.Kept {
+			kept[k.Artifact] = k
+		}
+		for _, p := range ret.Pruned {
+			pruned[p] = true
+		}
 	}
 	var rows []BackupRow
 	for _, a := range cat.Artifacts {
@@ -39,6 +66,17 @@ func Backups(cat *backupv1.CatalogListing, tz string, verified map[string]string
 			Tables: a.Tables, Rows: a.Rows, EncryptedTo: a.EncryptedTo, VerifiedBy: verified[a.Path]}
 		if a.Time != nil {
 			r.Time = a.Time.In(loc).Format("2006-01-02 15:04:05 MST")
+		}
+		if k, ok := kept[r.Name]; ok {
+			r.Retention, r.KeptFor = RetentionKept, k.Reasons
+			if k.LockedUntil != nil {
+				r.LockedUntil = k.LockedUntil.In(loc).Format("2006-01-02 15:04:05 MST")
+			}
+		} else if pruned[r.Name] {
+			r.Retention = RetentionPruned
+			if ret.DryRun {
+				r.Retention = RetentionWouldPrune
+			}
 		}
 		rows = append(rows, r)
 	}
@@ -49,7 +87,7 @@ func Backups(cat *backupv1.CatalogListing, tz string, verified map[string]string
 // and rows, and the full path and checksum.
 func BackupsTable(w io.Writer, rows []BackupRow, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	cols := "NAME\tTIME\tSIZE\tCHECKSUM\tENCRYPTED TO\tVERIFIED"
+	cols := "NAME\tTIME\tSIZE\tCHECKSUM\tENCRYPTED TO\tLOCKED UNTIL\tRETENTION\tVERIFIED"
 	if wide {
 		cols += "\tENGINE\tTABLES\tROWS\tPATH"
 	}
@@ -67,7 +105,11 @@ func BackupsTable(w io.Writer, rows []BackupRow, wide bool) error {
 		if r.VerifiedBy != "" {
 			ver = "yes (" + r.VerifiedBy + ")"
 		}
-		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", r.Name, r.Time, HumanBytes(r.Size), sum, enc, ver)
+		ret := dash(r.Retention)
+		if len(r.KeptFor) > 0 {
+			ret = "kept: " + strings.Join(r.KeptFor, ",")
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Name, r.Time, HumanBytes(r.Size), sum, enc, dash(r.LockedUntil), ret, ver)
 		if wide {
 			line += fmt.Sprintf("\t%s\t%d\t%d\t%s", dash(r.Engine), r.Tables, r.Rows, r.Path)
 		}

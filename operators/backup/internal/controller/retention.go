@@ -49,7 +49,11 @@ func retentionStatus(res *contract.Result, at *metav1.Time) *backupv1.RetentionS
 			s.Truncated++
 			continue
 		}
-		s.Kept = append(s.Kept, backupv1.KeptArtifact{Artifact: k.Artifact, Reasons: k.Reasons})
+		ka := backupv1.KeptArtifact{Artifact: k.Artifact, Reasons: k.Reasons}
+		if k.LockedUntil != nil {
+			ka.LockedUntil = &metav1.Time{Time: *k.LockedUntil}
+		}
+		s.Kept = append(s.Kept, ka)
 	}
 	for _, p := range rep.Pruned {
 		if len(s.Pruned) == 256 {

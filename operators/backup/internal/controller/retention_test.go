@@ -37,12 +37,17 @@ func TestRetentionTiers(t *testing.T) {
 	g.Expect(vars).NotTo(HaveKey(contract.EnvRetentionDays), "retentionDays (defaulted to 7) is not rendered beside tiers")
 
 	res := strings.TrimSuffix(agentResult("cairn/"+ns+"/tiers/a2.pgdump.zst"), "}") +
-		`,"retention":{"dryRun":true,"timeZone":"Asia/Shanghai","kept":[{"artifact":"a2.pgdump.zst","reasons":["newest","daily","monthly"]},{"artifact":"a0.pgdump.zst","reasons":["verified"]}],"pruned":["a1.pgdump.zst"]}}`
+		`,"retention":{"dryRun":true,"timeZone":"Asia/Shanghai","kept":[{"artifact":"a2.pgdump.zst","reasons":["newest","daily","monthly"],"lockedUntil":"2027-01-01T00:00:00Z"},{"artifact":"a0.pgdump.zst","reasons":["verified"]}],"pruned":["a1.pgdump.zst"]}}`
 	finishRun(t, bj, "tiers-1", true, res)
 	g.Eventually(func(g Gomega) *backupv1.RetentionStatus { return get(g, key).Status.Retention }).WithTimeout(30 * time.Second).
 		Should(And(Not(BeNil()), HaveField("DryRun", true), HaveField("TimeZone", "Asia/Shanghai"), HaveField("Pruned", []string{"a1.pgdump.zst"}),
-			HaveField("Kept", []backupv1.KeptArtifact{{Artifact: "a2.pgdump.zst", Reasons: []string{"newest", "daily", "monthly"}},
-				{Artifact: "a0.pgdump.zst", Reasons: []string{"verified"}}})))
+			HaveField("Kept", HaveLen(2))))
+	kept := get(g, key).Status.Retention.Kept
+	g.Expect(kept[0].LockedUntil).NotTo(BeNil(), "lockedUntil of a locked artifact")
+	g.Expect(kept[0].LockedUntil.Time).To(BeTemporally("==", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)))
+	kept[0].LockedUntil = nil
+	g.Expect(kept).To(Equal([]backupv1.KeptArtifact{{Artifact: "a2.pgdump.zst", Reasons: []string{"newest", "daily", "monthly"}},
+		{Artifact: "a0.pgdump.zst", Reasons: []string{"verified"}}}))
 
 	for name, mutate := range map[string]func(*backupv1.BackupJob){
 		"both forms":   func(b *backupv1.BackupJob) { b.Spec.RetentionDays = 14 },

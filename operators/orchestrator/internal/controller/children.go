@@ -31,6 +31,7 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 			Suspend:               b.Suspend,
 			Storage:               b.Storage,
 			DeletionPolicy:        spec.DeletionPolicy,
+			ObjectLock:            b.ObjectLock,
 			Encryption:            b.Encryption,
 		},
 	}
