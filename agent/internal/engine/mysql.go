@@ -23,6 +23,10 @@ type MySQL struct {
 	// TriggersOnly dumps the triggers of the tables and nothing else (no
 	// tables, views, rows, routines or events).
 	TriggersOnly bool
+	// ForParts dumps for a multi-part artifact: without LOCK TABLES and
+	// ALTER TABLE … DISABLE KEYS around each table's rows (parts of one
+	// table load at once, over several connections).
+	ForParts bool
 }
 
 func (m *MySQL) Name() string   { return "mysql" }
@@ -51,6 +55,9 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 		args = append(args, "--routines", "--events", "--skip-triggers")
 	default:
 		args = append(args, "--routines", "--triggers", "--events")
+	}
+	if m.ForParts {
+		args = append(args, "--skip-add-locks", "--skip-disable-keys")
 	}
 	if m.NoData && !m.TriggersOnly {
 		args = append(args, "--no-data")
