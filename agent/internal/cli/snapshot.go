@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"sync"
 	"time"
 
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
 )
@@ -262,6 +264,7 @@ func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *i
 		listed, listErr = m.TakeInTransaction(ictx, lo)
 	}()
 	counter := inventory.NewSQLDumpCounter()
+	counter.Unlocked = naming.Multipart(path.Base(key)) // dumped without LOCK TABLES
 	w, err = a.dumpAlongside(ctx, countingEngine{Engine: eng, counter: counter}, eng, st, key, level, cancelInv, done)
 	if err != nil {
 		return w, nil, nil, err
