@@ -83,6 +83,17 @@ func checksum(b []byte) string {
 	return pipeline.ChecksumPrefix + hex.EncodeToString(h[:])
 }
 
+// rawEngine "dumps" data (an index part's SQL).
+type rawEngine struct {
+	engine.Engine
+	data []byte
+}
+
+func (r rawEngine) Dump(ctx context.Context, w io.Writer) error {
+	_, err := w.Write(r.data)
+	return err
+}
+
 // pipeEngine "dumps" what is written to a part's pipe.
 type pipeEngine struct {
 	engine.Engine
@@ -108,6 +119,9 @@ type writer struct {
 	schema, post *part
 	cur          *part // the data part being written
 	n            int   // data parts started
+
+	indexes []Part   // index statements, stored at finish
+	stmts   [][]byte // their SQL
 
 	mu   sync.Mutex
 	wg   sync.WaitGroup
@@ -139,6 +153,10 @@ func (w *writer) Write(phase, table string, p []byte) error {
 		t = w.schema
 	case PhasePost:
 		t = w.post
+	case PhaseIndex:
+		w.indexes = append(w.indexes, Part{Name: fmt.Sprintf("index-%05d%s", len(w.indexes)+1, w.o.Extension), Phase: PhaseIndex, Table: table})
+		w.stmts = append(w.stmts, append(append([]byte(nil), w.preamble...), p...))
+		return nil
 	default:
 		if w.cur != nil && w.cur.Table != table {
 			w.closePart(w.cur)
@@ -239,6 +257,18 @@ func (w *writer) finish() error {
 	schema, post := w.done[0], w.done[1]
 	if schema.Phase != PhaseSchema {
 		schema, post = post, schema
+	}
+	// The index statements, small: one part each, one at a time.
+	for i := range w.indexes {
+		p := &w.indexes[i]
+		wr, err := pipeline.Backup(w.ctx, rawEngine{data: w.stmts[i]}, w.st, path.Join(w.dir, p.Name), w.enc)
+		if err != nil {
+			return fmt.Errorf("part %s: %w", p.Name, err)
+		}
+		p.RawSize, p.Size, p.Checksum = int64(len(w.stmts[i])), wr.Size, wr.Checksum
+		w.mu.Lock()
+		w.data = append(w.data, *p)
+		w.mu.Unlock()
 	}
 	w.done = append(append([]Part{schema}, w.data...), post)
 	return nil

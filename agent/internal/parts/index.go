@@ -18,8 +18,9 @@
 //
 // Phases run in order: "schema" (one part: tables, view stand-ins), then
 // every "data" part (rows; in any order, over several connections), then
-// "post" (one part: triggers, views, routines, events: nothing that must
-// exist while rows load). Each part begins with the dump's preamble (the
+// every "index" part (a table's secondary indexes, taken out of its CREATE
+// TABLE and built after its rows), then "post" (one part: triggers, views,
+// routines, events: nothing that must exist while rows load). Each part begins with the dump's preamble (the
 // session settings), so every part also restores by hand on its own:
 // `zstd -d < N.d/data-00001.sql.zst | mysql db`.
 package parts
@@ -41,6 +42,9 @@ const (
 const (
 	PhaseSchema = "schema"
 	PhaseData   = "data"
+	// PhaseIndex parts add a table's secondary indexes after its rows
+	// (keys.go): one ALTER TABLE each, run at once on several connections.
+	PhaseIndex = "index"
 	PhasePost   = "post"
 )
 
@@ -112,7 +116,8 @@ func Decode(data []byte) (*Index, error) {
 			return nil, fmt.Errorf("parts index: part %s: bad size or checksum", p.Name)
 		}
 		inner := i > 0 && i < len(x.Parts)-1
-		if inner != (p.Phase == PhaseData) {
+		mid := p.Phase == PhaseData || p.Phase == PhaseIndex
+		if inner != mid || p.Phase == PhaseData && x.Parts[i-1].Phase == PhaseIndex {
 			return nil, fmt.Errorf("parts index: part %s: phase %q out of place", p.Name, p.Phase)
 		}
 	}
@@ -120,4 +125,17 @@ func Decode(data []byte) (*Index, error) {
 }
 
 // Data returns the data parts.
-func (x *Index) Data() []Part { return x.Parts[1 : len(x.Parts)-1] }
+func (x *Index) Data() []Part { return x.phase(PhaseData) }
+
+// Indexes returns the index parts.
+func (x *Index) Indexes() []Part { return x.phase(PhaseIndex) }
+
+func (x *Index) phase(ph string) []Part {
+	var out []Part
+	for _, p := range x.Parts {
+		if p.Phase == ph {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -81,12 +81,15 @@ func Check(ctx context.Context, st store.Store, dir string, x *Index, ids *crypt
 // (no part waits for the others' download), as one transaction committed
 // only once every byte of the part matched its checksum (the COMMIT
 // follows the part's last verified byte; on a broken or mismatching stream
-// the client is killed and the server rolls the part back); then the post
-// part (triggers, views, routines, events), verified whole first.
+// the client is killed and the server rolls the part back); then the index
+// parts (each table's deferred secondary keys, one ALTER TABLE per part, n
+// at once), each verified whole first; then the post part (triggers,
+// views, routines, events), verified whole first.
 //
 // What a failure leaves (MySQL cannot make DDL and n connections one
 // transaction): the schema, and the data parts committed before it, whole
-// (never part of a part); no trigger, view or routine. The error then
+// (never part of a part); no trigger, view or routine, and (failing in the
+// index phase) some secondary indexes missing. The error then
 // carries contract.CodeRestoreIncomplete and says how many data parts were
 // committed; the target must be restored again into an empty database.
 // Tables that are not InnoDB (MyISAM, Aria) do not roll back.
@@ -105,7 +108,43 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 	}
 	data := interleave(x.Data())
 	var committed atomic.Int64
-	wctx, cancel := context.WithCancelCause(ctx)
+	err := pool(ctx, data, n, func(ctx context.Context, p Part) error {
+		if err := run(ctx, p, txEngine{eng}); err != nil {
+			return fmt.Errorf("data part %s (%s): %w", p.Name, p.Table, err)
+		}
+		c := committed.Add(1)
+		if progress != nil {
+			progress(int(c), len(data))
+		}
+		return nil
+	})
+	if err != nil {
+		return incomplete(err, int(committed.Load()), len(data), "")
+	}
+	// The secondary indexes, a table per connection: each read whole
+	// before its ALTER TABLE runs.
+	err = pool(ctx, x.Indexes(), n, func(ctx context.Context, p Part) error {
+		if err := pipeline.Verify(ctx, st, path.Join(dir, p.Name), p.Size, p.Checksum, ids); err != nil {
+			return fmt.Errorf("index part %s (%s): %w", p.Name, p.Table, err)
+		}
+		if err := run(ctx, p, eng); err != nil {
+			return fmt.Errorf("index part %s (%s): %w", p.Name, p.Table, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return incomplete(err, len(data), len(data), "while building secondary indexes (some may be missing)")
+	}
+	if err := whole(x.Parts[len(x.Parts)-1]); err != nil {
+		return incomplete(err, len(data), len(data), "in the post part (triggers, views, routines, events)")
+	}
+	return nil
+}
+
+// pool runs fn for each part on up to n goroutines; the first error
+// cancels the others and is returned.
+func pool(ctx context.Context, ps []Part, n int, fn func(context.Context, Part) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	next := make(chan Part)
 	var (
@@ -113,42 +152,32 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 		once  sync.Once
 		first error
 	)
-	for range max(1, min(n, len(data))) {
+	for range max(1, min(n, len(ps))) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for p := range next {
-				if err := run(wctx, p, txEngine{eng}); err != nil {
-					once.Do(func() { first = fmt.Errorf("data part %s (%s): %w", p.Name, p.Table, err); cancel(first) })
+				if err := fn(ctx, p); err != nil {
+					once.Do(func() { first = err; cancel(err) })
 					return
-				}
-				c := committed.Add(1)
-				if progress != nil {
-					progress(int(c), len(data))
 				}
 			}
 		}()
 	}
 feed:
-	for _, p := range data {
+	for _, p := range ps {
 		select {
 		case next <- p:
-		case <-wctx.Done():
+		case <-ctx.Done():
 			break feed
 		}
 	}
 	close(next)
 	wg.Wait()
 	if first != nil {
-		return incomplete(first, int(committed.Load()), len(data), "")
+		return first
 	}
-	if err := ctx.Err(); err != nil {
-		return incomplete(err, int(committed.Load()), len(data), "")
-	}
-	if err := whole(x.Parts[len(x.Parts)-1]); err != nil {
-		return incomplete(err, len(data), len(data), "in the post part (triggers, views, routines, events)")
-	}
-	return nil
+	return context.Cause(ctx)
 }
 
 func incomplete(err error, done, total int, where string) error {

@@ -12,7 +12,8 @@ type Sink interface {
 	// before anything else.
 	Preamble(p []byte) error
 	// Write passes bytes of the schema or post phase, or of a data
-	// statement of table.
+	// statement of table, or a whole index statement of table
+	// (PhaseIndex: its deferred secondary keys).
 	Write(phase, table string, p []byte) error
 	// StatementEnd follows a data statement's last byte (its newline): a
 	// part may end here.
@@ -45,6 +46,8 @@ type Splitter struct {
 	head     []byte // the current line's start
 	passLine bool   // passing the rest of a line on to phase
 	lineTo   string // the phase of the line being passed
+
+	create []byte // a CREATE TABLE being read, to take its keys out (keys.go)
 
 	inInsert bool
 	quote    byte // ' or ` inside the INSERT, 0 outside
@@ -122,6 +125,7 @@ func (s *Splitter) Close() error {
 	if len(s.head) > 0 {
 		s.sortLine()
 	}
+	s.flushCreate()
 	switch {
 	case s.err != nil:
 		return s.err
@@ -197,9 +201,46 @@ func (s *Splitter) sortLine() {
 		// The table's triggers, or the footer: after every row.
 		s.phase, to = PhasePost, PhasePost
 	}
+	if to == PhaseSchema && s.createLine(h, line, complete) {
+		return
+	}
 	s.emit(to, h)
 	if !complete {
 		s.passLine, s.lineTo = true, to
+	}
+}
+
+// createLine holds the lines of a CREATE TABLE until its end, then passes
+// it on without its plain secondary keys (deferKeys); it reports whether
+// it took the line.
+func (s *Splitter) createLine(h, line []byte, complete bool) bool {
+	switch {
+	case s.create == nil && (!complete || !createStart(line)):
+		return false
+	case s.create == nil:
+		s.create = append([]byte(nil), h...)
+	case !complete || len(s.create)+len(h) > maxCreate:
+		s.flushCreate() // read no further: passed unchanged
+		return false
+	default:
+		s.create = append(s.create, h...)
+	}
+	if createEnd(line) {
+		stmt := s.create
+		s.create = nil
+		create, alter := deferKeys(stmt)
+		s.emit(PhaseSchema, create)
+		if alter != nil && s.err == nil {
+			s.fail(s.sink.Write(PhaseIndex, tableOf(stmt), alter))
+		}
+	}
+	return true
+}
+
+func (s *Splitter) flushCreate() {
+	if s.create != nil {
+		s.emit(PhaseSchema, s.create)
+		s.create = nil
 	}
 }
 

@@ -30,7 +30,11 @@ const sampleDump = "-- MariaDB dump 10.19  Distrib 10.11.6-MariaDB, for debian-l
 	"INSERT INTO log VALUES (NEW.id) */;;\n" +
 	"DELIMITER ;\n\n" +
 	"--\n-- Table structure for table `c`\n--\n\n" +
-	"CREATE TABLE `c` (`id` int);\n\n" +
+	"CREATE TABLE `c` (\n  `id` int(11) NOT NULL,\n  `v` int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`),\n  KEY `c_v` (`v`),\n" +
+	"  UNIQUE KEY `c_u` (`v`,`id`),\n  KEY `c_idv` (`id`,`v`) COMMENT 'x; y'\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;\n\n" +
+	"--\n-- Table structure for table `fk`\n--\n\n" +
+	"CREATE TABLE `fk` (\n  `id` int(11) NOT NULL,\n  `c` int(11) DEFAULT NULL,\n  KEY `fk_c` (`c`),\n" +
+	"  CONSTRAINT `fk_1` FOREIGN KEY (`c`) REFERENCES `c` (`id`)\n) ENGINE=InnoDB;\n\n" +
 	"--\n-- Dumping data for table `c`\n--\n\n" +
 	"INSERT INTO `c` VALUES (1),(2);\n" +
 	"INSERT INTO `c` VALUES (3);\n\n" +
@@ -110,6 +114,16 @@ func TestSplitterSortsADump(t *testing.T) {
 		}
 		if strings.Contains(schema+post, "VALUES (1)") {
 			t.Fatalf("chunk %d: rows outside data", chunk)
+		}
+		// c's plain keys are built after the rows; fk keeps its own.
+		wantCreate := "CREATE TABLE `c` (\n  `id` int(11) NOT NULL,\n  `v` int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`),\n" +
+			"  UNIQUE KEY `c_u` (`v`,`id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;\n"
+		if !strings.Contains(schema, wantCreate) || !strings.Contains(schema, "  KEY `fk_c` (`c`),\n") {
+			t.Fatalf("chunk %d: schema\n%s\nwant\n%s", chunk, schema, wantCreate)
+		}
+		wantAlter := "ALTER TABLE `c` ADD KEY `c_v` (`v`), ADD KEY `c_idv` (`id`,`v`) COMMENT 'x; y';\n"
+		if got := r.phases[PhaseIndex].String(); got != wantAlter {
+			t.Fatalf("chunk %d: index phase %q, want %q", chunk, got, wantAlter)
 		}
 	}
 }
