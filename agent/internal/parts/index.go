@@ -45,7 +45,7 @@ const (
 	// PhaseIndex parts add a table's secondary indexes after its rows
 	// (keys.go): one ALTER TABLE each, run at once on several connections.
 	PhaseIndex = "index"
-	PhasePost   = "post"
+	PhasePost  = "post"
 )
 
 // Index lists an artifact's parts, schema first and post last.
