@@ -83,6 +83,19 @@ func checksum(b []byte) string {
 	return pipeline.ChecksumPrefix + hex.EncodeToString(h[:])
 }
 
+// spooled stores what it is given once it was read whole: one PUT of a
+// known length (no multipart upload buffer) for the small parts. A failed
+// read stores nothing, as Store.Put requires.
+type spooled struct{ store.Store }
+
+func (s spooled) Put(ctx context.Context, key string, r io.Reader) (int64, error) {
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(r); err != nil {
+		return 0, err
+	}
+	return s.Store.Put(ctx, key, bytes.NewReader(b.Bytes()))
+}
+
 // rawEngine "dumps" data (an index part's SQL).
 type rawEngine struct {
 	engine.Engine
@@ -205,7 +218,14 @@ func (w *writer) start(phase, table, base string, slot bool) (*part, error) {
 		if slot {
 			defer func() { <-w.slots }()
 		}
-		wr, err := pipeline.Backup(w.ctx, pipeEngine{r: pr}, w.st, path.Join(w.dir, t.Name), w.enc)
+		st := w.st
+		if !slot {
+			// The schema and post parts stay open the whole dump but
+			// are small: held compressed in memory and stored with a known
+			// length, so that they hold no S3 part buffer meanwhile.
+			st = spooled{w.st}
+		}
+		wr, err := pipeline.Backup(w.ctx, pipeEngine{r: pr}, st, path.Join(w.dir, t.Name), w.enc)
 		pr.CloseWithError(err) // unblock a writer if the store failed first
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -261,7 +281,7 @@ func (w *writer) finish() error {
 	// The index statements, small: one part each, one at a time.
 	for i := range w.indexes {
 		p := &w.indexes[i]
-		wr, err := pipeline.Backup(w.ctx, rawEngine{data: w.stmts[i]}, w.st, path.Join(w.dir, p.Name), w.enc)
+		wr, err := pipeline.Backup(w.ctx, rawEngine{data: w.stmts[i]}, spooled{w.st}, path.Join(w.dir, p.Name), w.enc)
 		if err != nil {
 			return fmt.Errorf("part %s: %w", p.Name, err)
 		}
