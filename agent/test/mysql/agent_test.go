@@ -190,3 +190,9 @@ func TestPartsCorruptPart(t *testing.T) {
 func TestPartsWorkerFails(t *testing.T) { suite.PartsWorkerFails(t, e(t), "pvc") }
 
 func TestPartsBrokenStream(t *testing.T) { suite.PartsBrokenStream(t, e(t)) }
+
+func TestPartsEncrypted(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PartsEncrypted(t, e(t), kind) })
+	}
+}
