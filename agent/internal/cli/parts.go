@@ -37,7 +37,7 @@ func (a *app) writeArtifact(ctx context.Context, eng engine.Engine, st store.Sto
 	if enc.Recipients != nil {
 		ext += naming.ExtEncrypted
 	}
-	w, x, err := parts.Backup(ctx, eng, st, key, key+naming.PartsDirSuffix, enc, parts.Options{Parallelism: a.cfg.Parallelism, PartSize: a.cfg.PartSize, Extension: ext})
+	w, x, err := parts.Backup(ctx, []engine.Engine{eng}, st, key, key+naming.PartsDirSuffix, enc, parts.Options{Parallelism: a.cfg.Parallelism, PartSize: a.cfg.PartSize, Extension: ext})
 	a.written = x
 	return w, err
 }

@@ -39,6 +39,11 @@ import (
 // A failed inventory does not fail the dump: invErr says why it is missing.
 func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn engine.Conn, st store.Store, key string, o inventory.Options) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
 	level := a.encoding()
+	if e, ok := eng.(*engine.MySQL); ok && naming.Multipart(path.Base(key)) && a.cfg.Parallelism > 1 {
+		if w, inv, invErr, err, ok := a.mysqlParallel(ctx, e, conn, st, key, o, level); ok {
+			return w, inv, invErr, err
+		}
+	}
 	if o.Method == "None" || o.Method == "" {
 		w, err = a.writeArtifact(ctx, eng, st, key, level)
 		return w, nil, nil, err

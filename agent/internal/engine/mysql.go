@@ -27,6 +27,12 @@ type MySQL struct {
 	// ALTER TABLE … DISABLE KEYS around each table's rows (parts of one
 	// table load at once, over several connections).
 	ForParts bool
+	// IgnoreTables are left out of a dump of the whole database (another
+	// dump of the same snapshot has them).
+	IgnoreTables []string
+	// NoRoutines leaves routines and events out (another dump of the same
+	// snapshot has them); triggers stay with their tables.
+	NoRoutines bool
 }
 
 func (m *MySQL) Name() string   { return "mysql" }
@@ -51,6 +57,8 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 	switch {
 	case m.TriggersOnly:
 		args = append(args, "--no-data", "--no-create-info", "--skip-routines", "--skip-events", "--triggers")
+	case m.NoRoutines:
+		args = append(args, "--skip-routines", "--skip-events", "--triggers")
 	case m.SkipTriggers:
 		args = append(args, "--routines", "--events", "--skip-triggers")
 	default:
@@ -58,6 +66,9 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 	}
 	if m.ForParts {
 		args = append(args, "--skip-add-locks", "--skip-disable-keys")
+	}
+	for _, t := range m.IgnoreTables {
+		args = append(args, "--ignore-table="+m.Database+"."+t)
 	}
 	if m.NoData && !m.TriggersOnly {
 		args = append(args, "--no-data")

@@ -33,37 +33,58 @@ type Options struct {
 	Extension string
 }
 
-// Backup runs eng's dump through a Splitter into parts under dir (the
-// artifact's parts directory), each stored by pipeline.Backup (zstd, age,
-// SHA-256), then writes the index under key. Nothing is listed: the
-// caller writes the manifest. On failure the parts written are deleted
-// (what a failed deletion leaves, prune sweeps once the run's marker is
-// gone).
-func Backup(ctx context.Context, eng engine.Engine, st store.Store, key, dir string, enc pipeline.Encoding, o Options) (pipeline.Written, *Index, error) {
+// Backup runs the dumps of engs at once, each through a Splitter, into
+// parts under dir (the artifact's parts directory), each stored by
+// pipeline.Backup (zstd, age, SHA-256), then writes the index under key.
+// Several engs are several dumps of disjoint tables (their caller makes
+// them one snapshot); each gives its own schema and post part. Nothing is
+// listed: the caller writes the manifest. On failure the parts written are
+// deleted (what a failed deletion leaves, prune sweeps once the run's
+// marker is gone).
+func Backup(ctx context.Context, engs []engine.Engine, st store.Store, key, dir string, enc pipeline.Encoding, o Options) (pipeline.Written, *Index, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if o.PartSize <= 0 {
 		o.PartSize = DefaultPartSize
 	}
-	w := &writer{ctx: ctx, cancel: cancel, st: st, dir: dir, enc: enc, o: o, slots: make(chan struct{}, max(o.Parallelism, 1))}
-	sp := NewSplitter(w)
-	err := eng.Dump(ctx, sp)
-	if err == nil {
-		err = sp.Close()
+	// Each dump holds one data part open; a dump starting its next part
+	// waits for a slot while its last one is still being stored.
+	w := &writer{ctx: ctx, cancel: cancel, st: st, dir: dir, enc: enc, o: o,
+		slots: make(chan struct{}, max(o.Parallelism, len(engs)+1, 1)), schemas: make([]Part, len(engs)), posts: make([]Part, len(engs))}
+	streams := make([]*stream, len(engs))
+	errs := make([]error, len(engs))
+	var wg sync.WaitGroup
+	for i, eng := range engs {
+		streams[i] = &stream{w: w, i: i}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sp := NewSplitter(streams[i])
+			err := eng.Dump(ctx, sp)
+			if err == nil {
+				err = sp.Close()
+			}
+			if err == nil {
+				streams[i].closeAll()
+			} else {
+				cancel(err) // stop the other dumps
+				streams[i].abort(err)
+			}
+			errs[i] = err
+		}()
 	}
+	wg.Wait()
+	err := firstErr(errs, ctx)
 	if err == nil {
 		err = w.finish()
 	} else {
-		w.abort(err)
+		w.wg.Wait()
 	}
 	if err != nil {
 		w.removeAll()
-		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
-			return pipeline.Written{}, nil, c // a part's store error stopped the dump
-		}
 		return pipeline.Written{}, nil, err
 	}
-	x := &Index{Kind: Kind, Version: Version, Engine: eng.Name(), Format: eng.Format(), Compression: "zstd",
+	x := &Index{Kind: Kind, Version: Version, Engine: engs[0].Name(), Format: engs[0].Format(), Compression: "zstd",
 		Encrypted: enc.Recipients != nil, Parts: w.done}
 	data := x.Encode()
 	// Stored as it is (small, never encrypted), with a known length.
@@ -77,6 +98,35 @@ func Backup(ctx context.Context, eng engine.Engine, st store.Store, key, dir str
 	}
 	return pipeline.Written{Size: int64(len(data)), Checksum: checksum(data)}, x, nil
 }
+
+// firstErr is the error that stopped the dumps: a part's store error
+// (the cause), else the first dump's own.
+func firstErr(errs []error, ctx context.Context) error {
+	var pe *partError
+	if c := context.Cause(ctx); errors.As(c, &pe) {
+		return c
+	}
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// partError is a part that could not be stored.
+type partError struct {
+	name string
+	err  error
+}
+
+func (e *partError) Error() string { return "part " + e.name + ": " + e.err.Error() }
+func (e *partError) Unwrap() error { return e.err }
 
 func checksum(b []byte) string {
 	h := sha256.Sum256(b)
@@ -118,7 +168,7 @@ func (p pipeEngine) Dump(ctx context.Context, w io.Writer) error {
 	return err
 }
 
-// writer is the Sink that stores parts.
+// writer stores the parts of every stream.
 type writer struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -127,63 +177,73 @@ type writer struct {
 	enc    pipeline.Encoding
 	o      Options
 	slots  chan struct{}
+	wg     sync.WaitGroup
 
+	mu      sync.Mutex
+	n       int      // data parts started
+	indexes []Part   // index statements, stored at finish
+	stmts   [][]byte // their SQL
+	schemas []Part   // per stream, once stored
+	posts   []Part
+	data    []Part // data parts stored, in order of their number
+	done    []Part // every part, in the index's order, once finish ran
+	errs    []error
+}
+
+// stream is the Sink of one dump.
+type stream struct {
+	w            *writer
+	i            int
 	preamble     []byte
 	schema, post *part
 	cur          *part // the data part being written
-	n            int   // data parts started
-
-	indexes []Part   // index statements, stored at finish
-	stmts   [][]byte // their SQL
-
-	mu   sync.Mutex
-	wg   sync.WaitGroup
-	done []Part // schema, data…, post once finish ran
-	data []Part // data parts stored, in order of their number
-	errs []error
 }
 
 type part struct {
 	Part
-	pw  *io.PipeWriter
-	seq int
+	pw *io.PipeWriter
 }
 
-func (w *writer) Preamble(p []byte) error {
-	w.preamble = append([]byte(nil), p...)
+func (s *stream) Preamble(p []byte) error {
+	s.preamble = append([]byte(nil), p...)
 	var err error
-	if w.schema, err = w.start(PhaseSchema, "", "schema", false); err != nil {
+	if s.schema, err = s.start(PhaseSchema, "", fmt.Sprintf("schema-%02d", s.i)); err != nil {
 		return err
 	}
-	w.post, err = w.start(PhasePost, "", "post", false)
+	s.post, err = s.start(PhasePost, "", fmt.Sprintf("post-%02d", s.i))
 	return err
 }
 
-func (w *writer) Write(phase, table string, p []byte) error {
+func (s *stream) Write(phase, table string, p []byte) error {
+	w := s.w
 	var t *part
 	switch phase {
 	case PhaseSchema:
-		t = w.schema
+		t = s.schema
 	case PhasePost:
-		t = w.post
+		t = s.post
 	case PhaseIndex:
+		w.mu.Lock()
 		w.indexes = append(w.indexes, Part{Name: fmt.Sprintf("index-%05d%s", len(w.indexes)+1, w.o.Extension), Phase: PhaseIndex, Table: table})
-		w.stmts = append(w.stmts, append(append([]byte(nil), w.preamble...), p...))
+		w.stmts = append(w.stmts, append(append([]byte(nil), s.preamble...), p...))
+		w.mu.Unlock()
 		return nil
 	default:
-		if w.cur != nil && w.cur.Table != table {
-			w.closePart(w.cur)
-			w.cur = nil
+		if s.cur != nil && s.cur.Table != table {
+			s.cur.pw.Close()
+			s.cur = nil
 		}
-		if w.cur == nil {
+		if s.cur == nil {
+			w.mu.Lock()
 			w.n++
+			n := w.n
+			w.mu.Unlock()
 			var err error
-			if w.cur, err = w.start(PhaseData, table, fmt.Sprintf("data-%05d", w.n), true); err != nil {
+			if s.cur, err = s.start(PhaseData, table, fmt.Sprintf("data-%05d", n)); err != nil {
 				return err
 			}
-			w.cur.seq = w.n
 		}
-		t = w.cur
+		t = s.cur
 	}
 	if t == nil {
 		return fmt.Errorf("%w: %s bytes before the header ended", ErrFormat, phase)
@@ -193,16 +253,21 @@ func (w *writer) Write(phase, table string, p []byte) error {
 	return err
 }
 
-func (w *writer) StatementEnd(table string) error {
-	if w.cur != nil && w.cur.RawSize >= w.o.PartSize {
-		w.closePart(w.cur)
-		w.cur = nil
+func (s *stream) StatementEnd(table string) error {
+	if s.cur != nil && s.cur.RawSize >= s.w.o.PartSize {
+		s.cur.pw.Close() // stored once its goroutine ends
+		s.cur = nil
 	}
 	return nil
 }
 
-// start begins storing a part; a data part first waits for a slot.
-func (w *writer) start(phase, table, base string, slot bool) (*part, error) {
+// start begins storing a part; a data part first waits for a slot. The
+// schema and post parts stay open the whole dump but are small: held
+// compressed in memory and stored with a known length (spooled), so that
+// they hold no S3 part buffer meanwhile.
+func (s *stream) start(phase, table, base string) (*part, error) {
+	w := s.w
+	slot := phase == PhaseData
 	if slot {
 		select {
 		case w.slots <- struct{}{}:
@@ -220,9 +285,6 @@ func (w *writer) start(phase, table, base string, slot bool) (*part, error) {
 		}
 		st := w.st
 		if !slot {
-			// The schema and post parts stay open the whole dump but
-			// are small: held compressed in memory and stored with a known
-			// length, so that they hold no S3 part buffer meanwhile.
 			st = spooled{w.st}
 		}
 		wr, err := pipeline.Backup(w.ctx, pipeEngine{r: pr}, st, path.Join(w.dir, t.Name), w.enc)
@@ -230,78 +292,73 @@ func (w *writer) start(phase, table, base string, slot bool) (*part, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if err != nil {
-			w.errs = append(w.errs, fmt.Errorf("part %s: %w", t.Name, err))
-			w.cancel(fmt.Errorf("part %s: %w", t.Name, err))
+			pe := &partError{t.Name, err}
+			w.errs = append(w.errs, pe)
+			w.cancel(pe)
 			return
 		}
+		// The pipe ended: t.RawSize is final.
 		p := t.Part
 		p.Size, p.Checksum = wr.Size, wr.Checksum
-		if phase == PhaseData {
+		switch phase {
+		case PhaseData:
 			w.data = append(w.data, p)
 			for i := len(w.data) - 1; i > 0 && w.data[i-1].Name > w.data[i].Name; i-- {
 				w.data[i-1], w.data[i] = w.data[i], w.data[i-1]
 			}
-		} else {
-			w.done = append(w.done, p)
+		case PhaseSchema:
+			w.schemas[s.i] = p
+		default:
+			w.posts[s.i] = p
 		}
 	}()
-	if _, err := pw.Write(w.preamble); err != nil {
+	if _, err := pw.Write(s.preamble); err != nil {
 		return nil, err
 	}
-	t.RawSize = int64(len(w.preamble))
+	t.RawSize = int64(len(s.preamble))
 	return t, nil
 }
 
-// closePart ends a part's stream: it is stored once its goroutine ends.
-// The RawSize recorded is the one at close (the goroutine copies the Part
-// only after the pipe's end).
-func (w *writer) closePart(t *part) {
-	w.mu.Lock()
-	t.pw.Close()
-	w.mu.Unlock()
+func (s *stream) closeAll() {
+	for _, t := range []*part{s.cur, s.schema, s.post} {
+		if t != nil {
+			t.pw.Close()
+		}
+	}
+}
+
+func (s *stream) abort(err error) {
+	for _, t := range []*part{s.cur, s.schema, s.post} {
+		if t != nil {
+			t.pw.CloseWithError(err)
+		}
+	}
 }
 
 func (w *writer) finish() error {
-	for _, t := range []*part{w.cur, w.schema, w.post} {
-		if t != nil {
-			w.closePart(t)
-		}
-	}
 	w.wg.Wait()
 	if len(w.errs) > 0 {
 		return errors.Join(w.errs...)
 	}
-	if len(w.done) != 2 {
-		return fmt.Errorf("%w: no header", ErrFormat)
-	}
-	schema, post := w.done[0], w.done[1]
-	if schema.Phase != PhaseSchema {
-		schema, post = post, schema
+	for i := range w.schemas {
+		if w.schemas[i].Name == "" || w.posts[i].Name == "" {
+			return fmt.Errorf("%w: dump %d had no header", ErrFormat, i)
+		}
 	}
 	// The index statements, small: one part each, one at a time.
 	for i := range w.indexes {
 		p := &w.indexes[i]
 		wr, err := pipeline.Backup(w.ctx, rawEngine{data: w.stmts[i]}, spooled{w.st}, path.Join(w.dir, p.Name), w.enc)
 		if err != nil {
-			return fmt.Errorf("part %s: %w", p.Name, err)
+			return &partError{p.Name, err}
 		}
 		p.RawSize, p.Size, p.Checksum = int64(len(w.stmts[i])), wr.Size, wr.Checksum
 		w.mu.Lock()
 		w.data = append(w.data, *p)
 		w.mu.Unlock()
 	}
-	w.done = append(append([]Part{schema}, w.data...), post)
+	w.done = append(append(append([]Part(nil), w.schemas...), w.data...), w.posts...)
 	return nil
-}
-
-func (w *writer) abort(err error) {
-	w.cancel(err)
-	for _, t := range []*part{w.cur, w.schema, w.post} {
-		if t != nil {
-			t.pw.CloseWithError(err)
-		}
-	}
-	w.wg.Wait()
 }
 
 // removeAll deletes the parts stored so far.
@@ -309,7 +366,9 @@ func (w *writer) removeAll() {
 	ctx := context.WithoutCancel(w.ctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, p := range append(append([]Part(nil), w.done...), w.data...) {
-		_ = w.st.Delete(ctx, path.Join(w.dir, p.Name))
+	for _, p := range append(append(append([]Part(nil), w.schemas...), w.data...), w.posts...) {
+		if p.Name != "" {
+			_ = w.st.Delete(ctx, path.Join(w.dir, p.Name))
+		}
 	}
 }

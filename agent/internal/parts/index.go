@@ -16,11 +16,13 @@
 // whole part matched (Restore). The single-file format stays: what is
 // written depends on CAIRN_PARALLELISM, and both are read.
 //
-// Phases run in order: "schema" (one part: tables, view stand-ins), then
+// Phases run in order: "schema" (one part per dump: tables, view
+// stand-ins), then
 // every "data" part (rows; in any order, over several connections), then
 // every "index" part (a table's secondary indexes, taken out of its CREATE
 // TABLE and built after its rows), then "post" (one part: triggers, views,
-// routines, events: nothing that must exist while rows load). Each part begins with the dump's preamble (the
+// routines, events: nothing that must exist while rows load; one part per
+// dump). Each part begins with the dump's preamble (the
 // session settings), so every part also restores by hand on its own:
 // `zstd -d < N.d/data-00001.sql.zst | mysql db`.
 package parts
@@ -103,10 +105,13 @@ func Decode(data []byte) (*Index, error) {
 		return nil, fmt.Errorf("parts index: kind %q, want %q", x.Kind, Kind)
 	case x.Version != Version:
 		return nil, fmt.Errorf("parts index: version %d is not supported (this agent reads version %d)", x.Version, Version)
-	case len(x.Parts) < 2 || x.Parts[0].Phase != PhaseSchema || x.Parts[len(x.Parts)-1].Phase != PhasePost:
-		return nil, fmt.Errorf("parts index: want a schema part first and a post part last, among %d part(s)", len(x.Parts))
+	case len(x.Parts) < 2:
+		return nil, fmt.Errorf("parts index: %d part(s), want at least a schema and a post part", len(x.Parts))
 	}
+	// schema+ data* index* post+
+	order := map[string]int{PhaseSchema: 0, PhaseData: 1, PhaseIndex: 2, PhasePost: 3}
 	seen := map[string]bool{}
+	last := 0
 	for i, p := range x.Parts {
 		if p.Name == "" || strings.ContainsAny(p.Name, "/\\") || strings.HasPrefix(p.Name, ".") || seen[p.Name] {
 			return nil, fmt.Errorf("parts index: part %d has a bad or repeated name %q", i, p.Name)
@@ -115,14 +120,23 @@ func Decode(data []byte) (*Index, error) {
 		if p.Size < 0 || !strings.HasPrefix(p.Checksum, "sha256:") || len(p.Checksum) != len("sha256:")+64 {
 			return nil, fmt.Errorf("parts index: part %s: bad size or checksum", p.Name)
 		}
-		inner := i > 0 && i < len(x.Parts)-1
-		mid := p.Phase == PhaseData || p.Phase == PhaseIndex
-		if inner != mid || p.Phase == PhaseData && x.Parts[i-1].Phase == PhaseIndex {
+		o, ok := order[p.Phase]
+		if !ok || o < last || i == 0 && o != 0 {
 			return nil, fmt.Errorf("parts index: part %s: phase %q out of place", p.Name, p.Phase)
 		}
+		last = o
+	}
+	if last != order[PhasePost] {
+		return nil, fmt.Errorf("parts index: no post part")
 	}
 	return &x, nil
 }
+
+// Schema returns the schema parts.
+func (x *Index) Schema() []Part { return x.phase(PhaseSchema) }
+
+// Post returns the post parts.
+func (x *Index) Post() []Part { return x.phase(PhasePost) }
 
 // Data returns the data parts.
 func (x *Index) Data() []Part { return x.phase(PhaseData) }

@@ -52,8 +52,8 @@ func ReadIndex(ctx context.Context, st store.Store, key string, size int64, sum 
 
 // Check makes sure, before anything is written, that every part is stored
 // with its recorded size (one listing of dir; a missing or cut part wraps
-// pipeline.ErrCorrupted), and with ids that they open the schema part,
-// read whole and checked.
+// pipeline.ErrCorrupted), and that the schema parts are whole (read and
+// checked; decrypted with ids).
 func Check(ctx context.Context, st store.Store, dir string, x *Index, ids *crypt.Identities) error {
 	objs, err := st.List(ctx, dir)
 	if err != nil {
@@ -71,8 +71,12 @@ func Check(ctx context.Context, st store.Store, dir string, x *Index, ids *crypt
 			return fmt.Errorf("%w: part %s has %d bytes, the index recorded %d", pipeline.ErrCorrupted, st.Path(path.Join(dir, p.Name)), n, p.Size)
 		}
 	}
-	s := x.Parts[0]
-	return pipeline.Verify(ctx, st, path.Join(dir, s.Name), s.Size, s.Checksum, ids)
+	for _, s := range x.Schema() {
+		if err := pipeline.Verify(ctx, st, path.Join(dir, s.Name), s.Size, s.Checksum, ids); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Restore loads the parts into eng (MySQL): the schema part, verified
@@ -103,8 +107,10 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 		}
 		return run(ctx, p, eng)
 	}
-	if err := whole(x.Parts[0]); err != nil {
-		return incomplete(err, 0, len(x.Data()), "in the schema part")
+	for _, p := range x.Schema() {
+		if err := whole(p); err != nil {
+			return incomplete(err, 0, len(x.Data()), "in the schema part "+p.Name)
+		}
 	}
 	data := interleave(x.Data())
 	var committed atomic.Int64
@@ -135,8 +141,10 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 	if err != nil {
 		return incomplete(err, len(data), len(data), "while building secondary indexes (some may be missing)")
 	}
-	if err := whole(x.Parts[len(x.Parts)-1]); err != nil {
-		return incomplete(err, len(data), len(data), "in the post part (triggers, views, routines, events)")
+	for _, p := range x.Post() {
+		if err := whole(p); err != nil {
+			return incomplete(err, len(data), len(data), "in the post part "+p.Name+" (triggers, views, routines, events)")
+		}
 	}
 	return nil
 }
