@@ -142,6 +142,13 @@ func PartsRoundTrip(t *testing.T, e *Env, kind string) {
 	if len(rows) < 2 {
 		t.Fatalf("the blobs table is in %d data part(s), want several: %+v", len(rows), x.Parts)
 	}
+	// Three dumps in one snapshot (the user has RELOAD): a schema part each.
+	if n := len(x.Schema()); n != 3 || len(x.Post()) != 3 {
+		t.Errorf("%d schema and %d post parts, want 3 of each (one per dump): %+v", n, len(x.Post()), x.Parts)
+	}
+	if len(x.Indexes()) == 0 {
+		t.Errorf("no index part: the secondary keys were not deferred: %+v", x.Parts)
+	}
 	for _, p := range x.Parts {
 		sql := partSQL(t, st, job, name, p)
 		if !bytes.Contains(sql, []byte("SET NAMES")) {
