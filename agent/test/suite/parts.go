@@ -45,6 +45,9 @@ func partsBackup(t *testing.T, e *Env, st *Store, db string, job naming.Job, mb 
 	t.Helper()
 	check(t, e.DB.Seed(db))
 	check(t, e.DB.SeedBig(db, mb))
+	// A plain secondary key: deferred to an index part, built after the rows.
+	_, err := e.DB.SQL(db, "ALTER TABLE customers ADD KEY customers_email (email), ADD KEY customers_born (birthday, id)")
+	check(t, err)
 	res := mustSucceed(t, e.agent(t, st, db, job, append(slices.Clone(partsEnv), extra...), "backup"))
 	key := st.KeyOf(t, job, res.Artifact)
 	if !naming.Multipart(path.Base(key)) {
