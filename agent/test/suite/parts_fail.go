@@ -38,10 +38,11 @@ func triggers(t *testing.T, e *Env, db string) string {
 }
 
 // PartsCorruptPart: a part missing or cut is refused before the target is
-// touched (exit 3); a part with one byte flipped (its size unchanged, so
-// only its checksum tells) fails the restore when that part is read
-// (exit 3, code RestoreIncomplete): the part is rolled back, the target
-// holds whole parts only and no trigger (the post part never ran).
+// touched (exit 3); a part with one byte flipped (its size unchanged)
+// fails the restore when that part is read (exit 3, code
+// RestoreIncomplete): the part is rolled back, the target holds whole
+// parts only and no trigger (the post part never ran); so does a part of
+// valid SQL whose checksum alone does not match.
 func PartsCorruptPart(t *testing.T, e *Env, kind string) {
 	st := e.NewStore(t, kind)
 	db := "partscorrupt_" + kind
@@ -89,6 +90,19 @@ func PartsCorruptPart(t *testing.T, e *Env, kind string) {
 	if n := triggers(t, e, db+"_t"); n != "0" {
 		t.Errorf("%s triggers in the target of a failed restore, want none (the post part runs last)", n)
 	}
+
+	// Valid SQL of other rows, whose stored bytes only the checksum tells
+	// wrong (the index has its size): every statement runs, the COMMIT
+	// must not.
+	st.Write(t, key, good)
+	sql := partSQL(t, st, job, name, x.Parts[i])
+	sql = bytes.Replace(sql, []byte(",0x"), []byte(",0x00"), 1)
+	rewritePart(t, st, job, res, x, i, sql, true)
+	check(t, e.DB.Drop(db+"_t"))
+	r = e.agent(t, st, db+"_t", job, restore, "restore")
+	mustFail(t, r, "corrupted", "checksum", x.Parts[i].Name)
+	mustExit(t, r, contract.ExitCorrupted)
+	wholeParts(t, e, db+"_t", rows, x.Parts[i].Name)
 }
 
 // PartsWorkerFails: one data part, valid and matching its checksum, fails
@@ -130,8 +144,8 @@ func PartsBrokenStream(t *testing.T, e *Env) {
 	res, x := partsBackup(t, e, st, db, job, 3)
 	rows := partRows(t, st, job, path.Base(res.Artifact), x)
 	var total int64
-	for _, n := range rows {
-		total += n
+	for _, r := range rows {
+		total += r.rows
 	}
 	var data int64
 	for _, p := range x.Data() {
