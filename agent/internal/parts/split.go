@@ -248,36 +248,45 @@ func (s *Splitter) flushCreate() {
 // newline after its ';' outside quotes) and returns the rest of p.
 func (s *Splitter) scanInsert(p []byte) []byte {
 	i := 0
-	for ; i < len(p); i++ {
-		c := p[i]
-		if s.tail {
-			if c == '\n' {
-				i++
-				s.emit(PhaseData, p[:i])
-				s.inInsert, s.tail = false, false
-				s.fail(s.sink.StatementEnd(s.table))
-				return p[i:]
-			}
+	for i < len(p) {
+		if s.escape { // the byte after a backslash inside '…'
+			s.escape = false
+			i++
 			continue
 		}
+		// Jump to the next byte that can change the state (most of an
+		// INSERT is digits, hex and plain text).
+		var j int
 		switch {
+		case s.tail:
+			j = bytes.IndexByte(p[i:], '\n')
 		case s.quote == '\'':
-			switch {
-			case s.escape:
-				s.escape = false
-			case c == '\\':
-				s.escape = true
-			case c == '\'':
-				s.quote = 0 // a doubled '' reopens at once: same result
-			}
+			j = bytes.IndexAny(p[i:], "\\'")
 		case s.quote == '`':
-			if c == '`' {
-				s.quote = 0
-			}
-		case c == '\'' || c == '`':
-			s.quote = c
+			j = bytes.IndexByte(p[i:], '`')
+		default:
+			j = bytes.IndexAny(p[i:], "'`;")
+		}
+		if j < 0 {
+			break
+		}
+		i += j
+		c := p[i]
+		i++
+		switch {
+		case s.tail: // c is the newline ending the statement
+			s.emit(PhaseData, p[:i])
+			s.inInsert, s.tail = false, false
+			s.fail(s.sink.StatementEnd(s.table))
+			return p[i:]
+		case s.quote == '\'' && c == '\\':
+			s.escape = true
+		case s.quote != 0:
+			s.quote = 0 // the closing quote; a doubled '' reopens at once: same result
 		case c == ';':
 			s.tail = true
+		default:
+			s.quote = c
 		}
 	}
 	s.emit(PhaseData, p)
