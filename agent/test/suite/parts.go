@@ -3,8 +3,8 @@ package suite
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"path"
 	"regexp"
 	"slices"
@@ -16,7 +16,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
-		"cairn.dev/agent/internal/naming"
+	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/parts"
 )
 
