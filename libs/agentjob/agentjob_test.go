@@ -251,11 +251,18 @@ func TestParallelism(t *testing.T) {
 	}
 	withSpec := func(p int32, r *corev1.ResourceRequirements) Spec {
 		s := spec(pvc)
-		s.Parallelism, s.Resources = p, r
+		s.Command, s.Parallelism, s.Resources = contract.CommandRestore, p, r
 		return s
 	}
 	if v, ok := envOf(spec(pvc)); ok {
 		t.Errorf("rendered %q without a spec value or a CPU limit", v)
+	}
+	// A backup is parallel only when asked (spec.parallelism), never from
+	// its CPU limit alone.
+	backup := spec(pvc)
+	backup.Command, backup.Resources = contract.CommandBackup, cpu("4")
+	if v, ok := envOf(backup); ok {
+		t.Errorf("a backup with a CPU limit rendered %s=%q without spec.parallelism", contract.EnvParallelism, v)
 	}
 	for _, c := range []struct {
 		s    Spec

@@ -255,8 +255,9 @@ type BackupJobSpec struct {
 	// stream when encrypted, per table or per chunk of a large table, plus
 	// an index) that a RestoreJob loads over several connections at once;
 	// memory grows by one compressor and one S3 part buffer per part in
-	// flight. Defaults to the agent container's CPU limit in whole CPUs
-	// when one is set, else 1 (one stream, the single-file artifact).
+	// flight. Defaults to 1 (one stream, the single-file artifact), also
+	// with a CPU limit: a parallel MySQL dump holds FLUSH TABLES WITH READ
+	// LOCK on the source while its dumps start (docs/store.md).
 	// PostgreSQL backups are single-file whatever the value.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
