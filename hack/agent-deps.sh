@@ -7,6 +7,7 @@
 #   - restic (the benchmark's peer: K8up's `pg_dump | restic backup --stdin`)
 #   - age (the encryption test decrypts an agent's artifact by hand with it)
 #   - pgcopydb (the migration benchmark's peer: `pgcopydb clone`)
+#   - mydumper/myloader (the parallel benchmark's MySQL peers, Debian's mydumper)
 #   - versitygw v1.8.0 (real S3 server) into <repo>/bin/tools
 # Usage: hack/agent-deps.sh   (as root; run from anywhere)
 set -euo pipefail
@@ -26,6 +27,7 @@ command -v zstd >/dev/null 2>&1 || need_apt+=(zstd)
 command -v restic >/dev/null 2>&1 || need_apt+=(restic)
 command -v age >/dev/null 2>&1 || need_apt+=(age)
 command -v pgcopydb >/dev/null 2>&1 || need_apt+=(pgcopydb)
+command -v mydumper >/dev/null 2>&1 && command -v myloader >/dev/null 2>&1 || need_apt+=(mydumper)
 command -v runuser >/dev/null 2>&1 || need_apt+=(util-linux)
 
 if [ "${#need_apt[@]}" -gt 0 ]; then
@@ -41,7 +43,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   # free loopback ports), so a failure to start it is harmless.
   apt-get install -y --no-install-recommends "${need_apt[@]}"
 else
-  log "PostgreSQL 15, MariaDB, zstd, restic, age, pgcopydb: present"
+  log "PostgreSQL 15, MariaDB, zstd, restic, age, pgcopydb, mydumper: present"
 fi
 
 if [ -x "$TOOLS_DIR/versitygw" ]; then

@@ -61,6 +61,9 @@ var (
 	inventories []string
 	// casesRE, when set, keeps only the configurations it matches.
 	casesRE *regexp.Regexp
+	// The parallel bench's sizes (MB) and connections (parallel.go).
+	mysqlParallelSizes string
+	parallelThreads    int
 )
 
 type row struct {
@@ -80,6 +83,8 @@ func main() {
 	inventoryFlag := flag.String("inventory", "", "CAIRN_INVENTORY of the agent's backups, comma-separated for a case each (Checksum, RowCount, None; empty: the agent's default, RowCount)")
 	casesFlag := flag.String("cases", "", "measure only the configurations whose name matches this regular expression (e.g. 'Z0|PVC'); the restore's preparation still runs")
 	mysqlMigrationSizes := flag.String("mysql-migration-sizes", "", "MariaDB source database sizes for the migration bench (agent migrate copy on 1 and 4 connections vs mysqldump | mysql), in MB (comma-separated; empty: none)")
+	flag.StringVar(&mysqlParallelSizes, "mysql-parallel-sizes", "", "MariaDB multi-table database sizes for the parallel bench (agent in one stream and in parts vs mydumper/myloader), in MB (comma-separated; empty: none)")
+	flag.IntVar(&parallelThreads, "threads", 2, "with -mysql-parallel-sizes: the agent's CAIRN_PARALLELISM and mydumper/myloader -t")
 	flag.BoolVar(&encrypt, "encryption", true, "also measure every agent backup encrypted with age to two X25519 recipients, side by side with the same backup unencrypted (its peer)")
 	flag.Parse()
 	inventories = strings.Split(*inventoryFlag, ",")
@@ -138,6 +143,10 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 	if err != nil {
 		return err
 	}
+	parSizes, err := parseSizes(mysqlParallelSizes)
+	if err != nil {
+		return err
+	}
 	mysqlMigrationSizes, err := parseSizes(mysqlMigrationFlag)
 	if err != nil {
 		return err
@@ -163,7 +172,7 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 		return err
 	}
 	defer e.pg.Stop()
-	if len(mysqlSizes) > 0 || len(mysqlMigrationSizes) > 0 {
+	if len(mysqlSizes) > 0 || len(mysqlMigrationSizes) > 0 || len(parSizes) > 0 {
 		if e.my, err = testenv.StartMariaDB("bench", password); err != nil {
 			return err
 		}
@@ -192,6 +201,13 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 	}
 	for _, mb := range mysqlSizes {
 		r, err := e.mysqlRow(mb, runs, levels)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	for _, mb := range parSizes {
+		r, err := e.mysqlParallelRow(mb, runs, parallelThreads)
 		if err != nil {
 			return err
 		}
@@ -623,7 +639,7 @@ func (e *env) agentBackup(env []string, kind, level, inv, job string) (measureme
 	if err != nil {
 		return measurement{}, err
 	}
-	m := measurement{elapsed: r.Elapsed, cpu: r.CPU, outBytes: res.Size, rssKiB: r.PeakRSSKiB}
+	m := measurement{elapsed: r.Elapsed, cpu: r.CPU, outBytes: res.Size + res.PartsSize, rssKiB: r.PeakRSSKiB}
 	if kind == "s3" {
 		// What the bucket holds for the job (artifact and manifest), then
 		// free the space with the agent itself.

@@ -91,6 +91,16 @@ const (
 	EnvArtifact = "CAIRN_ARTIFACT"
 	// EnvCompression is backup's zstd level: fastest, default or better.
 	EnvCompression = "CAIRN_COMPRESSION"
+	// EnvParallelism (1..64, default 1): backup of MySQL writes a
+	// multi-part artifact when above 1, that many parts compressed and
+	// stored at once; restore of a multi-part artifact loads that many
+	// parts over as many connections at once (RestoreJob/BackupJob
+	// spec.parallelism).
+	EnvParallelism = "CAIRN_PARALLELISM"
+	// EnvPartSizeMiB (1..1024, default 32) is how much SQL, before
+	// compression, one data part of a multi-part artifact holds at most
+	// (give or take one statement): one transaction on restore.
+	EnvPartSizeMiB = "CAIRN_PART_SIZE_MIB"
 	// EnvInventory is what backup records per table: None, RowCount or
 	// Checksum.
 	EnvInventory = "CAIRN_INVENTORY"
@@ -207,7 +217,7 @@ var (
 		EnvEngine, EnvDBHost, EnvDBPort, EnvDBName, EnvDBUser, EnvDBPassword, EnvDBPasswordFile,
 		EnvStore, EnvPVCPath, EnvS3Endpoint, EnvS3Bucket, EnvS3Prefix, EnvS3Region, EnvS3Insecure, EnvS3PartSizeMiB, EnvS3ObjectLock, EnvS3ObjectLockDays,
 		EnvS3AccessKeyID, EnvS3AccessKeyIDFile, EnvS3SecretAccessKey, EnvS3SecretAccessKeyFile, EnvS3SessionToken,
-		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvRetention, EnvTimeZone, EnvPruneDryRun, EnvRecordVerification, EnvArtifact, EnvCompression, EnvInventory, EnvOutput,
+		EnvBackupJob, EnvRetentionDays, EnvPruneAfterBackup, EnvRetention, EnvTimeZone, EnvPruneDryRun, EnvRecordVerification, EnvArtifact, EnvCompression, EnvParallelism, EnvPartSizeMiB, EnvInventory, EnvOutput,
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
 		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
 		EnvEncryptionRecipients, EnvEncryptionRecipientsFile, EnvEncryptionIdentity, EnvEncryptionIdentityFile,

@@ -59,6 +59,11 @@ type Result struct {
 	// digits of the SHA-256 of the age public key) of the recipients the
 	// artifact is encrypted to; empty when it is not encrypted.
 	EncryptedTo []string `json:"encryptedTo,omitempty"`
+	// Parts is the number of parts of a multi-part artifact (then Size and
+	// Checksum are of its parts index) and PartsSize their stored bytes;
+	// absent for a single-file artifact.
+	Parts     int   `json:"parts,omitempty"`
+	PartsSize int64 `json:"partsSize,omitempty"`
 
 	// The fields below are reported by a restore asked to run checks
 	// (EnvChecks) or to drop its target (EnvDropTargetAfterChecks); absent
@@ -196,6 +201,13 @@ const (
 	// artifact). Nothing was written to the target; the reason names the
 	// recipients the artifact needs and the identity's own.
 	CodeEncryptionIdentityMismatch = "EncryptionIdentityMismatch"
+	// CodeRestoreIncomplete: a parallel MySQL restore of a multi-part
+	// artifact failed after it began writing: the target holds the schema
+	// and the data parts the reason counts, each part whole (one
+	// transaction per part), and no trigger, view or routine. Restore
+	// again into an empty database. (A PostgreSQL restore commits nothing
+	// on failure and never carries it.)
+	CodeRestoreIncomplete = "RestoreIncomplete"
 )
 
 // CodedError is an error the agent reports with a failure code.

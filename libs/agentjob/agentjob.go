@@ -98,6 +98,11 @@ type Spec struct {
 	Migration *MigrationSpec
 	// Resources replace the agent container's default resources.
 	Resources *corev1.ResourceRequirements
+	// Parallelism (contract.EnvParallelism): how many parts a backup writes
+	// or a restore loads at once; 0 = for a restore, the container's CPU
+	// limit in whole CPUs when it has one, else (and for a backup) not
+	// rendered (the agent's default, 1: one stream).
+	Parallelism int32
 	// Labels on the pods (and on the Job by the caller).
 	Labels map[string]string
 	// PodFinalizers hold the pods until the operator has read them (a
@@ -253,6 +258,9 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 	if s.Resources != nil {
 		resources = *s.Resources.DeepCopy()
 	}
+	if p := parallelism(s.Parallelism, s.Command, resources); p > 0 {
+		env = append(env, corev1.EnvVar{Name: contract.EnvParallelism, Value: strconv.Itoa(int(p))})
+	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: s.Labels, Finalizers: s.PodFinalizers},
 		Spec: corev1.PodSpec{
@@ -359,6 +367,24 @@ func (m *MigrationSpec) env() []corev1.EnvVar {
 		)
 	}
 	return env
+}
+
+// parallelism is p, or without it the CPU limit in whole CPUs (1..64), or
+// 0 (not rendered) without a CPU limit.
+func parallelism(p int32, command string, r corev1.ResourceRequirements) int32 {
+	if p > 0 {
+		return p
+	}
+	// A parallel backup holds FLUSH TABLES WITH READ LOCK on the source
+	// while its dumps start, and measured slower than one stream
+	// (docs/benchmarks.md): only when spec.parallelism asks for it.
+	if command == contract.CommandBackup {
+		return 0
+	}
+	if cpu, ok := r.Limits[corev1.ResourceCPU]; ok {
+		return int32(min(max(cpu.MilliValue()/1000, 1), 64))
+	}
+	return 0
 }
 
 func secretEnv(name, secret, key string) corev1.EnvVar {

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
@@ -231,6 +232,52 @@ func TestS3PartSize(t *testing.T) {
 	big.S3.PartSizeMiB = ptr.To[int32](64)
 	if v := envOf(big)["CAIRN_S3_PART_SIZE_MIB"]; v != "64" {
 		t.Errorf("CAIRN_S3_PART_SIZE_MIB = %q, want 64", v)
+	}
+}
+
+// CAIRN_PARALLELISM: the spec's value, else the CPU limit in whole CPUs
+// (at least 1, at most 64), else not rendered (the agent's default, 1).
+func TestParallelism(t *testing.T) {
+	envOf := func(s Spec) (string, bool) {
+		for _, e := range PodTemplate(s).Spec.Containers[0].Env {
+			if e.Name == contract.EnvParallelism {
+				return e.Value, true
+			}
+		}
+		return "", false
+	}
+	cpu := func(q string) *corev1.ResourceRequirements {
+		return &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}}
+	}
+	withSpec := func(p int32, r *corev1.ResourceRequirements) Spec {
+		s := spec(pvc)
+		s.Command, s.Parallelism, s.Resources = contract.CommandRestore, p, r
+		return s
+	}
+	if v, ok := envOf(spec(pvc)); ok {
+		t.Errorf("rendered %q without a spec value or a CPU limit", v)
+	}
+	// A backup is parallel only when asked (spec.parallelism), never from
+	// its CPU limit alone.
+	backup := spec(pvc)
+	backup.Command, backup.Resources = contract.CommandBackup, cpu("4")
+	if v, ok := envOf(backup); ok {
+		t.Errorf("a backup with a CPU limit rendered %s=%q without spec.parallelism", contract.EnvParallelism, v)
+	}
+	for _, c := range []struct {
+		s    Spec
+		want string
+	}{
+		{withSpec(3, nil), "3"},
+		{withSpec(2, cpu("8")), "2"},
+		{withSpec(0, cpu("4")), "4"},
+		{withSpec(0, cpu("2500m")), "2"},
+		{withSpec(0, cpu("500m")), "1"},
+		{withSpec(0, cpu("200")), "64"},
+	} {
+		if v, _ := envOf(c.s); v != c.want {
+			t.Errorf("parallelism %d, limits %v: %s = %q, want %q", c.s.Parallelism, c.s.Resources.Limits, contract.EnvParallelism, v, c.want)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	"cairn.dev/agent/contract"
@@ -30,6 +31,9 @@ func TestRolesRenderTheContract(t *testing.T) {
 			Encryption: BackupEncryption(&cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{ConfigMapKeyRef: &cairnv1.KeySelector{Name: "keys", Key: "recipients"}}})},
 		"restore encrypted": {Command: contract.CommandRestore, Database: db, Storage: pvc,
 			Encryption: RestoreEncryption(&cairnv1.DecryptionSpec{IdentitySecretRef: cairnv1.KeySelector{Name: "key", Key: "identity"}})},
+		"backup in parallel": {Command: contract.CommandBackup, Database: db, Storage: pvc, Parallelism: 4},
+		"restore in parallel": {Command: contract.CommandRestore, Database: db, Storage: pvc,
+			Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}},
 		"prune":  {Command: contract.CommandPrune, Storage: *s3p, RetentionDays: 1},
 		"delete": {Command: contract.CommandDelete, Storage: *s3p},
 		"restore with checks": {Command: contract.CommandRestore, Database: db, Storage: pvc, Artifact: "a.sql.zst",

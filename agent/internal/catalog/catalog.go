@@ -68,6 +68,13 @@ type Entry struct {
 	// key. Absent for an artifact that is not encrypted. Size and Checksum
 	// are of the encrypted, stored bytes.
 	Encryption *crypt.Encryption `json:"encryption,omitempty"`
+	// Parts is the number of parts of a multi-part artifact (a name ending
+	// in naming.ExtMySQLParts, or that and ExtEncrypted) and PartsSize their
+	// stored bytes; Size and Checksum are then those of its parts index, the
+	// object under Name, which records each part's size and checksum
+	// (internal/parts). Absent for a single-file artifact.
+	Parts     int   `json:"parts,omitempty"`
+	PartsSize int64 `json:"partsSize,omitempty"`
 }
 
 // EncryptedTo returns the fingerprints of the recipients e is encrypted
@@ -204,6 +211,9 @@ func validEntry(job naming.Job, e Entry) error {
 	}
 	if e.Size < 0 {
 		return fmt.Errorf("entry %s: negative size", e.Name)
+	}
+	if naming.Multipart(e.Name) != (e.Parts > 0) {
+		return fmt.Errorf("entry %s: its name and its parts count (%d) disagree on whether it is a multi-part artifact", e.Name, e.Parts)
 	}
 	switch enc := e.Encryption; {
 	case naming.Encrypted(e.Name) != (enc != nil):

@@ -97,8 +97,12 @@ func underDir(dir, key string) (string, bool) {
 
 // artifactOf returns the artifact name an object of the job's directory
 // belongs to: the artifact itself, its manifest or marker, or a PVC
-// temporary file of any of them (".<base>.partial-<random>").
+// temporary file of any of them (".<base>.partial-<random>"), or one of
+// its parts (a multi-part artifact's "<name>.d/…").
 func artifactOf(job naming.Job, key string) string {
+	if name, ok := job.PartOf(key); ok {
+		return name
+	}
 	dir, base := path.Split(key)
 	if strings.HasPrefix(base, ".") {
 		if i := strings.LastIndex(base, ".partial-"); i > 0 {

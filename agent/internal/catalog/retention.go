@@ -179,6 +179,9 @@ func Sweep(job naming.Job, l Listing, now time.Time) []Object {
 		if name := path.Base(o.Key); o.Key == job.Key(name) && listed[name] {
 			continue
 		}
+		if name, ok := job.PartOf(o.Key); ok && listed[name] && present[job.Key(name)] {
+			continue // a part of a listed multi-part artifact
+		}
 		out = append(out, o)
 	}
 	return out

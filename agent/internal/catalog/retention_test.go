@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"cairn.dev/agent/internal/naming"
 )
 
 func TestExpired(t *testing.T) {
@@ -141,5 +143,41 @@ func TestIndex(t *testing.T) {
 	got := Index(job, []Entry{c, b}, legacy, objs)
 	if len(got.Entries) != 2 || got.Entries[0] != a || got.Entries[1] != b {
 		t.Fatalf("Index = %+v, want a, then b from its manifest", got.Entries)
+	}
+}
+
+// A multi-part artifact's parts (<artifact>.d/…) belong to it: kept with a
+// listed artifact or a live run, swept with a dead run or a gone artifact.
+func TestSweepParts(t *testing.T) {
+	now := t0
+	old := now.Add(-48 * time.Hour)
+	mk := func(at time.Time) Entry {
+		e := entry(t, at)
+		e.Name, e.Engine, e.Parts = strings.TrimSuffix(e.Name, naming.ExtPostgres)+naming.ExtMySQLParts, "mysql", 3
+		return e
+	}
+	listed, running, dead, gone := mk(old), mk(old.Add(time.Minute)), mk(old.Add(2*time.Minute)), mk(old.Add(3*time.Minute))
+	part := func(e Entry, p string) Object { return Object{Key: job.PartKey(e.Name, p), ModTime: old} }
+	l := Listing{
+		Markers:   []Object{{Key: job.MarkerKey(running.Name), ModTime: now.Add(-time.Minute)}},
+		Manifests: []Entry{listed, gone},
+		Objects: []Object{
+			{Key: job.Key(listed.Name), ModTime: old}, {Key: job.ManifestKey(listed.Name), ModTime: old},
+			part(listed, "schema.sql.zst"), part(listed, "data-00001.sql.zst"),
+			part(running, "data-00001.sql.zst"), part(running, ".data-00002.sql.zst.partial-1"),
+			part(dead, "schema.sql.zst"),
+			{Key: job.ManifestKey(gone.Name), ModTime: old}, part(gone, "post.sql.zst"),
+		},
+	}
+	var keys []string
+	for _, o := range Sweep(job, l, now) {
+		keys = append(keys, o.Key)
+	}
+	want := []string{job.PartKey(dead.Name, "schema.sql.zst"), job.ManifestKey(gone.Name), job.PartKey(gone.Name, "post.sql.zst")}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("Sweep =\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))
+	}
+	if !KeepUpload(job, l.Markers, job.PartKey(running.Name, "data-00003.sql.zst"), now) {
+		t.Error("an upload of a live run's part is not kept")
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/identity"
+	"cairn.dev/agent/internal/parts"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
 )
@@ -209,6 +210,9 @@ type app struct {
 	now     func() time.Time
 	version string
 	stdout  io.Writer
+
+	// written is the index of the multi-part artifact backup wrote, if any.
+	written *parts.Index
 }
 
 func (a *app) openStore() (store.Store, error) {
@@ -231,6 +235,8 @@ func entryResult(st store.Store, key string, e catalog.Entry) contract.Result {
 		DurationSeconds: e.DurationSeconds,
 		Engine:          e.Engine,
 		EncryptedTo:     e.EncryptedTo(),
+		Parts:           e.Parts,
+		PartsSize:       e.PartsSize,
 	}
 }
 

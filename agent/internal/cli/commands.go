@@ -13,6 +13,7 @@ import (
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
+	"cairn.dev/agent/internal/parts"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
 )
@@ -42,6 +43,9 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	// run writes objects no other run writes.
 	name, err := naming.ArtifactNameToken(job, eng.Name(), start, naming.NewToken())
 	if err != nil {
+		return nil, err
+	}
+	if name, err = a.multipartName(eng, name); err != nil {
 		return nil, err
 	}
 	if cfg.Recipients != nil {
@@ -93,8 +97,9 @@ func (a *app) backup(ctx context.Context) ([]byte, error) {
 	if cfg.Recipients != nil {
 		entry.Encryption = cfg.Recipients.Record()
 	}
+	a.recordParts(&entry)
 	a.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum,
-		"encryptedTo", entry.EncryptedTo())
+		"encryptedTo", entry.EncryptedTo(), "parts", entry.Parts, "partsSize", entry.PartsSize)
 
 	// Only now, with the artifact complete, is it listed: its own
 	// manifest, which no other run writes or rewrites.
@@ -162,7 +167,13 @@ func (a *app) restore(ctx context.Context) (line []byte, err error) {
 	}
 	a.log.Info("verifying artifact", "artifact", st.Path(key), "size", entry.Size, "checksum", entry.Checksum, "store", st.String(),
 		"encryptedTo", entry.EncryptedTo())
-	if err := a.verify(ctx, st, key, entry, ids); err != nil {
+	var x *parts.Index
+	if naming.Multipart(entry.Name) {
+		x, err = a.verifyParts(ctx, st, entry, ids)
+	} else {
+		err = a.verify(ctx, st, key, entry, ids)
+	}
+	if err != nil {
 		if errors.Is(err, pipeline.ErrCorrupted) {
 			return nil, fmt.Errorf("refusing to restore: %w; the target database was not touched", err)
 		}
@@ -197,7 +208,12 @@ func (a *app) restore(ctx context.Context) (line []byte, err error) {
 			}
 		}()
 	}
-	if err := pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, ids, eng); err != nil {
+	if x != nil {
+		err = a.restoreParts(ctx, st, entry, x, ids, eng)
+	} else {
+		err = pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, ids, eng)
+	}
+	if err != nil {
 		return nil, err
 	}
 	end := a.now().Truncate(time.Millisecond)
@@ -348,53 +364,4 @@ func (a *app) summary(cmd string, st store.Store, cat *catalog.Catalog, deleted 
 		s.Newest = st.Path(a.cfg.BackupJob.Key(e.Name))
 	}
 	return s
-}
-
-// delete removes the index (manifests and legacy catalog), then every
-// object of the job. It can be repeated until it succeeds. A backup that
-// finishes after delete listed the directory stays complete and listed.
-func (a *app) delete(ctx context.Context) ([]byte, error) {
-	job := a.cfg.BackupJob
-	st, err := a.openStore()
-	if err != nil {
-		return nil, err
-	}
-	if err := st.Check(ctx); err != nil {
-		return nil, err
-	}
-	manifests, err := st.List(ctx, job.EntriesPrefix())
-	if err != nil {
-		return nil, err
-	}
-	for i, o := range manifests {
-		if err := st.Delete(ctx, o.Key); err != nil {
-			return nil, fmt.Errorf("deleted %d of %d manifests: %w", i, len(manifests), err)
-		}
-	}
-	if err := st.Delete(ctx, job.CatalogKey()); err != nil {
-		return nil, err
-	}
-	objs, err := st.List(ctx, job.Dir())
-	if err != nil {
-		return nil, err
-	}
-	deleted := 0
-	for _, o := range objs {
-		if err := st.Delete(ctx, o.Key); err != nil {
-			return nil, fmt.Errorf("deleted %d objects, then: %w", deleted, err)
-		}
-		deleted++
-	}
-	n, err := st.AbortIncomplete(ctx, job.Dir(), a.now().Add(time.Hour), nil)
-	if err != nil {
-		return nil, err
-	}
-	deleted += n
-	if p, ok := st.(*store.PVC); ok {
-		if err := p.RemoveDir(job.Dir()); err != nil {
-			return nil, err
-		}
-	}
-	a.log.Info("deleted", "objects", deleted, "store", st.String())
-	return contract.Marshal(a.summary("delete", st, catalog.New(job), deleted))
 }

@@ -81,6 +81,10 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 			failed = append(failed, err.Error())
 			continue
 		}
+		if err := a.deleteParts(ctx, st, e.Name); err != nil {
+			failed = append(failed, err.Error()) // swept later, as above
+			continue
+		}
 		gone[e.Name] = true
 		deleted++
 		a.log.Info("pruned", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
@@ -98,7 +102,8 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 	// Expired artifacts were deleted above: leave them out of the sweep.
 	l.Objects = slices.DeleteFunc(l.Objects, func(o catalog.Object) bool {
 		n, _ := catalog.ManifestName(job, o.Key)
-		return gone[path.Base(o.Key)] || gone[n]
+		p, _ := job.PartOf(o.Key)
+		return gone[path.Base(o.Key)] || gone[n] || gone[p]
 	})
 	for _, o := range catalog.Sweep(job, l, now) {
 		if err := st.Delete(ctx, o.Key); err != nil {

@@ -6,16 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"sync"
 	"time"
 
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/store"
 )
 
-// dumpWithInventory streams eng's dump into key (pipeline.Backup) and takes
+// dumpWithInventory streams eng's dump into key (writeArtifact) and takes
 // the inventory of the dumped data at the same time:
 //
 //   - PostgreSQL: a held REPEATABLE READ transaction exports a snapshot;
@@ -37,8 +39,13 @@ import (
 // A failed inventory does not fail the dump: invErr says why it is missing.
 func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn engine.Conn, st store.Store, key string, o inventory.Options) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
 	level := a.encoding()
+	if e, ok := eng.(*engine.MySQL); ok && naming.Multipart(path.Base(key)) && a.cfg.Parallelism > 1 {
+		if w, inv, invErr, err, ok := a.mysqlParallel(ctx, e, conn, st, key, o, level); ok {
+			return w, inv, invErr, err
+		}
+	}
 	if o.Method == "None" || o.Method == "" {
-		w, err = pipeline.Backup(ctx, eng, st, key, level)
+		w, err = a.writeArtifact(ctx, eng, st, key, level)
 		return w, nil, nil, err
 	}
 	ictx, cancelInv := context.WithCancel(ctx)
@@ -106,7 +113,7 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 	default:
 		return w, nil, nil, fmt.Errorf("no inventory for engine %s", eng.Name())
 	}
-	w, err = dumpAlongside(ctx, eng, eng, st, key, level, cancelInv, done)
+	w, err = a.dumpAlongside(ctx, eng, eng, st, key, level, cancelInv, done)
 	if err != nil {
 		return w, nil, nil, err
 	}
@@ -123,8 +130,8 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 // inventory runs on its own until done closes: a failed dump cancels the
 // inventory; a startWatch eng's lock is released at the latest here (a dump
 // too small to flush before it ended).
-func dumpAlongside(ctx context.Context, dump, eng engine.Engine, st store.Store, key string, level pipeline.Encoding, cancelInv func(), done <-chan struct{}) (pipeline.Written, error) {
-	w, err := pipeline.Backup(ctx, dump, st, key, level)
+func (a *app) dumpAlongside(ctx context.Context, dump, eng engine.Engine, st store.Store, key string, level pipeline.Encoding, cancelInv func(), done <-chan struct{}) (pipeline.Written, error) {
+	w, err := a.writeArtifact(ctx, dump, st, key, level)
 	if err != nil {
 		cancelInv()
 	}
@@ -214,7 +221,7 @@ func (h *headerWatch) Write(p []byte) (int, error) {
 // count(*) in the same snapshot: the inventory is the same, only slower.
 func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Encoding) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
 	counter := inventory.NewArchiveCounter()
-	w, err = pipeline.Backup(ctx, countingEngine{Engine: e, counter: counter}, st, key, level)
+	w, err = a.writeArtifact(ctx, countingEngine{Engine: e, counter: counter}, st, key, level)
 	counts, cerr := counter.Result()
 	if err != nil {
 		return w, nil, nil, err
@@ -262,7 +269,8 @@ func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *i
 		listed, listErr = m.TakeInTransaction(ictx, lo)
 	}()
 	counter := inventory.NewSQLDumpCounter()
-	w, err = dumpAlongside(ctx, countingEngine{Engine: eng, counter: counter}, eng, st, key, level, cancelInv, done)
+	counter.Unlocked = naming.Multipart(path.Base(key)) // dumped without LOCK TABLES
+	w, err = a.dumpAlongside(ctx, countingEngine{Engine: eng, counter: counter}, eng, st, key, level, cancelInv, done)
 	if err != nil {
 		return w, nil, nil, err
 	}

@@ -79,8 +79,16 @@ type Config struct {
 	TerminationLogSet bool
 
 	Compression string // zstd level: fastest, default or better
-	Output      string // list: "json" or "table"
-	Prune       bool   // backup: apply retention after a successful backup
+	// Parallelism (CAIRN_PARALLELISM, 1..64): backup of MySQL writes a
+	// multi-part artifact when above 1, compressing and storing that many
+	// parts at once; restore of a multi-part artifact loads that many
+	// parts at once.
+	Parallelism int
+	// PartSize is a multi-part backup's data part size, bytes of SQL
+	// before compression (CAIRN_PART_SIZE_MIB).
+	PartSize int64
+	Output   string // list: "json" or "table"
+	Prune    bool   // backup: apply retention after a successful backup
 	// Inventory is what backup records of the dumped tables: None,
 	// RowCount or Checksum (CAIRN_INVENTORY).
 	Inventory string
@@ -272,6 +280,8 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.DurationVar(&c.CheckTimeout, "check-timeout", envDuration(contract.EnvCheckTimeout, checks.DefaultTimeout), "restore: how long one SQL check may run, 1s..24h (env CAIRN_CHECK_TIMEOUT)")
 	termLog := fs.String("termination-log", env.get(contract.EnvTerminationLog), "file for the result line; default "+DefaultTerminationLog+" (env CAIRN_TERMINATION_LOG)")
 	fs.StringVar(&c.Compression, "compression", envStr(contract.EnvCompression, "fastest"), "backup: zstd level, fastest (the default), default (about zstd -3) or better (env CAIRN_COMPRESSION)")
+	fs.IntVar(&c.Parallelism, "parallelism", envInt(contract.EnvParallelism, 1), "backup (MySQL): above 1, write a multi-part artifact, this many parts at once; restore: load this many parts of a multi-part artifact at once, 1..64 (env "+contract.EnvParallelism+")")
+	partSizeMiB := fs.Int("part-size-mib", envInt(contract.EnvPartSizeMiB, 32), "backup: SQL (before compression) in one data part of a multi-part artifact, MiB, 1..1024 (env "+contract.EnvPartSizeMiB+")")
 	fs.StringVar(&c.Output, "output", envStr(contract.EnvOutput, "json"), "list: json (one line per artifact) or table (env CAIRN_OUTPUT)")
 	fs.BoolVar(&c.Prune, "prune", envBool(contract.EnvPruneAfterBackup, true), "backup: prune by retention after a successful backup when retention days are set (env CAIRN_PRUNE_AFTER_BACKUP)")
 	fs.StringVar(&c.Inventory, "inventory", envStr(contract.EnvInventory, "RowCount"), "backup: record per table None, RowCount or Checksum (row counts and content checksums) in the manifest, read in the dump's snapshot (env CAIRN_INVENTORY)")
@@ -386,6 +396,13 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	default:
 		return nil, &UsageError{fmt.Sprintf("compression %q: want fastest, default or better", c.Compression)}
 	}
+	if c.Parallelism < 1 || c.Parallelism > 64 {
+		return nil, &UsageError{fmt.Sprintf("parallelism %d: want 1 to 64", c.Parallelism)}
+	}
+	if *partSizeMiB < 1 || *partSizeMiB > 1024 {
+		return nil, &UsageError{fmt.Sprintf("part size %d MiB: want 1 to 1024", *partSizeMiB)}
+	}
+	c.PartSize = int64(*partSizeMiB) << 20
 	if c.CheckTimeout < time.Second || c.CheckTimeout > 24*time.Hour {
 		return nil, &UsageError{fmt.Sprintf("check timeout %s: want 1s to 24h", c.CheckTimeout)}
 	}

@@ -23,6 +23,16 @@ type MySQL struct {
 	// TriggersOnly dumps the triggers of the tables and nothing else (no
 	// tables, views, rows, routines or events).
 	TriggersOnly bool
+	// ForParts dumps for a multi-part artifact: without LOCK TABLES and
+	// ALTER TABLE … DISABLE KEYS around each table's rows (parts of one
+	// table load at once, over several connections).
+	ForParts bool
+	// IgnoreTables are left out of a dump of the whole database (another
+	// dump of the same snapshot has them).
+	IgnoreTables []string
+	// NoRoutines leaves routines and events out (another dump of the same
+	// snapshot has them); triggers stay with their tables.
+	NoRoutines bool
 }
 
 func (m *MySQL) Name() string   { return "mysql" }
@@ -47,10 +57,18 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 	switch {
 	case m.TriggersOnly:
 		args = append(args, "--no-data", "--no-create-info", "--skip-routines", "--skip-events", "--triggers")
+	case m.NoRoutines:
+		args = append(args, "--skip-routines", "--skip-events", "--triggers")
 	case m.SkipTriggers:
 		args = append(args, "--routines", "--events", "--skip-triggers")
 	default:
 		args = append(args, "--routines", "--triggers", "--events")
+	}
+	if m.ForParts {
+		args = append(args, "--skip-add-locks", "--skip-disable-keys")
+	}
+	for _, t := range m.IgnoreTables {
+		args = append(args, "--ignore-table="+m.Database+"."+t)
 	}
 	if m.NoData && !m.TriggersOnly {
 		args = append(args, "--no-data")

@@ -38,6 +38,12 @@ import (
 //
 // Write never fails and always consumes all of p.
 type SQLDumpCounter struct {
+	// Unlocked reads a dump taken with --skip-add-locks (a multi-part
+	// backup's): no UNLOCK TABLES ends a data section, the first line
+	// that is not an INSERT, a comment or blank does (the table's
+	// triggers, the next table's DDL).
+	Unlocked bool
+
 	rows map[string]int64
 	bad  map[string]bool
 
@@ -270,6 +276,8 @@ func (c *SQLDumpCounter) line(l []byte) {
 		strings.HasPrefix(s, "LOCK TABLES "), s == "set autocommit=0;", s == "commit;":
 	case strings.HasPrefix(s, "INSERT INTO "):
 		c.markBad() // an INSERT into another table, or one the counter cannot read
+	case c.Unlocked:
+		c.closeSection()
 	default:
 		c.markBad()
 	}

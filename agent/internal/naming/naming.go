@@ -54,7 +54,49 @@ const (
 	// ExtEncrypted follows the engine's extension on an artifact encrypted
 	// with age after compression: "….pgdump.zst.age".
 	ExtEncrypted = ".age"
+	// ExtMySQLParts names a multi-part artifact (internal/parts): the object
+	// under the name is the parts index (JSON, never encrypted), the parts
+	// are under "<name>.d/", each compressed (and, for "….sql.parts.age",
+	// encrypted) on its own.
+	ExtMySQLParts = ".sql.parts"
+	// PartsDirSuffix follows a multi-part artifact's name to name the
+	// directory of its parts.
+	PartsDirSuffix = ".d"
 )
+
+// Multipart reports whether an artifact name is a multi-part artifact's.
+func Multipart(name string) bool {
+	return strings.HasSuffix(strings.TrimSuffix(name, ExtEncrypted), ExtMySQLParts)
+}
+
+// ToParts turns a single-file artifact name (before ExtEncrypted) into the
+// name of the multi-part artifact of the same engine, start and token.
+func ToParts(name string) (string, error) {
+	base, ok := strings.CutSuffix(name, ExtMySQL)
+	if !ok {
+		return "", fmt.Errorf("artifact %q: only MySQL backups are written in parts", name)
+	}
+	return base + ExtMySQLParts, nil
+}
+
+// PartsDir is the directory (store key) of a multi-part artifact's parts.
+func (j Job) PartsDir(artifactName string) string { return j.Key(artifactName) + PartsDirSuffix }
+
+// PartKey is the store key of one part of a multi-part artifact.
+func (j Job) PartKey(artifactName, part string) string {
+	return path.Join(j.PartsDir(artifactName), part)
+}
+
+// PartOf returns the multi-part artifact a key is a part of (or a PVC
+// temporary file of a part).
+func (j Job) PartOf(key string) (string, bool) {
+	dir := path.Dir(key)
+	name, ok := strings.CutSuffix(path.Base(dir), PartsDirSuffix)
+	if !ok || path.Dir(dir) != j.Dir() || !Multipart(name) {
+		return "", false
+	}
+	return name, true
+}
 
 // Encrypted reports whether an artifact name says the artifact is
 // age-encrypted (it ends in ExtEncrypted).
@@ -208,6 +250,8 @@ func ParseArtifactName(j Job, name string) (time.Time, string, error) {
 		engine, stamp = "postgres", strings.TrimSuffix(rest, ExtPostgres)
 	case strings.HasSuffix(rest, ExtMySQL):
 		engine, stamp = "mysql", strings.TrimSuffix(rest, ExtMySQL)
+	case strings.HasSuffix(rest, ExtMySQLParts):
+		engine, stamp = "mysql", strings.TrimSuffix(rest, ExtMySQLParts)
 	default:
 		return time.Time{}, "", fmt.Errorf("artifact %q: unknown extension", name)
 	}

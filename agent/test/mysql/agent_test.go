@@ -174,3 +174,25 @@ func TestMigrateViaStoreEncrypted(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.MigrateViaStoreEncrypted(t, e(t), kind) })
 	}
 }
+
+func TestPartsRoundTrip(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PartsRoundTrip(t, e(t), kind) })
+	}
+}
+
+func TestPartsCorruptPart(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PartsCorruptPart(t, e(t), kind) })
+	}
+}
+
+func TestPartsWorkerFails(t *testing.T) { suite.PartsWorkerFails(t, e(t), "pvc") }
+
+func TestPartsBrokenStream(t *testing.T) { suite.PartsBrokenStream(t, e(t)) }
+
+func TestPartsEncrypted(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PartsEncrypted(t, e(t), kind) })
+	}
+}

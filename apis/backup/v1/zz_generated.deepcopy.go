@@ -84,6 +84,11 @@ func (in *BackupJobSpec) DeepCopyInto(out *BackupJobSpec) {
 		*out = new(RetentionPolicy)
 		**out = **in
 	}
+	if in.Parallelism != nil {
+		in, out := &in.Parallelism, &out.Parallelism
+		*out = new(int32)
+		**out = **in
+	}
 	if in.MaxRetries != nil {
 		in, out := &in.MaxRetries, &out.MaxRetries
 		*out = new(int32)

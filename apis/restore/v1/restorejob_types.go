@@ -137,6 +137,16 @@ type RestoreJobSpec struct {
 	// +optional
 	RecordVerification bool `json:"recordVerification,omitempty"`
 
+	// Parallelism is how many parts of a multi-part artifact the restore
+	// loads at once, each over its own connection and as its own
+	// transaction (a single-file artifact restores over one connection
+	// whatever the value). Defaults to the agent container's CPU limit in
+	// whole CPUs when one is set, else 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	Parallelism *int32 `json:"parallelism,omitempty"`
+
 	// MaxRetries is how many times Kubernetes retries a failed restore (the
 	// Job's backoffLimit). Defaults to 3.
 	// +optional

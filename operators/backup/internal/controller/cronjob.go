@@ -37,6 +37,7 @@ func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
 		Retention:             retentionSpec(bj),
 		ObjectLock:            objectLock(bj),
 		Encryption:            agentjob.BackupEncryption(bj.Spec.Encryption),
+		Parallelism:           ptr.Deref(bj.Spec.Parallelism, 0),
 		Labels:                childLabels(bj.Name, kind),
 		BackoffLimit:          &maxRetries,
 		ActiveDeadlineSeconds: &deadline,

@@ -129,4 +129,13 @@ func TestDesiredJobPassesChecks(t *testing.T) {
 	if env = envOf(rj); env[contract.EnvAllowOverwriteSource] != "true" {
 		t.Errorf("%s=%q with allowOverwriteSource, want true", contract.EnvAllowOverwriteSource, env[contract.EnvAllowOverwriteSource])
 	}
+	// spec.parallelism: parts loaded at once.
+	if _, ok := env[contract.EnvParallelism]; ok {
+		t.Errorf("%s set without spec.parallelism or a CPU limit", contract.EnvParallelism)
+	}
+	p := int32(4)
+	rj.Spec.Parallelism = &p
+	if env = envOf(rj); env[contract.EnvParallelism] != "4" {
+		t.Errorf("%s=%q with parallelism 4", contract.EnvParallelism, env[contract.EnvParallelism])
+	}
 }
