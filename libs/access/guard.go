@@ -102,6 +102,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet, name string, trusted ...string) {
 // serviceAccountNamespaceFile is where a pod finds its namespace.
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
+// PodNamespace is the namespace of the pod this process runs in, "" outside
+// a pod.
+func PodNamespace() string {
+	b, err := os.ReadFile(serviceAccountNamespaceFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
 // NewGuard loads (or creates) the approval key and returns the Guard for
 // mgr. leaderElectionNamespace is the manager's option (may be empty).
 func (o *Options) NewGuard(ctx context.Context, mgr ctrl.Manager, leaderElectionNamespace string) (*Guard, error) {
@@ -110,11 +120,9 @@ func (o *Options) NewGuard(ctx context.Context, mgr ctrl.Manager, leaderElection
 		ns = leaderElectionNamespace
 	}
 	if ns == "" {
-		b, err := os.ReadFile(serviceAccountNamespaceFile)
-		if err != nil {
-			return nil, fmt.Errorf("access: set --approval-key-namespace (not running in a pod: %w)", err)
+		if ns = PodNamespace(); ns == "" {
+			return nil, fmt.Errorf("access: set --approval-key-namespace (not running in a pod: no %s)", serviceAccountNamespaceFile)
 		}
-		ns = strings.TrimSpace(string(b))
 	}
 	key, err := LoadKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), ns, o.KeySecret)
 	if err != nil {

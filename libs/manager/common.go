@@ -2,8 +2,6 @@ package manager
 
 import (
 	"flag"
-	"os"
-	"strings"
 	"time"
 
 	"cairn.dev/libs/access"
@@ -50,9 +48,5 @@ func (o *Options) OperatorNamespace() string {
 	if o.LeaderElectionNamespace != "" {
 		return o.LeaderElectionNamespace
 	}
-	b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+	return access.PodNamespace()
 }
