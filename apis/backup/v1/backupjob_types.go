@@ -358,6 +358,15 @@ type BackupJobStatus struct {
 	// +optional
 	LastRunName string `json:"lastRunName,omitempty"`
 
+	// RunsAtLastBackupTime names every recorded run that finished in the
+	// second of lastBackupTime (Job times have a one-second resolution):
+	// a run that ends in that same second but is seen later is recorded
+	// too, once, whatever its name.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	RunsAtLastBackupTime []string `json:"runsAtLastBackupTime,omitempty"`
+
 	// LastRunStartTime is when the Job of the last finished run started.
 	// +optional
 	LastRunStartTime *metav1.Time `json:"lastRunStartTime,omitempty"`

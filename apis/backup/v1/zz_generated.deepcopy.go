@@ -149,6 +149,11 @@ func (in *BackupJobStatus) DeepCopyInto(out *BackupJobStatus) {
 		*out = new(metav1.Artifact)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.RunsAtLastBackupTime != nil {
+		in, out := &in.RunsAtLastBackupTime, &out.RunsAtLastBackupTime
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LastRunStartTime != nil {
 		in, out := &in.LastRunStartTime, &out.LastRunStartTime
 		*out = (*in).DeepCopy()

@@ -482,6 +482,46 @@ func metricValue(g Gomega, name, ns, result string) float64 {
 }
 
 // completeJob marks a Job complete, as the Job controller would.
+// Job times have a one-second resolution: a run that ends in the same
+// second as one already recorded, but is seen a pass later and sorts
+// before it by name (a scheduled run "orders-<minute>" after a run-now
+// "orders-now-…"), is recorded and reported too — once.
+func TestRunsEndingInTheSameSecondAreEachRecorded(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	bj := create(t, backupJob(ns, "orders"))
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+
+	end := metav1.NewTime(time.Now().Add(-30 * time.Second).Truncate(time.Second))
+	finishRunAt(t, bj, "orders-now-zz", true, agentResult("cairn/"+ns+"/orders/now.pgdump.zst"), end)
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, key).Status.LastRunName).To(Equal("orders-now-zz"))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	finishRunAt(t, bj, "orders-1001", false, `{"error":"backup: timeout"}`, end)
+	g.Eventually(func(g Gomega) {
+		got := get(g, key)
+		g.Expect(got.Status.LastRunName).To(Equal("orders-1001"))
+		g.Expect(got.Status.RunsAtLastBackupTime).To(ConsistOf("orders-now-zz", "orders-1001"))
+		g.Expect(got.Status.ConsecutiveFailures).To(BeEquivalentTo(1))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	reported := func(g Gomega, reason string) []string {
+		var related []string
+		for _, e := range warningEvents(g, ns, "orders", reason) {
+			if e.Related != nil {
+				related = append(related, e.Related.Name)
+			}
+		}
+		return related
+	}
+	g.Consistently(func(g Gomega) {
+		g.Expect(reported(g, "BackupSucceeded")).To(ConsistOf("orders-now-zz"))
+		g.Expect(reported(g, "BackupFailed")).To(ConsistOf("orders-1001"))
+		g.Expect(get(g, key).Status.ConsecutiveFailures).To(BeEquivalentTo(1), "each run counted once")
+	}).WithTimeout(2 * time.Second).Should(Succeed())
+}
+
 func completeJob(t *testing.T, job *batchv1.Job) {
 	t.Helper()
 	finishJob(NewWithT(t), job, metav1.Now(), true, "")

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -34,6 +35,10 @@ type state struct {
 // runNowHistory is how many finished, recorded run-now Jobs are kept (like
 // the CronJob's successful/failed history limits); older ones are deleted.
 const runNowHistory = 3
+
+// maxRunsAtLastBackupTime bounds status.runsAtLastBackupTime (the CRD's
+// maxItems): far more runs than the Job history keeps end in one second.
+const maxRunsAtLastBackupTime = 64
 
 func metaTime(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t.UTC().Truncate(time.Second))
@@ -177,8 +182,12 @@ func (r *BackupJobReconciler) pruneRunNowJobs(ctx context.Context, bj *backupv1.
 	return nil
 }
 
-// recorded reports whether the run (name, finished at) is at or before the
-// status' high-water mark.
+// recorded reports whether the run (name, finished at) is before the
+// status' high-water mark, or in its second and named there. Job times
+// have a one-second resolution, so two runs can end in the same second and
+// be seen one pass apart (a run-now and a scheduled run): the second one
+// is recorded too. A status written before runsAtLastBackupTime existed
+// falls back to the name order it used.
 func recorded(bj *backupv1.BackupJob, name string, at time.Time) bool {
 	last := bj.Status.LastBackupTime
 	if last == nil {
@@ -188,7 +197,13 @@ func recorded(bj *backupv1.BackupJob, name string, at time.Time) bool {
 	if at.Before(last.Time) {
 		return true
 	}
-	return at.Equal(last.Time) && name <= bj.Status.LastRunName
+	if !at.Equal(last.Time) {
+		return false
+	}
+	if same := bj.Status.RunsAtLastBackupTime; len(same) > 0 {
+		return slices.Contains(same, name)
+	}
+	return name <= bj.Status.LastRunName
 }
 
 // recordRun folds one finished run into the status. A successful run whose
@@ -210,6 +225,14 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 	}
 
 	at := metaTime(o.At)
+	if prev := bj.Status.LastBackupTime; prev != nil && prev.Equal(at) {
+		bj.Status.RunsAtLastBackupTime = append(bj.Status.RunsAtLastBackupTime, job.Name)
+		if n := len(bj.Status.RunsAtLastBackupTime); n > maxRunsAtLastBackupTime {
+			bj.Status.RunsAtLastBackupTime = bj.Status.RunsAtLastBackupTime[n-maxRunsAtLastBackupTime:]
+		}
+	} else {
+		bj.Status.RunsAtLastBackupTime = []string{job.Name}
+	}
 	bj.Status.LastBackupTime = at
 	bj.Status.LastRunName = job.Name
 	bj.Status.LastRunStartTime = nil

@@ -197,6 +197,12 @@ func converged(t *testing.T, key client.ObjectKey, phase backupv1.Phase) *backup
 // its pod terminated with the agent's message, and the Job's final condition.
 func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, msg string) *batchv1.Job {
 	t.Helper()
+	return finishRunAt(t, bj, name, succeed, msg, metav1.Now())
+}
+
+// finishRunAt is finishRun with the Job finished at end.
+func finishRunAt(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, msg string, end metav1.Time) *batchv1.Job {
+	t.Helper()
 	ctx := context.Background()
 	g := NewWithT(t)
 	cj := cronJob(g, client.ObjectKeyFromObject(bj))
@@ -221,7 +227,7 @@ func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, 
 	// As the Job controller makes it: controlled by its Job.
 	pod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}
 	g.Expect(env.Client.Create(ctx, pod)).To(Succeed())
-	now := metav1.Now()
+	now := end
 	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
 		Name: "agent", Image: agentImage, ImageID: agentImage,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, StartedAt: now, FinishedAt: now, Reason: "Completed"}},
@@ -231,14 +237,18 @@ func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, 
 	}
 	g.Expect(env.Client.Status().Update(ctx, pod)).To(Succeed())
 
-	finishJob(g, job, metav1.NewTime(now.Add(-time.Minute)), succeed, "Job has reached the specified backoff limit")
+	finishJobAt(g, job, metav1.NewTime(now.Add(-time.Minute)), end, succeed, "Job has reached the specified backoff limit")
 	return job
 }
 
 // finishJob plays the Job controller: job started at start and is now
 // complete, or failed (backoff limit exceeded) with message msg.
 func finishJob(g Gomega, job *batchv1.Job, start metav1.Time, succeed bool, msg string) {
-	now := metav1.Now()
+	finishJobAt(g, job, start, metav1.Now(), succeed, msg)
+}
+
+// finishJobAt is finishJob with the Job finished at now.
+func finishJobAt(g Gomega, job *batchv1.Job, start, now metav1.Time, succeed bool, msg string) {
 	job.Status.StartTime = &start
 	if succeed {
 		job.Status.Succeeded = 1
