@@ -62,11 +62,16 @@ func (w *workload) finish(ctx context.Context, h *History, rec *recorder, inj *i
 		verifying := c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: planName}, plan) != nil ||
 			(plan.Status.LastVerification != nil && !finishedVerification(plan.Status.LastVerification.Result))
 		active, pending := rec.active(), w.pendingRestores()
-		if active == 0 && pending == 0 && !verifying {
+		unreported, err := rec.unreported(ctx)
+		if err != nil {
+			unreported = -1 // the API server restarting: look again
+		}
+		if active == 0 && pending == 0 && unreported == 0 && !verifying {
 			break
 		}
 		if time.Now().After(deadline) {
-			w.logf("still under way after %s: %d Job(s), %d RestoreJob(s) to compare, verification running %v", settleFor, active, pending, verifying)
+			w.logf("still under way after %s: %d Job(s), %d finished backup run(s) not reported, %d RestoreJob(s) to compare, verification running %v",
+				settleFor, active, unreported, pending, verifying)
 			break
 		}
 		select {

@@ -112,16 +112,11 @@ const (
 // BackupFailed Event naming the run's Job, matching how it ended.
 func RunsReportedOnce(h *History) Invariant {
 	inv := Invariant{Name: "backup runs: each finished and reported once"}
-	reports := map[string][]EventRecord{} // owner/job → its report Events
-	for _, e := range h.Events {
-		if e.Reason == ReasonBackupSucceeded || e.Reason == ReasonBackupFailed {
-			reports[e.Regarding+"/"+e.Related] = append(reports[e.Regarding+"/"+e.Related], e)
-		}
-	}
+	reports := runReports(h.Events)
 	var runs, succeeded, failed, retried int
 	var problems []string
 	for _, j := range h.Jobs {
-		if j.Kind != KindBackup || (j.RunKind != "scheduled" && j.RunKind != "run-now") {
+		if !j.reportable() {
 			continue
 		}
 		runs++
@@ -163,6 +158,22 @@ func RunsReportedOnce(h *History) Invariant {
 	inv.Summary = fmt.Sprintf("%d run(s): %d succeeded, %d failed (reported failed), %d retried a pod; %d problem(s)", runs, succeeded, failed, retried, len(problems))
 	inv.Details = problems
 	return inv
+}
+
+// runReports groups the backup operator's report Events by owner/job.
+func runReports(events []EventRecord) map[string][]EventRecord {
+	reports := map[string][]EventRecord{}
+	for _, e := range events {
+		if e.Reason == ReasonBackupSucceeded || e.Reason == ReasonBackupFailed {
+			reports[e.Regarding+"/"+e.Related] = append(reports[e.Regarding+"/"+e.Related], e)
+		}
+	}
+	return reports
+}
+
+// reportable: a backup run the operator must report once it finished.
+func (j JobRecord) reportable() bool {
+	return j.Kind == KindBackup && (j.RunKind == "scheduled" || j.RunKind == "run-now")
 }
 
 func outcome(j JobRecord) string {

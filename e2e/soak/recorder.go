@@ -204,6 +204,28 @@ func (r *recorder) active() int {
 	return n
 }
 
+// unreported counts the backup runs that finished but whose report Event
+// the operator has not written yet (it waits a result grace after the Job
+// ends): the soak waits for them before it judges, so a report that
+// arrives a moment late is not counted as lost, and one that never comes
+// still is when the wait ends.
+func (r *recorder) unreported(ctx context.Context) (int, error) {
+	events, err := r.events(ctx)
+	if err != nil {
+		return 0, err
+	}
+	reports := runReports(events)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, j := range r.jobs {
+		if j.reportable() && !j.Finished.IsZero() && len(reports[j.Owner+"/"+j.Name]) == 0 {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // events lists the Events about the soak's objects.
 func (r *recorder) events(ctx context.Context) ([]EventRecord, error) {
 	l := &eventsv1.EventList{}
