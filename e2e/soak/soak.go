@@ -18,6 +18,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -60,6 +61,14 @@ func (r *Report) OK() bool {
 		}
 	}
 	return len(r.Invariants) > 0
+}
+
+func joinFaults(fs []FaultResult) string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.String()
+	}
+	return strings.Join(out, "\n  ")
 }
 
 func (r *Report) String() string {
@@ -156,7 +165,10 @@ func Run(ctx context.Context, env *install.Env, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if err := w.finish(ctx, h, rec, inj, stopRec); err != nil {
-		return nil, err
+		inj.mu.Lock()
+		killed := maps.Clone(inj.killed)
+		inj.mu.Unlock()
+		return nil, fmt.Errorf("%w\nfaults:\n  %s\n%s", err, joinFaults(rep.Faults), diagnose(ctx, env, killed))
 	}
 	rep.Polls, rep.PollsLost = rec.counts()
 	var markers int
