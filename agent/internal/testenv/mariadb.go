@@ -25,8 +25,20 @@ type MariaDB struct {
 }
 
 // StartMariaDB initialises a data folder in a new temporary folder and
-// starts mariadbd on a free port of 127.0.0.1, then creates User.
+// starts mariadbd on a free port of 127.0.0.1, then creates User. The
+// server writes no binary log.
 func StartMariaDB(user, password string) (*MariaDB, error) {
+	return startMariaDB(user, password, "--skip-log-bin")
+}
+
+// StartMariaDBWithBinlog is StartMariaDB with the binary log on, in ROW
+// format, as a source a point-in-time archiver reads (server id 1, files
+// mysql-bin.NNNNNN).
+func StartMariaDBWithBinlog(user, password string) (*MariaDB, error) {
+	return startMariaDB(user, password, "--log-bin=mysql-bin", "--binlog-format=ROW", "--server-id=1")
+}
+
+func startMariaDB(user, password string, binlog ...string) (*MariaDB, error) {
 	mariadbd, err := lookBinary("mariadbd", "/usr/sbin/mariadbd")
 	if err != nil {
 		return nil, err
@@ -63,12 +75,13 @@ func StartMariaDB(user, password string) (*MariaDB, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(mariadbd, "--no-defaults", "--datadir="+data, "--user=root",
-			"--port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--socket="+m.Socket,
-			"--pid-file="+filepath.Join(dir, "mysqld.pid"), "--tmpdir="+dir,
-			"--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=128M",
+		args := append([]string{"--no-defaults", "--datadir=" + data, "--user=root",
+			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--socket=" + m.Socket,
+			"--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--tmpdir=" + dir,
+			"--skip-name-resolve", "--innodb-buffer-pool-size=128M",
 			"--innodb-flush-log-at-trx-commit=0", "--max-allowed-packet=256M",
-			"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci")
+			"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci"}, binlog...)
+		cmd := exec.Command(mariadbd, args...)
 		srv, err := startServer("mariadbd", filepath.Join(dir, "server.log"), cmd)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,273 @@
+package pitr
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"cairn.dev/agent/internal/store"
+)
+
+// Segment is one archived binary log file: its stored object
+// (<dir>/<file>.zst) and the record next to it (<dir>/<file>.json), written
+// after the object, so a record names only a whole, durable segment.
+type Segment struct {
+	File string `json:"file"`
+	// Size and Checksum ("sha256:<hex>") of the stored (compressed) bytes.
+	Size     int64  `json:"size"`
+	Checksum string `json:"checksum"`
+	// RawSize is the binary log file's own length.
+	RawSize int64 `json:"rawSize"`
+	// First and Last: the seconds of its first and last logged events.
+	First time.Time `json:"first,omitzero"`
+	Last  time.Time `json:"last,omitzero"`
+	// Events counts its logged events.
+	Events int `json:"events"`
+	// Next is the file the server continued in; empty after a stop.
+	Next string `json:"next,omitempty"`
+	// Stopped: the server shut down at its end.
+	Stopped bool `json:"stopped,omitempty"`
+	// ClosedBy is the time of the FLUSH BINARY LOGS the archiver issued
+	// that closed it, when it did: every change committed before it is in
+	// this segment or an earlier one.
+	ClosedBy time.Time `json:"closedBy,omitzero"`
+	// ArchivedAt is when the archiver stored it.
+	ArchivedAt time.Time `json:"archivedAt"`
+}
+
+// covers is the newest second this segment (with those before it) is known
+// to hold every change of: the flush that closed it, else its last event.
+func (s Segment) covers() time.Time {
+	if s.ClosedBy.After(s.Last) {
+		return s.ClosedBy
+	}
+	return s.Last
+}
+
+func objectKey(dir, file string) string { return path.Join(dir, file+".zst") }
+func recordKey(dir, file string) string { return path.Join(dir, file+".json") }
+
+// Index is the archive's segments by file name.
+type Index struct {
+	Dir      string
+	Segments map[string]Segment
+}
+
+// LoadIndex reads every segment record under dir. Objects without their
+// record (an upload the archiver did not finish) are not segments.
+func LoadIndex(ctx context.Context, st store.Store, dir string) (*Index, error) {
+	objs, err := st.List(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing the binary log archive %s: %w", st.Path(dir), err)
+	}
+	ix := &Index{Dir: dir, Segments: map[string]Segment{}}
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, ".json") {
+			continue
+		}
+		rc, err := st.Get(ctx, o.Key)
+		if err != nil {
+			return nil, err
+		}
+		var s Segment
+		err = json.NewDecoder(rc).Decode(&s)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("segment record %s: %w", st.Path(o.Key), err)
+		}
+		ix.Segments[s.File] = s
+	}
+	return ix, nil
+}
+
+// Files are the archived files in order.
+func (ix *Index) Files() []string {
+	out := make([]string, 0, len(ix.Segments))
+	for f := range ix.Segments {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Newest is the last archived segment, if any.
+func (ix *Index) Newest() (Segment, bool) {
+	files := ix.Files()
+	if len(files) == 0 {
+		return Segment{}, false
+	}
+	return ix.Segments[files[len(files)-1]], true
+}
+
+// Gap is a break in the archive: after segment After, the server continued
+// in Missing, which is not archived, though later files are.
+type Gap struct {
+	After, Missing string
+}
+
+func (g Gap) String() string {
+	return fmt.Sprintf("%s is missing (the server continued in it after %s)", g.Missing, g.After)
+}
+
+// Gaps lists every break in the archive: a segment whose next file is not
+// archived while newer ones are (the newest segment's next file is the one
+// being written, not a gap).
+func (ix *Index) Gaps() []Gap {
+	files := ix.Files()
+	var gaps []Gap
+	for i, f := range files {
+		s := ix.Segments[f]
+		if i == len(files)-1 || s.Next == "" && !s.Stopped {
+			continue
+		}
+		next := s.Next
+		if s.Stopped {
+			next = nextFile(f)
+		}
+		if _, ok := ix.Segments[next]; !ok {
+			gaps = append(gaps, Gap{After: f, Missing: next})
+		}
+	}
+	return gaps
+}
+
+// nextFile is the file after f in the server's numbering (mysql-bin.000007
+// → mysql-bin.000008), as the server continues after a stop.
+func nextFile(f string) string {
+	dot := strings.LastIndexByte(f, '.')
+	if dot < 0 {
+		return ""
+	}
+	num := f[dot+1:]
+	n := 0
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return ""
+		}
+		n = n*10 + int(c-'0')
+	}
+	return fmt.Sprintf("%s.%0*d", f[:dot], len(num), n+1)
+}
+
+// ErrOutsideWindow: the requested time is not recoverable from the archive.
+var ErrOutsideWindow = errors.New("outside the recoverable window")
+
+// Chain returns the segments to replay from file from (the base's binary
+// log file) up to time until (zero: everything archived, "latest"): the
+// continuous run of segments from from, ending at the first that covers
+// until. It refuses a chain with a gap (naming the missing file), and a
+// time after the newest archived second or before from's first change.
+func (ix *Index) Chain(from string, until time.Time) ([]Segment, error) {
+	cur, ok := ix.Segments[from]
+	if !ok {
+		return nil, fmt.Errorf("the base's binary log file %s is not archived under %s: %w", from, ix.Dir, ErrOutsideWindow)
+	}
+	var out []Segment
+	for {
+		out = append(out, cur)
+		if !until.IsZero() && !cur.covers().Before(until) {
+			return out, nil
+		}
+		next := cur.Next
+		if cur.Stopped {
+			next = nextFile(cur.File)
+		}
+		s, ok := ix.Segments[next]
+		if !ok {
+			break
+		}
+		cur = s
+	}
+	// The chain ends at its newest segment: is that the archive's end, or a gap?
+	if newest, _ := ix.Newest(); newest.File != cur.File {
+		return nil, fmt.Errorf("the archive has a gap after %s: %s; nothing after it can be recovered from this base", cur.File,
+			Gap{After: cur.File, Missing: cur.Next}.String())
+	}
+	if !until.IsZero() {
+		return nil, fmt.Errorf("%s is after the newest archived change (%s, in %s): %w", until.UTC().Format(time.RFC3339),
+			cur.covers().UTC().Format(time.RFC3339), cur.File, ErrOutsideWindow)
+	}
+	return out, nil
+}
+
+// put stores the binary log file at local as segment sum in dir: the
+// compressed object first, then its record.
+func put(ctx context.Context, st store.Store, dir, local string, seg Segment) (Segment, error) {
+	f, err := os.Open(local)
+	if err != nil {
+		return seg, err
+	}
+	defer f.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedDefault))
+		if err == nil {
+			_, err = io.Copy(enc, f)
+			if cerr := enc.Close(); err == nil {
+				err = cerr
+			}
+		}
+		pw.CloseWithError(err)
+	}()
+	h := sha256.New()
+	n, err := st.Put(ctx, objectKey(dir, seg.File), io.TeeReader(pr, h))
+	if err != nil {
+		pr.CloseWithError(err)
+		return seg, fmt.Errorf("storing segment %s: %w", seg.File, err)
+	}
+	seg.Size, seg.Checksum = n, "sha256:"+hex.EncodeToString(h.Sum(nil))
+	rec, err := json.Marshal(seg)
+	if err != nil {
+		return seg, err
+	}
+	if _, err := st.Put(ctx, recordKey(dir, seg.File), strings.NewReader(string(rec))); err != nil {
+		return seg, fmt.Errorf("storing the record of segment %s: %w", seg.File, err)
+	}
+	return seg, nil
+}
+
+// fetch writes segment s, checked against its checksum and decompressed,
+// to the local file dst.
+func fetch(ctx context.Context, st store.Store, dir string, s Segment, dst string) error {
+	rc, err := st.Get(ctx, objectKey(dir, s.File))
+	if err != nil {
+		return fmt.Errorf("segment %s is unreadable: %w", s.File, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	dec, err := zstd.NewReader(io.TeeReader(rc, h))
+	if err != nil {
+		return err
+	}
+	defer dec.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, dec); err != nil {
+		out.Close()
+		return fmt.Errorf("segment %s is unreadable: %w", s.File, err)
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	// What the decoder did not read (past the frame) is hashed too.
+	if _, err := io.Copy(h, rc); err != nil {
+		return err
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != s.Checksum {
+		return fmt.Errorf("segment %s is corrupt: stored bytes hash to %s, its record says %s", s.File, got, s.Checksum)
+	}
+	return nil
+}
