@@ -33,6 +33,12 @@ type MySQL struct {
 	// NoRoutines leaves routines and events out (another dump of the same
 	// snapshot has them); triggers stay with their tables.
 	NoRoutines bool
+	// BinlogPosition records in the dump's head where its snapshot stands
+	// in the server's binary log (--master-data=2, a comment), so the dump
+	// is a base for point-in-time recovery (package pitr). It needs the
+	// RELOAD and BINLOG MONITOR (REPLICATION CLIENT) privileges: the
+	// snapshot is taken under a brief global read lock.
+	BinlogPosition bool
 }
 
 func (m *MySQL) Name() string   { return "mysql" }
@@ -66,6 +72,9 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 	}
 	if m.ForParts {
 		args = append(args, "--skip-add-locks", "--skip-disable-keys")
+	}
+	if m.BinlogPosition {
+		args = append(args, "--master-data=2")
 	}
 	for _, t := range m.IgnoreTables {
 		args = append(args, "--ignore-table="+m.Database+"."+t)

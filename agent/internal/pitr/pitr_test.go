@@ -1,7 +1,6 @@
 package pitr_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/pitr"
 	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/internal/testenv"
@@ -107,20 +107,19 @@ func archivedPast(t *testing.T, st store.Store, dir string, at time.Time) *pitr.
 	return ix
 }
 
+// dump takes a base as the agent's backup does with point-in-time on.
 func dump(t *testing.T, database string) string {
 	t.Helper()
-	cmd := exec.Command("mariadb-dump", "--no-defaults", "--host=127.0.0.1", "--port="+strconv.Itoa(db.Port), "--user="+db.User,
-		"--single-transaction", "--master-data=2", database)
-	cmd.Env = append(os.Environ(), "MYSQL_PWD="+db.Password)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("mariadb-dump: %v: %s", err, stderr.String())
-	}
 	f := filepath.Join(t.TempDir(), "base.sql")
-	if err := os.WriteFile(f, out, 0o600); err != nil {
+	out, err := os.Create(f)
+	if err != nil {
 		t.Fatal(err)
+	}
+	defer out.Close()
+	m := &engine.MySQL{Conn: engine.Conn{Host: "127.0.0.1", Port: db.Port, User: db.User, Password: db.Password, Database: database},
+		BinlogPosition: true}
+	if err := m.Dump(context.Background(), out); err != nil {
+		t.Fatalf("dump: %v", err)
 	}
 	return f
 }
