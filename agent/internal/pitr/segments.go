@@ -271,3 +271,61 @@ func fetch(ctx context.Context, st store.Store, dir string, s Segment, dst strin
 	}
 	return nil
 }
+
+// Window is what the archive can recover from a base: from the base's
+// snapshot to the newest second its continuous chain covers.
+type Window struct {
+	// Latest is the newest recoverable second from the base (zero when
+	// the base's file is not archived yet).
+	Latest time.Time
+	// Through is the last segment of the base's continuous chain.
+	Through string
+	// Gap is the first break after the base, if the chain stops at one.
+	Gap *Gap
+}
+
+// WindowFrom is the window the archive gives base.
+func (ix *Index) WindowFrom(base Base) Window {
+	cur, ok := ix.Segments[base.File]
+	if !ok {
+		return Window{}
+	}
+	for {
+		next := cur.Next
+		if cur.Stopped {
+			next = nextFile(cur.File)
+		}
+		s, ok := ix.Segments[next]
+		if !ok {
+			w := Window{Latest: cur.covers(), Through: cur.File}
+			if newest, _ := ix.Newest(); newest.File != cur.File {
+				w.Gap = &Gap{After: cur.File, Missing: next}
+			}
+			return w
+		}
+		cur = s
+	}
+}
+
+// Prunable lists the segments no kept base can use: those before the
+// oldest kept base's file (a base replays from its own file on). With no
+// base kept, nothing is prunable — the log waits for its next base rather
+// than being dropped under a failing backup.
+func (ix *Index) Prunable(kept []Base) []string {
+	if len(kept) == 0 {
+		return nil
+	}
+	oldest := kept[0].File
+	for _, b := range kept[1:] {
+		if b.File < oldest {
+			oldest = b.File
+		}
+	}
+	var out []string
+	for _, f := range ix.Files() {
+		if f < oldest {
+			out = append(out, f)
+		}
+	}
+	return out
+}
