@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"cairn.dev/agent/internal/naming"
 )
 
-func (a *app) myTargetChecks(ctx context.Context, tc engine.Conn, p *problems, res *contract.MigrationResult) error {
+func (mig *Migration) myTargetChecks(ctx context.Context, tc engine.Conn, p *problems, res *contract.MigrationResult) error {
 	pool, c, err := inventory.ConnectMySQL(ctx, tc, tc.Database)
 	if err != nil {
 		var me *mysql.MySQLError
@@ -56,7 +56,7 @@ WHERE table_schema = DATABASE() AND table_name LIKE 'cairn\_precheck\_%'`)
 			return fmt.Errorf("target: drop leftover probe table %s: %w", n, err)
 		}
 	}
-	if err := a.existingTargetTables(ctx, &inventory.MySQL{Conn: tc, DB: pool, C: c}, p); err != nil {
+	if err := mig.existingTargetTables(ctx, &inventory.MySQL{Conn: tc, DB: pool, C: c}, p); err != nil {
 		return err
 	}
 	// Can the target user create, fill and drop a table? (MySQL DDL is not
@@ -80,8 +80,8 @@ WHERE table_schema = DATABASE() AND table_name LIKE 'cairn\_precheck\_%'`)
 // client on the target. The schema dump drops and recreates each table it
 // contains, so a retried copy replaces what an earlier attempt left: no
 // duplicate rows.
-func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
-	srcEng, tables, err := a.selectedSourceEngine(ctx, sc)
+func (mig *Migration) myCopy(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
+	srcEng, tables, err := mig.selectedSourceEngine(ctx, sc)
 	if err != nil {
 		return err
 	}
@@ -92,9 +92,9 @@ func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *contract.Migr
 	if err := tgt.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare target database %q: %w", tc.Database, err)
 	}
-	a.log.Info("copy started", "tables", len(tables), "parallel", a.cfg.Migrate.Parallel)
-	if a.cfg.Migrate.Mode == "Full" {
-		return a.myCopyParallel(ctx, srcEng.(*engine.MySQL), tgt.(*engine.MySQL), tables, res)
+	mig.log.Info("copy started", "tables", len(tables), "parallel", mig.cfg.Migrate.Parallel)
+	if mig.cfg.Migrate.Mode == "Full" {
+		return mig.myCopyParallel(ctx, srcEng.(*engine.MySQL), tgt.(*engine.MySQL), tables, res)
 	}
 	var moved atomic.Int64
 	if err := engine.Pipe(ctx, srcEng.Dump, tgt.Restore, &moved); err != nil {
@@ -109,7 +109,7 @@ func (a *app) myCopy(ctx context.Context, sc, tc engine.Conn, res *contract.Migr
 // server-wide read_only, which would stop every other database too), so
 // the step refuses there rather than do something broader than asked.
 // set reports whether the schema was made read-only.
-func (a *app) myReadOnly(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (set bool, err error) {
+func (mig *Migration) myReadOnly(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (set bool, err error) {
 	m, err := inventory.OpenMySQL(ctx, sc)
 	if err != nil {
 		return false, fmt.Errorf("source: %w", err)
@@ -165,23 +165,23 @@ func myReadOnlyChecks(version string, p *problems) {
 }
 
 // copyStep is the direct transfer.
-func (a *app) copyStep(ctx context.Context, res *contract.MigrationResult) error {
-	sc, err := a.source()
+func (mig *Migration) copyStep(ctx context.Context, res *contract.MigrationResult) error {
+	sc, err := mig.source()
 	if err != nil {
 		return err
 	}
-	tc, err := a.target()
+	tc, err := mig.target()
 	if err != nil {
 		return err
 	}
-	if err := a.refuseSamePair(ctx, "copy"); err != nil {
+	if err := mig.refuseSamePair(ctx, "copy"); err != nil {
 		return err
 	}
-	switch a.cfg.Engine {
+	switch mig.cfg.Engine {
 	case "postgres":
-		return a.pgCopy(ctx, sc, tc, res)
+		return mig.pgCopy(ctx, sc, tc, res)
 	case "mysql":
-		return a.myCopy(ctx, sc, tc, res)
+		return mig.myCopy(ctx, sc, tc, res)
 	}
-	return fmt.Errorf("unknown engine %q", a.cfg.Engine)
+	return fmt.Errorf("unknown engine %q", mig.cfg.Engine)
 }

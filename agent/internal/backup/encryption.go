@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"context"
@@ -12,28 +12,28 @@ import (
 
 // encoding is how backup (and a migration's export) encodes the dump: the
 // configured zstd level, encrypted to the configured recipients if any.
-func (a *app) encoding() pipeline.Encoding {
-	return pipeline.Encoding{Level: pipeline.Level(a.cfg.Compression), Recipients: a.cfg.Recipients}
+func (b *Runner) encoding() pipeline.Encoding {
+	return pipeline.Encoding{Level: pipeline.Level(b.cfg.Compression), Recipients: b.cfg.Recipients}
 }
 
-// identitiesFor returns the identities that decrypt entry (nil for an
+// IdentitiesFor returns the identities that decrypt entry (nil for an
 // artifact that is not encrypted), or the coded error naming the
 // recipients it needs when none was given or none is a recipient. It reads
 // nothing from the store: the catalog records the recipients.
-func (a *app) identitiesFor(path string, entry catalog.Entry) (*crypt.Identities, error) {
+func (b *Runner) IdentitiesFor(path string, entry catalog.Entry) (*crypt.Identities, error) {
 	if entry.Encryption == nil {
 		return nil, nil
 	}
-	if err := crypt.Match(path, entry.Encryption, a.cfg.Identities); err != nil {
+	if err := crypt.Match(path, entry.Encryption, b.cfg.Identities); err != nil {
 		return nil, annotateUntouched(err)
 	}
-	return a.cfg.Identities, nil
+	return b.cfg.Identities, nil
 }
 
-// verify reads the artifact whole before the target is touched: size and
+// Verify reads the artifact whole before the target is touched: size and
 // checksum, and for an encrypted one, that the identity opens it and every
 // chunk authenticates.
-func (a *app) verify(ctx context.Context, st store.Store, key string, entry catalog.Entry, ids *crypt.Identities) error {
+func (b *Runner) Verify(ctx context.Context, st store.Store, key string, entry catalog.Entry, ids *crypt.Identities) error {
 	err := pipeline.Verify(ctx, st, key, entry.Size, entry.Checksum, ids)
 	if errors.Is(err, pipeline.ErrNoIdentityMatch) {
 		// The catalog said the key is a recipient, the artifact's header

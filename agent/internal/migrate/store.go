@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/backup"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
@@ -17,38 +18,38 @@ import (
 )
 
 // requireStore checks that a store transfer is configured.
-func (a *app) requireStore() (store.Store, error) {
-	if a.cfg.Store == "" {
-		return nil, &config.UsageError{Msg: "migrate " + a.cfg.Migrate.Step + " needs a store: CAIRN_STORE (pvc or s3) and its settings"}
+func (mig *Migration) requireStore() (store.Store, error) {
+	if mig.cfg.Store == "" {
+		return nil, &config.UsageError{Msg: "migrate " + mig.cfg.Migrate.Step + " needs a store: CAIRN_STORE (pvc or s3) and its settings"}
 	}
-	if a.cfg.Migrate.Migration.Name == "" {
-		return nil, &config.UsageError{Msg: "migrate " + a.cfg.Migrate.Step + " needs CAIRN_MIGRATION (namespace/name): it names the store artifacts"}
+	if mig.cfg.Migrate.Migration.Name == "" {
+		return nil, &config.UsageError{Msg: "migrate " + mig.cfg.Migrate.Step + " needs CAIRN_MIGRATION (namespace/name): it names the store artifacts"}
 	}
-	return a.openStore()
+	return mig.backup.OpenStore()
 }
 
 // migrationArtifact finds CAIRN_ARTIFACT in the migration's folder.
-func (a *app) migrationArtifact(ctx context.Context) (catalog.Entry, store.Store, error) {
-	st, err := a.requireStore()
+func (mig *Migration) migrationArtifact(ctx context.Context) (catalog.Entry, store.Store, error) {
+	st, err := mig.requireStore()
 	if err != nil {
 		return catalog.Entry{}, nil, err
 	}
-	if a.cfg.Artifact == "" {
+	if mig.cfg.Artifact == "" {
 		return catalog.Entry{}, nil, &config.UsageError{Msg: "CAIRN_ARTIFACT is not set: the artifact export reported"}
 	}
 	if err := st.Check(ctx); err != nil {
 		return catalog.Entry{}, nil, err
 	}
-	cat, _, err := a.loadIndex(ctx, st)
+	cat, _, err := mig.backup.LoadIndex(ctx, st)
 	if err != nil {
 		return catalog.Entry{}, nil, err
 	}
-	e, ok := cat.Find(a.cfg.Artifact)
+	e, ok := cat.Find(mig.cfg.Artifact)
 	if !ok {
-		return catalog.Entry{}, nil, fmt.Errorf("artifact %q is not among the exports of migration %s in %s", a.cfg.Artifact, a.cfg.BackupJob, st)
+		return catalog.Entry{}, nil, fmt.Errorf("artifact %q is not among the exports of migration %s in %s", mig.cfg.Artifact, mig.cfg.BackupJob, st)
 	}
-	if e.Engine != a.cfg.Engine {
-		return catalog.Entry{}, nil, &config.UsageError{Msg: fmt.Sprintf("artifact %s is a %s export, but the engine is %s", e.Name, e.Engine, a.cfg.Engine)}
+	if e.Engine != mig.cfg.Engine {
+		return catalog.Entry{}, nil, &config.UsageError{Msg: fmt.Sprintf("artifact %s is a %s export, but the engine is %s", e.Name, e.Engine, mig.cfg.Engine)}
 	}
 	return e, st, nil
 }
@@ -58,35 +59,35 @@ func (a *app) migrationArtifact(ctx context.Context) (catalog.Entry, store.Store
 // source's inventory, taken in the dump's own snapshot, in the manifest.
 // A retried export writes a new artifact; the failed run's partial upload
 // is never listed.
-func (a *app) exportStep(ctx context.Context, res *contract.MigrationResult) error {
-	cfg := a.cfg
+func (mig *Migration) exportStep(ctx context.Context, res *contract.MigrationResult) error {
+	cfg := mig.cfg
 	m := cfg.Migrate
-	st, err := a.requireStore()
+	st, err := mig.requireStore()
 	if err != nil {
 		return err
 	}
-	sc, err := a.source()
+	sc, err := mig.source()
 	if err != nil {
 		return err
 	}
 	if err := st.Check(ctx); err != nil {
 		return err
 	}
-	eng, tables, err := a.selectedSourceEngine(ctx, sc)
+	eng, tables, err := mig.selectedSourceEngine(ctx, sc)
 	if err != nil {
 		return err
 	}
 	job := cfg.BackupJob
-	start := a.now().Truncate(time.Millisecond)
+	start := mig.now().Truncate(time.Millisecond)
 	name, err := naming.ArtifactNameToken(job, eng.Name(), start, naming.NewToken())
 	if err != nil {
 		return err
 	}
-	if a.cfg.Recipients != nil {
+	if mig.cfg.Recipients != nil {
 		name += naming.ExtEncrypted
 	}
 	key := job.Key(name)
-	stopMarker, err := a.startMarker(ctx, st, name, start)
+	stopMarker, err := mig.backup.StartMarker(ctx, st, name, start)
 	if err != nil {
 		return err
 	}
@@ -102,9 +103,9 @@ func (a *app) exportStep(ctx context.Context, res *contract.MigrationResult) err
 	if m.Mode == "SchemaOnly" {
 		method = inventory.MethodList
 	}
-	o := a.invOptions(method)
+	o := mig.invOptions(method)
 	o.Parallel = 1
-	w, inv, invErr, err := a.dumpWithInventory(ctx, eng, sc, st, key, o)
+	w, inv, invErr, err := mig.backup.DumpWithInventory(ctx, eng, sc, st, key, o)
 	if err != nil {
 		return err
 	}
@@ -112,22 +113,22 @@ func (a *app) exportStep(ctx context.Context, res *contract.MigrationResult) err
 		_ = st.Delete(context.WithoutCancel(ctx), key)
 		return invErr
 	}
-	end := a.now().Truncate(time.Millisecond)
+	end := mig.now().Truncate(time.Millisecond)
 	entry := catalog.Entry{Name: name, Size: w.Size, Checksum: w.Checksum, Start: start, End: end,
-		DurationSeconds: seconds(end.Sub(start)), Engine: eng.Name(), Format: eng.Format(), Compression: "zstd",
-		AgentVersion: a.version, Inventory: inv, Source: a.recordIdentity(ctx, a.cfg.Engine, sc)}
-	if a.cfg.Recipients != nil {
-		entry.Encryption = a.cfg.Recipients.Record()
+		DurationSeconds: backup.Seconds(end.Sub(start)), Engine: eng.Name(), Format: eng.Format(), Compression: "zstd",
+		AgentVersion: mig.version, Inventory: inv, Source: mig.backup.RecordIdentity(ctx, mig.cfg.Engine, sc)}
+	if mig.cfg.Recipients != nil {
+		entry.Encryption = mig.cfg.Recipients.Record()
 	}
-	if err := a.writeManifest(ctx, st, entry); err != nil {
+	if err := mig.backup.WriteManifest(ctx, st, entry); err != nil {
 		return fmt.Errorf("artifact %s was written but is not listed: %w", st.Path(key), err)
 	}
 	stopMarker()
 	stopMarker = nil
-	r := entryResult(st, key, entry)
+	r := backup.EntryResult(st, key, entry)
 	res.Artifact, res.Size, res.Checksum = r.Artifact, r.Size, r.Checksum
 	res.Tables, res.TablesDone, res.Bytes = len(tables), len(tables), w.Size
-	a.log.Info("exported", "artifact", r.Artifact, "size", w.Size, "tables", len(tables))
+	mig.log.Info("exported", "artifact", r.Artifact, "size", w.Size, "tables", len(tables))
 	return nil
 }
 
@@ -136,37 +137,37 @@ func (a *app) exportStep(ctx context.Context, res *contract.MigrationResult) err
 // engine's restore (PostgreSQL: one transaction, objects of the dump
 // replaced; MySQL: each table dropped and recreated). A retried import
 // restores the whole artifact again.
-func (a *app) importStep(ctx context.Context, res *contract.MigrationResult) error {
-	entry, st, err := a.migrationArtifact(ctx)
+func (mig *Migration) importStep(ctx context.Context, res *contract.MigrationResult) error {
+	entry, st, err := mig.migrationArtifact(ctx)
 	if err != nil {
 		return err
 	}
-	tc, err := a.target()
+	tc, err := mig.target()
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(a.cfg.Engine, tc)
+	eng, err := engine.New(mig.cfg.Engine, tc)
 	if err != nil {
 		return &config.UsageError{Msg: "target: " + err.Error()}
 	}
-	key := a.cfg.BackupJob.Key(entry.Name)
-	ids, err := a.identitiesFor(st.Path(key), entry)
+	key := mig.cfg.BackupJob.Key(entry.Name)
+	ids, err := mig.backup.IdentitiesFor(st.Path(key), entry)
 	if err != nil {
 		return err
 	}
-	if err := a.verify(ctx, st, key, entry, ids); err != nil {
+	if err := mig.backup.Verify(ctx, st, key, entry, ids); err != nil {
 		if errors.Is(err, pipeline.ErrCorrupted) {
 			return fmt.Errorf("refusing to import: %w; the target database was not touched", err)
 		}
 		return fmt.Errorf("cannot verify %s, the target database was not touched: %w", st.Path(key), err)
 	}
-	if err := a.refuseRecordedSource(ctx, "import", a.cfg.Engine, entry, tc, false); err != nil {
+	if err := mig.backup.RefuseRecordedSource(ctx, "import", mig.cfg.Engine, entry, tc, false); err != nil {
 		return err
 	}
 	if err := eng.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare target database %q: %w", tc.Database, err)
 	}
-	if a.cfg.Engine == "postgres" && entry.Inventory != nil {
+	if mig.cfg.Engine == "postgres" && entry.Inventory != nil {
 		// A dump of selected tables has no CREATE SCHEMA.
 		if err := pgCreateSchemas(ctx, tc, entry.Inventory.Tables); err != nil {
 			return err

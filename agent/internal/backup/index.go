@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"bytes"
@@ -24,8 +24,8 @@ const maxIndexBytes = 64 << 20
 // readListing reads the job's directory in the order catalog.Listing
 // explains: in-progress markers, manifests (decoded), the legacy catalog,
 // then every object.
-func (a *app) readListing(ctx context.Context, st store.Store) (catalog.Listing, error) {
-	job := a.cfg.BackupJob
+func (b *Runner) readListing(ctx context.Context, st store.Store) (catalog.Listing, error) {
+	job := b.cfg.BackupJob
 	var l catalog.Listing
 	markers, err := st.List(ctx, job.RunningPrefix())
 	if err != nil {
@@ -36,10 +36,10 @@ func (a *app) readListing(ctx context.Context, st store.Store) (catalog.Listing,
 	if err != nil {
 		return l, err
 	}
-	if l.Manifests, err = a.readManifests(ctx, st, mobjs); err != nil {
+	if l.Manifests, err = b.readManifests(ctx, st, mobjs); err != nil {
 		return l, err
 	}
-	if l.Legacy, err = a.loadLegacyCatalog(ctx, st); err != nil {
+	if l.Legacy, err = b.loadLegacyCatalog(ctx, st); err != nil {
 		return l, err
 	}
 	objs, err := st.List(ctx, job.Dir())
@@ -50,18 +50,18 @@ func (a *app) readListing(ctx context.Context, st store.Store) (catalog.Listing,
 	return l, nil
 }
 
-// loadIndex returns the job's catalog: every listed artifact that is
+// LoadIndex returns the job's catalog: every listed artifact that is
 // present, oldest first.
-func (a *app) loadIndex(ctx context.Context, st store.Store) (*catalog.Catalog, catalog.Listing, error) {
-	l, err := a.readListing(ctx, st)
+func (b *Runner) LoadIndex(ctx context.Context, st store.Store) (*catalog.Catalog, catalog.Listing, error) {
+	l, err := b.readListing(ctx, st)
 	if err != nil {
 		return nil, l, err
 	}
-	return catalog.Index(a.cfg.BackupJob, l.Manifests, l.Legacy, l.Objects), l, nil
+	return catalog.Index(b.cfg.BackupJob, l.Manifests, l.Legacy, l.Objects), l, nil
 }
 
-func (a *app) readManifests(ctx context.Context, st store.Store, objs []store.Object) ([]catalog.Entry, error) {
-	job := a.cfg.BackupJob
+func (b *Runner) readManifests(ctx context.Context, st store.Store, objs []store.Object) ([]catalog.Entry, error) {
+	job := b.cfg.BackupJob
 	var (
 		mu      sync.Mutex
 		entries []catalog.Entry
@@ -116,8 +116,8 @@ func readManifest(ctx context.Context, st store.Store, job naming.Job, key strin
 
 // loadLegacyCatalog reads the catalog.json of agents before manifests, or
 // returns nil when there is none.
-func (a *app) loadLegacyCatalog(ctx context.Context, st store.Store) (*catalog.Catalog, error) {
-	job := a.cfg.BackupJob
+func (b *Runner) loadLegacyCatalog(ctx context.Context, st store.Store) (*catalog.Catalog, error) {
+	job := b.cfg.BackupJob
 	rc, err := st.Get(ctx, job.CatalogKey())
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -137,13 +137,13 @@ func (a *app) loadLegacyCatalog(ctx context.Context, st store.Store) (*catalog.C
 	return c, nil
 }
 
-// writeManifest lists a complete artifact.
-func (a *app) writeManifest(ctx context.Context, st store.Store, e catalog.Entry) error {
-	data, err := catalog.EncodeManifest(a.cfg.BackupJob, e)
+// WriteManifest lists a complete artifact.
+func (b *Runner) WriteManifest(ctx context.Context, st store.Store, e catalog.Entry) error {
+	data, err := catalog.EncodeManifest(b.cfg.BackupJob, e)
 	if err != nil {
 		return err
 	}
-	if _, err := st.Put(ctx, a.cfg.BackupJob.ManifestKey(e.Name), bytes.NewReader(data)); err != nil {
+	if _, err := st.Put(ctx, b.cfg.BackupJob.ManifestKey(e.Name), bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("write manifest: %w", err)
 	}
 	return nil
@@ -157,16 +157,16 @@ type marker struct {
 	AgentVersion string    `json:"agentVersion,omitempty"`
 }
 
-// startMarker writes the in-progress marker of the backup writing name and
+// StartMarker writes the in-progress marker of the backup writing name and
 // refreshes it every catalog.MarkerRefresh until stop is called, so that no
 // prune takes the run's artifact or upload for a leftover however long it
 // runs. stop deletes the marker; call it only after the manifest is
 // written (a failed deletion only leaves a marker that goes stale).
-func (a *app) startMarker(ctx context.Context, st store.Store, name string, start time.Time) (stop func(), err error) {
-	key := a.cfg.BackupJob.MarkerKey(name)
+func (b *Runner) StartMarker(ctx context.Context, st store.Store, name string, start time.Time) (stop func(), err error) {
+	key := b.cfg.BackupJob.MarkerKey(name)
 	put := func() error {
-		b, _ := json.Marshal(marker{Artifact: name, Start: start, Refreshed: a.now(), AgentVersion: a.version})
-		_, err := st.Put(ctx, key, bytes.NewReader(append(b, '\n')))
+		data, _ := json.Marshal(marker{Artifact: name, Start: start, Refreshed: b.now(), AgentVersion: b.version})
+		_, err := st.Put(ctx, key, bytes.NewReader(append(data, '\n')))
 		return err
 	}
 	if err := put(); err != nil {
@@ -177,7 +177,7 @@ func (a *app) startMarker(ctx context.Context, st store.Store, name string, star
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		every := a.markerRefresh
+		every := b.markerRefresh
 		if every == 0 {
 			every = catalog.MarkerRefresh
 		}
@@ -189,7 +189,7 @@ func (a *app) startMarker(ctx context.Context, st store.Store, name string, star
 				return
 			case <-tick.C:
 				if err := put(); err != nil {
-					a.log.Warn("cannot refresh the in-progress marker", "marker", st.Path(key), "error", err)
+					b.log.Warn("cannot refresh the in-progress marker", "marker", st.Path(key), "error", err)
 				}
 			}
 		}
@@ -198,7 +198,7 @@ func (a *app) startMarker(ctx context.Context, st store.Store, name string, star
 		close(done)
 		wg.Wait()
 		if err := st.Delete(context.WithoutCancel(ctx), key); err != nil {
-			a.log.Warn("cannot delete the in-progress marker; a prune removes it once stale", "marker", st.Path(key), "error", err)
+			b.log.Warn("cannot delete the in-progress marker; a prune removes it once stale", "marker", st.Path(key), "error", err)
 		}
 	}, nil
 }

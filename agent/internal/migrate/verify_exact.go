@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -19,12 +19,12 @@ import (
 // then drops nothing, and the operator fails the migration without
 // switching (its abort drops the replication objects and undoes the
 // read-only). verify None skips it.
-func (a *app) exactCheck(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (differs bool, err error) {
-	if a.cfg.Migrate.Verify == "None" || a.cfg.Migrate.Verify == "" {
+func (mig *Migration) exactCheck(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (differs bool, err error) {
+	if mig.cfg.Migrate.Verify == "None" || mig.cfg.Migrate.Verify == "" {
 		res.Actions = append(res.Actions, "no exact comparison at cutover: verify is None")
 		return false, nil
 	}
-	v, err := a.compareSourceAgain(ctx, sc)
+	v, err := mig.compareSourceAgain(ctx, sc)
 	if err != nil {
 		return false, fmt.Errorf("comparing the source with the target at cutover: %w", err)
 	}
@@ -37,7 +37,7 @@ func (a *app) exactCheck(ctx context.Context, sc engine.Conn, res *contract.Migr
 	res.Verification, res.Tables = v, v.Tables
 	if v.Mismatched > 0 {
 		bad := inventory.Mismatched(v)
-		a.log.Warn("the target differs from the source at cutover", "tables", strings.Join(bad, ", "))
+		mig.log.Warn("the target differs from the source at cutover", "tables", strings.Join(bad, ", "))
 		res.Actions = append(res.Actions, fmt.Sprintf("the target differs from the source after applying every change written before the stop: %s; replication was not stopped (subscription disabled)",
 			strings.Join(bad, ", ")))
 		return true, nil

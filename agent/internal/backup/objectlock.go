@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"context"
@@ -14,12 +14,12 @@ import (
 
 // lockedStore writes every Put under S3 Object Lock retention until start
 // + the lock days, when the store and the configuration lock; else st.
-func (a *app) lockedStore(st store.Store, start time.Time) store.Store {
+func (b *Runner) lockedStore(st store.Store, start time.Time) store.Store {
 	l, ok := st.(store.Locker)
-	if !ok || l.LockMode() == "" || a.cfg.LockDays < 1 {
+	if !ok || l.LockMode() == "" || b.cfg.LockDays < 1 {
 		return st
 	}
-	return retained{Store: st, l: l, until: start.AddDate(0, 0, a.cfg.LockDays)}
+	return retained{Store: st, l: l, until: start.AddDate(0, 0, b.cfg.LockDays)}
 }
 
 type retained struct {
@@ -36,14 +36,14 @@ func (r retained) Put(ctx context.Context, key string, rd io.Reader) (int64, err
 // at now; each locked one is kept instead (reason contract.KeepLocked in
 // ds, with its date) and logged: prune never tries to delete a locked
 // object. With a store that cannot lock, expired is returned as it is.
-func (a *app) unlocked(ctx context.Context, st store.Store, ds []catalog.Decision, expired []catalog.Entry, now time.Time) ([]catalog.Entry, error) {
+func (b *Runner) unlocked(ctx context.Context, st store.Store, ds []catalog.Decision, expired []catalog.Entry, now time.Time) ([]catalog.Entry, error) {
 	l, ok := st.(store.Locker)
 	if !ok {
 		return expired, nil
 	}
 	var out []catalog.Entry
 	for _, e := range expired {
-		lock, err := l.LockOf(ctx, a.cfg.BackupJob.Key(e.Name))
+		lock, err := l.LockOf(ctx, b.cfg.BackupJob.Key(e.Name))
 		if errors.Is(err, store.ErrNotFound) {
 			continue // deleted meanwhile (a concurrent prune)
 		}
@@ -54,7 +54,7 @@ func (a *app) unlocked(ctx context.Context, st store.Store, ds []catalog.Decisio
 			out = append(out, e)
 			continue
 		}
-		a.log.Info("not pruned: the artifact is under S3 Object Lock", "artifact", st.Path(a.cfg.BackupJob.Key(e.Name)), "lockedUntil", lock.Until)
+		b.log.Info("not pruned: the artifact is under S3 Object Lock", "artifact", st.Path(b.cfg.BackupJob.Key(e.Name)), "lockedUntil", lock.Until)
 		for i := range ds {
 			if ds[i].Entry.Name == e.Name {
 				ds[i].Reasons = append(ds[i].Reasons, contract.KeepLocked)
@@ -75,12 +75,12 @@ func (a *app) unlocked(ctx context.Context, st store.Store, ds []catalog.Decisio
 // object's (the configured one for an artifact not locked yet). Dry run:
 // nothing is changed, what would be is logged. The failures are returned
 // (the prune goes on: they only keep less locked).
-func (a *app) extendLocks(ctx context.Context, st store.Store, ds []catalog.Decision, p catalog.Policy, now time.Time) []string {
+func (b *Runner) extendLocks(ctx context.Context, st store.Store, ds []catalog.Decision, p catalog.Policy, now time.Time) []string {
 	l, ok := st.(store.Locker)
 	if !ok || l.LockMode() == "" {
 		return nil
 	}
-	job := a.cfg.BackupJob
+	job := b.cfg.BackupJob
 	var failed []string
 	for i := range ds {
 		d := &ds[i]
@@ -104,8 +104,8 @@ func (a *app) extendLocks(ctx context.Context, st store.Store, ds []catalog.Deci
 		if mode == "" {
 			mode = l.LockMode()
 		}
-		if a.cfg.PruneDryRun {
-			a.log.Info("would extend the S3 Object Lock (dry run)", "artifact", st.Path(key), "reasons", d.Reasons, "lockedUntil", lock.Until, "until", until)
+		if b.cfg.PruneDryRun {
+			b.log.Info("would extend the S3 Object Lock (dry run)", "artifact", st.Path(key), "reasons", d.Reasons, "lockedUntil", lock.Until, "until", until)
 			continue
 		}
 		if err := l.ExtendLock(ctx, key, mode, until); err != nil {
@@ -113,7 +113,7 @@ func (a *app) extendLocks(ctx context.Context, st store.Store, ds []catalog.Deci
 			continue
 		}
 		d.LockedUntil = until
-		a.log.Info("S3 Object Lock extended to what the policy keeps", "artifact", st.Path(key), "reasons", d.Reasons, "mode", mode, "from", lock.Until, "until", until)
+		b.log.Info("S3 Object Lock extended to what the policy keeps", "artifact", st.Path(key), "reasons", d.Reasons, "mode", mode, "from", lock.Until, "until", until)
 		mkey := job.ManifestKey(d.Entry.Name)
 		ml, err := l.LockOf(ctx, mkey)
 		if err == nil && until.After(ml.Until) {

@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -37,15 +37,15 @@ import (
 // connection, in one snapshot, and the result's actions say so.
 
 // myCopyParallel is the Full copy.
-func (a *app) myCopyParallel(ctx context.Context, src, tgt *engine.MySQL, tables []inventory.Table, res *contract.MigrationResult) error {
+func (mig *Migration) myCopyParallel(ctx context.Context, src, tgt *engine.MySQL, tables []inventory.Table, res *contract.MigrationResult) error {
 	var moved atomic.Int64
 	schema := *src
 	schema.NoData, schema.SkipTriggers = true, true
 	if err := engine.Pipe(ctx, schema.Dump, tgt.Restore, &moved); err != nil {
 		return fmt.Errorf("schema: %w", err)
 	}
-	a.log.Info("schema created (tables, views, routines, events)")
-	if err := a.myCopyRows(ctx, src.Conn, tgt.Conn, tables, &moved, res); err != nil {
+	mig.log.Info("schema created (tables, views, routines, events)")
+	if err := mig.myCopyRows(ctx, src.Conn, tgt.Conn, tables, &moved, res); err != nil {
 		return err
 	}
 	trig := *src
@@ -60,7 +60,7 @@ func (a *app) myCopyParallel(ctx context.Context, src, tgt *engine.MySQL, tables
 // mySnapshots opens n source connections whose transactions all see one
 // point in time. With n > 1 it needs FLUSH TABLES WITH READ LOCK; when
 // that is refused it returns one connection and the reason.
-func (a *app) mySnapshots(ctx context.Context, sc engine.Conn, n int) (conns []*sql.Conn, position, fallback string, closeAll func(), err error) {
+func (mig *Migration) mySnapshots(ctx context.Context, sc engine.Conn, n int) (conns []*sql.Conn, position, fallback string, closeAll func(), err error) {
 	var pools []*sql.DB
 	closeAll = func() {
 		for _, c := range conns {
@@ -126,7 +126,7 @@ func (a *app) mySnapshots(ctx context.Context, sc engine.Conn, n int) (conns []*
 		}
 		fallback = fmt.Sprintf("FLUSH TABLES WITH READ LOCK was refused (%v; it needs the RELOAD privilege and no statement running longer than lock_wait_timeout): rows copied on one connection, in one snapshot, without parallelism",
 			engine.Redact(lerr.Error(), sc.Password))
-		a.log.Warn("no global read lock: copying rows on one connection", "error", lerr)
+		mig.log.Warn("no global read lock: copying rows on one connection", "error", lerr)
 		for _, c := range conns[1:] {
 			c.Close()
 		}
@@ -178,9 +178,9 @@ func myBinlogPosition(ctx context.Context, c *sql.Conn) string {
 	return strings.TrimSpace(pos)
 }
 
-func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table, moved *atomic.Int64, res *contract.MigrationResult) error {
-	workers := max(1, min(a.cfg.Migrate.Parallel, len(tables)))
-	srcs, position, fallback, closeSrcs, err := a.mySnapshots(ctx, sc, workers)
+func (mig *Migration) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table, moved *atomic.Int64, res *contract.MigrationResult) error {
+	workers := max(1, min(mig.cfg.Migrate.Parallel, len(tables)))
+	srcs, position, fallback, closeSrcs, err := mig.mySnapshots(ctx, sc, workers)
 	if err != nil {
 		return err
 	}
@@ -197,8 +197,8 @@ func (a *app) myCopyRows(ctx context.Context, sc, tc engine.Conn, tables []inven
 	if position != "" {
 		res.Actions = append(res.Actions, "source snapshot at "+position)
 	}
-	a.log.Info("copying rows", "tables", len(tables), "connections", workers, "position", position)
-	copied, err := a.copyTables(ctx, tables, workers, moved, func(ctx context.Context, w int) (tableCopier, func(), error) {
+	mig.log.Info("copying rows", "tables", len(tables), "connections", workers, "position", position)
+	copied, err := mig.copyTables(ctx, tables, workers, moved, func(ctx context.Context, w int) (tableCopier, func(), error) {
 		pool, t, err := myConnectTarget(ctx, tc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("target: %w", err)

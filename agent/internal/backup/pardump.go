@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"cairn.dev/agent/internal/store"
 )
 
-// mysqlParallel is dumpWithInventory for a multi-part MySQL backup with
+// mysqlParallel is DumpWithInventory for a multi-part MySQL backup with
 // CAIRN_PARALLELISM above 1: up to that many mysqldump processes at once,
 // each dumping its own tables (the largest tables spread over them; the
 // first one dumps everything else too: views, routines, events, tables
@@ -30,7 +30,7 @@ import (
 // with fewer than two tables, ok is false and the caller dumps in one
 // stream (one snapshot by construction, its parts still compressed and
 // stored in parallel).
-func (a *app) mysqlParallel(ctx context.Context, e *engine.MySQL, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Encoding) (w pipeline.Written, inv *inventory.Inventory, invErr, err error, ok bool) {
+func (b *Runner) mysqlParallel(ctx context.Context, e *engine.MySQL, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Encoding) (w pipeline.Written, inv *inventory.Inventory, invErr, err error, ok bool) {
 	if strings.Contains(e.Database, ".") {
 		return w, nil, nil, nil, false // --ignore-table=db.table would be ambiguous
 	}
@@ -39,14 +39,14 @@ func (a *app) mysqlParallel(ctx context.Context, e *engine.MySQL, conn engine.Co
 		return w, nil, nil, err, true
 	}
 	defer m.Close()
-	groups, err := tableGroups(ctx, m, a.cfg.Parallelism)
+	groups, err := tableGroups(ctx, m, b.cfg.Parallelism)
 	if err != nil || len(groups) < 2 {
 		return w, nil, nil, err, err != nil
 	}
-	unlock, locked := a.mysqlGlobalReadLock(ctx, conn)
+	unlock, locked := b.mysqlGlobalReadLock(ctx, conn)
 	defer unlock()
 	if !locked {
-		a.log.Warn("backing up in one stream: a parallel dump needs FLUSH TABLES WITH READ LOCK (RELOAD) for one snapshot")
+		b.log.Warn("backing up in one stream: a parallel dump needs FLUSH TABLES WITH READ LOCK (RELOAD) for one snapshot")
 		return w, nil, nil, nil, false
 	}
 	inventoryWanted := o.Method != "None" && o.Method != ""
@@ -62,7 +62,7 @@ func (a *app) mysqlParallel(ctx context.Context, e *engine.MySQL, conn engine.Co
 		once.Do(func() {
 			if !inTime {
 				consistent.Store(false)
-				a.log.Warn("not every mysqldump started within the lock's bound; the dumps may not share one point in time", "bound", mysqlLockMax)
+				b.log.Warn("not every mysqldump started within the lock's bound; the dumps may not share one point in time", "bound", mysqlLockMax)
 			}
 			unlock()
 		})
@@ -97,7 +97,7 @@ func (a *app) mysqlParallel(ctx context.Context, e *engine.MySQL, conn engine.Co
 		}
 		engs[i] = de
 	}
-	a.log.Info("dumping in parallel", "dumps", len(groups), "tables", len(others)+len(groups[0]))
+	b.log.Info("dumping in parallel", "dumps", len(groups), "tables", len(others)+len(groups[0]))
 
 	// The inventory reads in its own snapshot alongside the dumps.
 	ictx, cancelInv := context.WithCancel(ctx)
@@ -121,8 +121,8 @@ func (a *app) mysqlParallel(ctx context.Context, e *engine.MySQL, conn engine.Co
 	if level.Recipients != nil {
 		ext += naming.ExtEncrypted
 	}
-	w, x, err := parts.Backup(ctx, engs, st, key, key+naming.PartsDirSuffix, level, parts.Options{Parallelism: a.cfg.Parallelism, PartSize: a.cfg.PartSize, Extension: ext})
-	a.written = x
+	w, x, err := parts.Backup(ctx, engs, st, key, key+naming.PartsDirSuffix, level, parts.Options{Parallelism: b.cfg.Parallelism, PartSize: b.cfg.PartSize, Extension: ext})
+	b.written = x
 	release(true) // a dump too small to flush before it ended
 	if err != nil {
 		cancelInv()
@@ -143,7 +143,7 @@ func (a *app) mysqlParallel(ctx context.Context, e *engine.MySQL, conn engine.Co
 	for _, c := range counters {
 		got, cerr := c.Result()
 		if cerr != nil {
-			a.log.Warn("row counts could not be read from a dump; counting its tables with count(*) in the dumps' snapshot", "reason", cerr)
+			b.log.Warn("row counts could not be read from a dump; counting its tables with count(*) in the dumps' snapshot", "reason", cerr)
 			continue
 		}
 		for t, n := range got {
@@ -155,7 +155,7 @@ func (a *app) mysqlParallel(ctx context.Context, e *engine.MySQL, conn engine.Co
 		return w, nil, fmt.Errorf("inventory: %w", ierr), nil, true
 	}
 	if len(scanned) > 0 {
-		a.log.Warn("tables whose rows the dumps did not give were counted with count(*)", "tables", scanned)
+		b.log.Warn("tables whose rows the dumps did not give were counted with count(*)", "tables", scanned)
 	}
 	inv.Consistent = consistent.Load()
 	return w, inv, nil, nil, true

@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 // multipartName turns a new artifact's name into a multi-part one when the
 // backup writes parts: MySQL with CAIRN_PARALLELISM above 1. eng is told
 // to dump as the splitter reads it.
-func (a *app) multipartName(eng engine.Engine, name string) (string, error) {
+func (b *Runner) multipartName(eng engine.Engine, name string) (string, error) {
 	m, ok := eng.(*engine.MySQL)
-	if !ok || a.cfg.Parallelism < 2 {
+	if !ok || b.cfg.Parallelism < 2 {
 		return name, nil
 	}
 	m.ForParts = true
@@ -28,8 +28,8 @@ func (a *app) multipartName(eng engine.Engine, name string) (string, error) {
 
 // writeArtifact stores eng's dump under key: one stream
 // (pipeline.Backup), or, when key names a multi-part artifact, its parts
-// and its index (parts.Backup; the index is kept in a.written).
-func (a *app) writeArtifact(ctx context.Context, eng engine.Engine, st store.Store, key string, enc pipeline.Encoding) (pipeline.Written, error) {
+// and its index (parts.Backup; the index is kept in b.written).
+func (b *Runner) writeArtifact(ctx context.Context, eng engine.Engine, st store.Store, key string, enc pipeline.Encoding) (pipeline.Written, error) {
 	if !naming.Multipart(path.Base(key)) {
 		return pipeline.Backup(ctx, eng, st, key, enc)
 	}
@@ -37,14 +37,14 @@ func (a *app) writeArtifact(ctx context.Context, eng engine.Engine, st store.Sto
 	if enc.Recipients != nil {
 		ext += naming.ExtEncrypted
 	}
-	w, x, err := parts.Backup(ctx, []engine.Engine{eng}, st, key, key+naming.PartsDirSuffix, enc, parts.Options{Parallelism: a.cfg.Parallelism, PartSize: a.cfg.PartSize, Extension: ext})
-	a.written = x
+	w, x, err := parts.Backup(ctx, []engine.Engine{eng}, st, key, key+naming.PartsDirSuffix, enc, parts.Options{Parallelism: b.cfg.Parallelism, PartSize: b.cfg.PartSize, Extension: ext})
+	b.written = x
 	return w, err
 }
 
 // recordParts notes a multi-part artifact's parts in its entry.
-func (a *app) recordParts(e *catalog.Entry) {
-	if x := a.written; x != nil {
+func (b *Runner) recordParts(e *catalog.Entry) {
+	if x := b.written; x != nil {
 		e.Parts, e.PartsSize = len(x.Parts), x.Stored()
 	}
 }
@@ -52,8 +52,8 @@ func (a *app) recordParts(e *catalog.Entry) {
 // verifyParts is verify for a multi-part artifact, before the target is
 // touched: the index against the manifest, every part present with its
 // size, and the schema part read whole (decrypted with ids).
-func (a *app) verifyParts(ctx context.Context, st store.Store, entry catalog.Entry, ids *crypt.Identities) (*parts.Index, error) {
-	job := a.cfg.BackupJob
+func (b *Runner) verifyParts(ctx context.Context, st store.Store, entry catalog.Entry, ids *crypt.Identities) (*parts.Index, error) {
+	job := b.cfg.BackupJob
 	key := job.Key(entry.Name)
 	x, err := parts.ReadIndex(ctx, st, key, entry.Size, entry.Checksum)
 	if err != nil {
@@ -67,21 +67,21 @@ func (a *app) verifyParts(ctx context.Context, st store.Store, entry catalog.Ent
 }
 
 // restoreParts loads a verified multi-part artifact (parts.Restore).
-func (a *app) restoreParts(ctx context.Context, st store.Store, entry catalog.Entry, x *parts.Index, ids *crypt.Identities, eng engine.Engine) error {
-	a.log.Info("restoring parts", "parts", len(x.Parts), "parallelism", a.cfg.Parallelism)
-	return parts.Restore(ctx, st, a.cfg.BackupJob.PartsDir(entry.Name), x, ids, eng, a.cfg.Parallelism, func(done, total int) {
-		a.log.Debug("data part committed", "done", done, "of", total)
+func (b *Runner) restoreParts(ctx context.Context, st store.Store, entry catalog.Entry, x *parts.Index, ids *crypt.Identities, eng engine.Engine) error {
+	b.log.Info("restoring parts", "parts", len(x.Parts), "parallelism", b.cfg.Parallelism)
+	return parts.Restore(ctx, st, b.cfg.BackupJob.PartsDir(entry.Name), x, ids, eng, b.cfg.Parallelism, func(done, total int) {
+		b.log.Debug("data part committed", "done", done, "of", total)
 	})
 }
 
 // deleteParts deletes a multi-part artifact's parts (after its index, so
 // that it is no longer restorable first); what fails, a later prune
 // sweeps.
-func (a *app) deleteParts(ctx context.Context, st store.Store, name string) error {
+func (b *Runner) deleteParts(ctx context.Context, st store.Store, name string) error {
 	if !naming.Multipart(name) {
 		return nil
 	}
-	dir := a.cfg.BackupJob.PartsDir(name)
+	dir := b.cfg.BackupJob.PartsDir(name)
 	objs, err := st.List(ctx, dir)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"cairn.dev/agent/internal/store"
 )
 
-// delete removes the index (manifests and legacy catalog), then every
+// Delete removes the index (manifests and legacy catalog), then every
 // object of the job. It can be repeated until it succeeds. A backup that
 // finishes after delete listed the directory stays complete and listed.
-func (a *app) delete(ctx context.Context) ([]byte, error) {
-	job := a.cfg.BackupJob
-	st, err := a.openStore()
+func (b *Runner) Delete(ctx context.Context) ([]byte, error) {
+	job := b.cfg.BackupJob
+	st, err := b.OpenStore()
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (a *app) delete(ctx context.Context) ([]byte, error) {
 		}
 		deleted++
 	}
-	n, err := st.AbortIncomplete(ctx, job.Dir(), a.now().Add(time.Hour), nil)
+	n, err := st.AbortIncomplete(ctx, job.Dir(), b.now().Add(time.Hour), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -55,6 +55,6 @@ func (a *app) delete(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 	}
-	a.log.Info("deleted", "objects", deleted, "store", st.String())
-	return contract.Marshal(a.summary("delete", st, catalog.New(job), deleted))
+	b.log.Info("deleted", "objects", deleted, "store", st.String())
+	return contract.Marshal(b.summary("delete", st, catalog.New(job), deleted))
 }

@@ -1,69 +1,105 @@
-package cli
+// Package migrate is the agent's migration engine: the steps of a
+// MigrationJob (docs/migration-agent.md), each run by one agent process and
+// safe to run again after a failure or a kill.
+//
+//   - precheck (precheck*.go): what would make the copy fail, on each side;
+//   - copy, direct transfer: PostgreSQL (postgres_copy.go: pg_dump's schema
+//     sections around a parallel COPY in one exported snapshot) and
+//     MySQL/MariaDB (mysql_copy.go, mysql_rows.go: the schema by mysqldump,
+//     the rows in parallel in one snapshot as multi-row INSERTs);
+//   - export and import, transfer through a store (store.go), with the
+//     artifacts of cairn.dev/agent/internal/backup;
+//   - verify (verify.go; converge.go for Continuous mode, comparing at WAL
+//     positions the target has applied);
+//   - cutover (cutover.go, readonly.go, recopy.go) and abort;
+//   - replication-start/-status/-stop, PostgreSQL logical replication for
+//     Continuous mode (replication.go, replication_stop.go).
+package migrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/backup"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/identity"
 	"cairn.dev/agent/internal/inventory"
 )
 
-// migrate runs one step of a migration (the contract is in
-// cairn.dev/agent/result/migration.go; docs/migration-agent.md describes
-// each step). Every step is safe to run again after a failure or a kill.
-func (a *app) migrate(ctx context.Context) ([]byte, error) {
-	m := a.cfg.Migrate
-	start := a.now()
-	res := contract.MigrationResult{Step: m.Step, Engine: a.cfg.Engine}
-	a.log = a.log.With("step", m.Step, "migration", m.Migration.String())
+// Migration runs one step of a migration, configured by cfg (cfg.Migrate
+// set: the step and the migration's settings).
+type Migration struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	now     func() time.Time
+	version string
+	// backup writes and reads the store transfer's artifacts.
+	backup *backup.Runner
+}
+
+// New returns the Migration of cfg's step. It logs to log (with the step
+// and the migration's name), reads the time from now and records version
+// in the artifacts it exports.
+func New(cfg *config.Config, log *slog.Logger, now func() time.Time, version string) *Migration {
+	log = log.With("step", cfg.Migrate.Step, "migration", cfg.Migrate.Migration.String())
+	return &Migration{cfg: cfg, log: log, now: now, version: version, backup: backup.New(cfg, log, now, version, nil)}
+}
+
+// Run runs the step and returns its result line (the contract is
+// cairn.dev/agent/contract's MigrationResult; docs/migration-agent.md
+// describes each step).
+func (mig *Migration) Run(ctx context.Context) ([]byte, error) {
+	m := mig.cfg.Migrate
+	start := mig.now()
+	res := contract.MigrationResult{Step: m.Step, Engine: mig.cfg.Engine}
 	var err error
 	switch m.Step {
 	case contract.StepPrecheck:
-		err = a.precheck(ctx, &res, true, true)
+		err = mig.precheck(ctx, &res, true, true)
 	case contract.StepPrecheckSource:
-		err = a.precheck(ctx, &res, true, false)
+		err = mig.precheck(ctx, &res, true, false)
 	case contract.StepPrecheckTarget:
-		err = a.precheck(ctx, &res, false, true)
+		err = mig.precheck(ctx, &res, false, true)
 	case contract.StepCopy:
-		err = a.copyStep(ctx, &res)
+		err = mig.copyStep(ctx, &res)
 	case contract.StepExport:
-		err = a.exportStep(ctx, &res)
+		err = mig.exportStep(ctx, &res)
 	case contract.StepImport:
-		err = a.importStep(ctx, &res)
+		err = mig.importStep(ctx, &res)
 	case contract.StepVerify:
-		err = a.verifyStep(ctx, &res)
+		err = mig.verifyStep(ctx, &res)
 	case contract.StepCutover:
-		err = a.cutoverStep(ctx, &res)
+		err = mig.cutoverStep(ctx, &res)
 	case contract.StepReplicationStart, contract.StepReplicationStatus, contract.StepReplicationStop:
-		err = a.replicationStep(ctx, &res)
+		err = mig.replicationStep(ctx, &res)
 	case contract.StepAbort:
-		err = a.abortStep(ctx, &res)
+		err = mig.abortStep(ctx, &res)
 	default:
 		err = &config.UsageError{Msg: fmt.Sprintf("unknown migrate step %q", m.Step)}
 	}
 	if err != nil {
 		return nil, err
 	}
-	res.DurationSeconds = seconds(a.now().Sub(start))
-	a.log.Info("step finished", "tables", res.Tables, "tablesDone", res.TablesDone, "bytes", res.Bytes,
+	res.DurationSeconds = backup.Seconds(mig.now().Sub(start))
+	mig.log.Info("step finished", "tables", res.Tables, "tablesDone", res.TablesDone, "bytes", res.Bytes,
 		"problems", len(res.Problems), "durationSeconds", res.DurationSeconds)
 	return contract.MarshalMigration(res)
 }
 
 // source and target return the coordinates of each side, or a usage error
 // naming what is missing.
-func (a *app) source() (engine.Conn, error) {
-	return completeConn("source", "CAIRN_DB_", a.cfg.Engine, a.cfg.DB)
+func (mig *Migration) source() (engine.Conn, error) {
+	return completeConn("source", "CAIRN_DB_", mig.cfg.Engine, mig.cfg.DB)
 }
 
-func (a *app) target() (engine.Conn, error) {
-	return completeConn("target", "CAIRN_TARGET_DB_", a.cfg.Engine, a.cfg.Migrate.Target)
+func (mig *Migration) target() (engine.Conn, error) {
+	return completeConn("target", "CAIRN_TARGET_DB_", mig.cfg.Engine, mig.cfg.Migrate.Target)
 }
 
 func completeConn(side, prefix, eng string, c engine.Conn) (engine.Conn, error) {
@@ -89,21 +125,36 @@ func completeConn(side, prefix, eng string, c engine.Conn) (engine.Conn, error) 
 	return c, nil
 }
 
+// refuseSamePair refuses a write step of a migration whose target is its
+// source, as the two servers tell (identity.CheckPair). Every step that
+// writes calls it first.
+func (mig *Migration) refuseSamePair(ctx context.Context, step string) error {
+	sc, err := mig.source()
+	if err != nil {
+		return err
+	}
+	tc, err := mig.target()
+	if err != nil {
+		return err
+	}
+	return identity.CheckPair(ctx, mig.cfg.Engine, step, sc, tc)
+}
+
 // schemaName is the name the schema part of a pattern matches for
 // MySQL/MariaDB on both sides: the source database's name (the target's
 // when a target-side step is not told the source's).
-func (a *app) schemaName() string {
-	if a.cfg.Engine != "mysql" {
+func (mig *Migration) schemaName() string {
+	if mig.cfg.Engine != "mysql" {
 		return ""
 	}
-	if a.cfg.DB.Database != "" {
-		return a.cfg.DB.Database
+	if mig.cfg.DB.Database != "" {
+		return mig.cfg.DB.Database
 	}
-	return a.cfg.Migrate.Target.Database
+	return mig.cfg.Migrate.Target.Database
 }
 
-func (a *app) invOptions(method string) inventory.Options {
-	return inventory.Options{Filter: a.cfg.Migrate.Filter, Method: method, Parallel: a.cfg.Migrate.Parallel, SchemaName: a.schemaName()}
+func (mig *Migration) invOptions(method string) inventory.Options {
+	return inventory.Options{Filter: mig.cfg.Migrate.Filter, Method: method, Parallel: mig.cfg.Migrate.Parallel, SchemaName: mig.schemaName()}
 }
 
 // problems collects precheck findings, at most maxProblems of a kind.
@@ -141,22 +192,22 @@ func major(v string) int {
 	return n
 }
 
-func (a *app) precheck(ctx context.Context, res *contract.MigrationResult, checkSource, checkTarget bool) error {
-	m := a.cfg.Migrate
+func (mig *Migration) precheck(ctx context.Context, res *contract.MigrationResult, checkSource, checkTarget bool) error {
+	m := mig.cfg.Migrate
 	if checkSource && checkTarget {
 		// The target checks write (a probe table): not into the source.
-		if err := a.refuseSamePair(ctx, "precheck"); err != nil {
+		if err := mig.refuseSamePair(ctx, "precheck"); err != nil {
 			return err
 		}
 	}
 	var p problems
 	var srcTables []inventory.Table
 	if checkSource {
-		sc, err := a.source()
+		sc, err := mig.source()
 		if err != nil {
 			return err
 		}
-		db, err := inventory.Open(ctx, a.cfg.Engine, sc)
+		db, err := inventory.Open(ctx, mig.cfg.Engine, sc)
 		if err != nil {
 			return fmt.Errorf("source: %w", err)
 		}
@@ -164,7 +215,7 @@ func (a *app) precheck(ctx context.Context, res *contract.MigrationResult, check
 		if res.SourceVersion, err = db.Version(ctx); err != nil {
 			return fmt.Errorf("source version: %w", err)
 		}
-		if srcTables, err = db.Tables(ctx, m.Filter, a.schemaName()); err != nil {
+		if srcTables, err = db.Tables(ctx, m.Filter, mig.schemaName()); err != nil {
 			return fmt.Errorf("source: %w", err)
 		}
 		res.Tables = len(srcTables)
@@ -174,29 +225,29 @@ func (a *app) precheck(ctx context.Context, res *contract.MigrationResult, check
 		if len(srcTables) == 0 && !m.Filter.Empty() {
 			p.add("no table of source database %q matches include %q exclude %q", sc.Database, m.Include, m.Exclude)
 		}
-		if err := a.sourceChecks(ctx, db, srcTables, &p, res.SourceVersion); err != nil {
+		if err := mig.sourceChecks(ctx, db, srcTables, &p, res.SourceVersion); err != nil {
 			return err
 		}
 	}
 	if checkTarget {
-		tc, err := a.target()
+		tc, err := mig.target()
 		if err != nil {
 			return err
 		}
-		if err := a.targetChecks(ctx, tc, srcTables, checkSource, &p, res); err != nil {
+		if err := mig.targetChecks(ctx, tc, srcTables, checkSource, &p, res); err != nil {
 			return err
 		}
-		if checkSource && a.cfg.Engine == "postgres" && major(res.TargetVersion) < major(res.SourceVersion) {
+		if checkSource && mig.cfg.Engine == "postgres" && major(res.TargetVersion) < major(res.SourceVersion) {
 			p.add("target PostgreSQL %s is older than source PostgreSQL %s: a dump of a newer server may not restore into an older one",
 				res.TargetVersion, res.SourceVersion)
 		}
 	}
 	res.Problems = p.list
-	a.log.Info("precheck", "tables", res.Tables, "estimatedBytes", res.EstimatedBytes, "problems", strings.Join(p.list, " | "))
+	mig.log.Info("precheck", "tables", res.Tables, "estimatedBytes", res.EstimatedBytes, "problems", strings.Join(p.list, " | "))
 	return nil
 }
 
-func (a *app) sourceChecks(ctx context.Context, db inventory.DB, tables []inventory.Table, p *problems, version string) error {
+func (mig *Migration) sourceChecks(ctx context.Context, db inventory.DB, tables []inventory.Table, p *problems, version string) error {
 	switch d := db.(type) {
 	case *inventory.Postgres:
 		denied, err := pgUnreadable(ctx, d, tables)
@@ -210,18 +261,18 @@ func (a *app) sourceChecks(ctx context.Context, db inventory.DB, tables []invent
 		} else if fields := strings.Fields(tool); len(fields) > 0 && major(fields[len(fields)-1]) < major(version) {
 			p.add("%s cannot dump PostgreSQL %s (pg_dump dumps servers of its own major version and older): use an agent image with a newer client", tool, version)
 		}
-		if a.cfg.Migrate.Mode == "Continuous" {
+		if mig.cfg.Migrate.Mode == "Continuous" {
 			if err := pgReplicationChecks(ctx, d, tables, p); err != nil {
 				return err
 			}
 		}
-		if a.cfg.Migrate.SourceReadOnly {
+		if mig.cfg.Migrate.SourceReadOnly {
 			if err := pgReadOnlyChecks(ctx, d, p); err != nil {
 				return err
 			}
 		}
 	case *inventory.MySQL:
-		if a.cfg.Migrate.SourceReadOnly {
+		if mig.cfg.Migrate.SourceReadOnly {
 			myReadOnlyChecks(version, p)
 		}
 		for _, t := range tables {
@@ -236,22 +287,22 @@ func (a *app) sourceChecks(ctx context.Context, db inventory.DB, tables []invent
 	return nil
 }
 
-func (a *app) targetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *contract.MigrationResult) error {
-	m := a.cfg.Migrate
-	switch a.cfg.Engine {
+func (mig *Migration) targetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *contract.MigrationResult) error {
+	m := mig.cfg.Migrate
+	switch mig.cfg.Engine {
 	case "postgres":
-		return a.pgTargetChecks(ctx, tc, srcTables, haveSource, p, res)
+		return mig.pgTargetChecks(ctx, tc, srcTables, haveSource, p, res)
 	case "mysql":
-		return a.myTargetChecks(ctx, tc, p, res)
+		return mig.myTargetChecks(ctx, tc, p, res)
 	}
 	_ = m
-	return fmt.Errorf("unknown engine %q", a.cfg.Engine)
+	return fmt.Errorf("unknown engine %q", mig.cfg.Engine)
 }
 
 // existingTargetTables reports included tables already on the target.
-func (a *app) existingTargetTables(ctx context.Context, db inventory.DB, p *problems) error {
-	m := a.cfg.Migrate
-	tables, err := db.Tables(ctx, m.Filter, a.schemaName())
+func (mig *Migration) existingTargetTables(ctx context.Context, db inventory.DB, p *problems) error {
+	m := mig.cfg.Migrate
+	tables, err := db.Tables(ctx, m.Filter, mig.schemaName())
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
@@ -268,34 +319,34 @@ func (a *app) existingTargetTables(ctx context.Context, db inventory.DB, p *prob
 
 // verifyStep compares the target with the source: live (direct), or with
 // the inventory an export recorded (store transfer: CAIRN_ARTIFACT set).
-func (a *app) verifyStep(ctx context.Context, res *contract.MigrationResult) error {
-	m := a.cfg.Migrate
+func (mig *Migration) verifyStep(ctx context.Context, res *contract.MigrationResult) error {
+	m := mig.cfg.Migrate
 	if m.Verify == "None" {
 		res.Verification = &contract.Verification{Method: "None"}
 		return nil
 	}
-	tc, err := a.target()
+	tc, err := mig.target()
 	if err != nil {
 		return err
 	}
-	if m.Mode == "Continuous" && a.cfg.Artifact == "" {
+	if m.Mode == "Continuous" && mig.cfg.Artifact == "" {
 		// The rows reach the target by the subscription's own table
 		// synchronisation, and the source may be written meanwhile:
 		// compare once every table is synchronised, at WAL positions the
 		// target has applied, re-checking what differs
 		// (migrate_converge.go).
-		sc, err := a.source()
+		sc, err := mig.source()
 		if err != nil {
 			return err
 		}
-		return a.convergeVerify(ctx, sc, tc, res)
+		return mig.convergeVerify(ctx, sc, tc, res)
 	}
 	method := m.Verify
 	var src *inventory.Inventory
 	var srcErr error
 	done := make(chan struct{})
-	if a.cfg.Artifact != "" {
-		entry, _, err := a.migrationArtifact(ctx)
+	if mig.cfg.Artifact != "" {
+		entry, _, err := mig.migrationArtifact(ctx)
 		if err != nil {
 			return err
 		}
@@ -308,16 +359,16 @@ func (a *app) verifyStep(ctx context.Context, res *contract.MigrationResult) err
 		}
 		close(done)
 	} else {
-		sc, err := a.source()
+		sc, err := mig.source()
 		if err != nil {
 			return err
 		}
 		go func() {
 			defer close(done)
-			src, srcErr = inventory.Take(ctx, a.cfg.Engine, sc, a.invOptions(method))
+			src, srcErr = inventory.Take(ctx, mig.cfg.Engine, sc, mig.invOptions(method))
 		}()
 	}
-	dst, dstErr := inventory.Take(ctx, a.cfg.Engine, tc, a.invOptions(method))
+	dst, dstErr := inventory.Take(ctx, mig.cfg.Engine, tc, mig.invOptions(method))
 	<-done
 	if srcErr != nil {
 		return fmt.Errorf("source: %w", srcErr)
@@ -328,12 +379,10 @@ func (a *app) verifyStep(ctx context.Context, res *contract.MigrationResult) err
 	v := inventory.Compare(src, dst, method)
 	res.Verification, res.Tables = v, v.Tables
 	if v.Mismatched > 0 {
-		a.log.Warn("verification found mismatches", "tables", strings.Join(inventory.Mismatched(v), ", "))
+		mig.log.Warn("verification found mismatches", "tables", strings.Join(inventory.Mismatched(v), ", "))
 	}
 	return nil
 }
-
-var errNoInventory = errors.New("no inventory")
 
 // cutoverControlTimeout bounds the statements that undo a cutover.
 const cutoverControlTimeout = time.Minute

@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"context"
@@ -13,18 +13,20 @@ import (
 	"cairn.dev/agent/internal/store"
 )
 
-func (a *app) prune(ctx context.Context) ([]byte, error) {
-	if !a.retains() {
+// Prune deletes what the retention policy does not keep (prunes the store)
+// and returns the summary line.
+func (b *Runner) Prune(ctx context.Context) ([]byte, error) {
+	if !b.retains() {
 		return nil, errors.New("no retention is set: CAIRN_RETENTION_DAYS (--retention-days) must be at least 1, or CAIRN_RETENTION (--retention) a calendar-tier policy")
 	}
-	st, err := a.openStore()
+	st, err := b.OpenStore()
 	if err != nil {
 		return nil, err
 	}
 	if err := st.Check(ctx); err != nil {
 		return nil, err
 	}
-	s, err := a.pruneStore(ctx, st)
+	s, err := b.pruneStore(ctx, st)
 	if err != nil {
 		return nil, err
 	}
@@ -35,32 +37,32 @@ func (a *app) prune(ctx context.Context) ([]byte, error) {
 // interrupted backups. A manifest is deleted before its artifact, so the
 // index never lists a deleted artifact; what a prune sees as unlisted,
 // in progress or just finished is kept (catalog.Sweep).
-func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary, error) {
-	job := a.cfg.BackupJob
-	now := a.now()
-	cat, l, err := a.loadIndex(ctx, st)
+func (b *Runner) pruneStore(ctx context.Context, st store.Store) (contract.Summary, error) {
+	job := b.cfg.BackupJob
+	now := b.now()
+	cat, l, err := b.LoadIndex(ctx, st)
 	if err != nil {
 		return contract.Summary{}, err
 	}
-	policy := a.policy()
+	policy := b.policy()
 	decisions := catalog.Apply(cat.Entries, l.Verified(job), policy, now)
 	expired := catalog.Pruned(decisions)
 	// What the tiers keep longer than its lock is locked longer.
-	lockFailed := a.extendLocks(ctx, st, decisions, policy, now)
+	lockFailed := b.extendLocks(ctx, st, decisions, policy, now)
 	// An artifact still under S3 Object Lock is never deleted: kept, and
 	// said so.
-	if expired, err = a.unlocked(ctx, st, decisions, expired, now); err != nil {
+	if expired, err = b.unlocked(ctx, st, decisions, expired, now); err != nil {
 		return contract.Summary{}, err
 	}
-	report := catalog.Report(decisions, policy, a.cfg.PruneDryRun)
+	report := catalog.Report(decisions, policy, b.cfg.PruneDryRun)
 	for _, k := range report.Kept {
-		a.log.Debug("kept", "artifact", k.Artifact, "reasons", k.Reasons)
+		b.log.Debug("kept", "artifact", k.Artifact, "reasons", k.Reasons)
 	}
-	if a.cfg.PruneDryRun {
+	if b.cfg.PruneDryRun {
 		for _, e := range expired {
-			a.log.Info("would prune (dry run)", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
+			b.log.Info("would prune (dry run)", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
 		}
-		s := a.summary("prune", st, cat, 0)
+		s := b.summary("prune", st, cat, 0)
 		s.Retention = report
 		if len(lockFailed) > 0 {
 			return s, fmt.Errorf("cannot read the S3 Object Lock of kept artifacts: %s", strings.Join(lockFailed, "; "))
@@ -81,20 +83,20 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 			failed = append(failed, err.Error())
 			continue
 		}
-		if err := a.deleteParts(ctx, st, e.Name); err != nil {
+		if err := b.deleteParts(ctx, st, e.Name); err != nil {
 			failed = append(failed, err.Error()) // swept later, as above
 			continue
 		}
 		gone[e.Name] = true
 		deleted++
-		a.log.Info("pruned", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
+		b.log.Info("pruned", "artifact", st.Path(job.Key(e.Name)), "start", e.Start)
 		// Its verification record, if any (else a later prune sweeps it).
 		if err := st.Delete(ctx, job.VerifiedKey(e.Name)); err != nil {
-			a.log.Warn("cannot delete the verification record of a pruned artifact", "error", err)
+			b.log.Warn("cannot delete the verification record of a pruned artifact", "error", err)
 		}
 	}
 	if len(failed) > 0 {
-		s := a.summary("prune", st, cat.Without(names(expired), now), deleted)
+		s := b.summary("prune", st, cat.Without(names(expired), now), deleted)
 		s.Retention = report
 		return s, fmt.Errorf("expired artifacts not deleted: %s", strings.Join(failed, "; "))
 	}
@@ -110,7 +112,7 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 			return contract.Summary{}, err
 		}
 		deleted++
-		a.log.Info("removed leftover", "object", st.Path(o.Key), "modified", o.ModTime)
+		b.log.Info("removed leftover", "object", st.Path(o.Key), "modified", o.ModTime)
 	}
 	n, err := st.AbortIncomplete(ctx, job.Dir(), now.Add(-catalog.LeftoverGrace), func(key string) bool {
 		return catalog.KeepUpload(job, l.Markers, key, now)
@@ -119,8 +121,8 @@ func (a *app) pruneStore(ctx context.Context, st store.Store) (contract.Summary,
 		return contract.Summary{}, err
 	}
 	deleted += n
-	a.log.Info("prune finished", "retentionDays", a.cfg.RetentionDays, "retention", a.cfg.Retention, "deleted", deleted, "kept", len(cat.Entries))
-	s := a.summary("prune", st, cat, deleted)
+	b.log.Info("prune finished", "retentionDays", b.cfg.RetentionDays, "retention", b.cfg.Retention, "deleted", deleted, "kept", len(cat.Entries))
+	s := b.summary("prune", st, cat, deleted)
 	s.Retention = report
 	if len(lockFailed) > 0 {
 		return s, fmt.Errorf("S3 Object Lock not extended to what the policy keeps: %s", strings.Join(lockFailed, "; "))

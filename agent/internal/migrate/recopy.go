@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 // the target are replaced: emptied and copied again; triggers do not fire
 // for the copied rows (the source's trigger-written rows are copied as
 // they are). It returns the keys of the tables copied again.
-func (a *app) recopyChanged(ctx context.Context, sc, tc engine.Conn, changed []string) ([]string, error) {
-	_, selected, err := a.selectedSourceEngine(ctx, sc)
+func (mig *Migration) recopyChanged(ctx context.Context, sc, tc engine.Conn, changed []string) ([]string, error) {
+	_, selected, err := mig.selectedSourceEngine(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -43,13 +43,13 @@ func (a *app) recopyChanged(ctx context.Context, sc, tc engine.Conn, changed []s
 		}
 		return nil, fmt.Errorf("cannot copy again %s: not an included table of the source now (created, renamed or dropped since verification)", strings.Join(missing, ", "))
 	}
-	switch a.cfg.Engine {
+	switch mig.cfg.Engine {
 	case "postgres":
-		err = a.pgRecopy(ctx, sc, tc, tables, selected)
+		err = mig.pgRecopy(ctx, sc, tc, tables, selected)
 	case "mysql":
-		err = a.myRecopy(ctx, sc, tc, tables)
+		err = mig.myRecopy(ctx, sc, tc, tables)
 	default:
-		err = fmt.Errorf("unknown engine %q", a.cfg.Engine)
+		err = fmt.Errorf("unknown engine %q", mig.cfg.Engine)
 	}
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func (a *app) recopyChanged(ctx context.Context, sc, tc engine.Conn, changed []s
 // validates them; TRUNCATE; user triggers disabled while copying), read from
 // one read-only REPEATABLE READ transaction on the source; then the
 // sequences are set to the source's values in that snapshot.
-func (a *app) pgRecopy(ctx context.Context, sc, tc engine.Conn, tables, selected []inventory.Table) error {
+func (mig *Migration) pgRecopy(ctx context.Context, sc, tc engine.Conn, tables, selected []inventory.Table) error {
 	bg := context.WithoutCancel(ctx)
 	s, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
@@ -159,10 +159,10 @@ WHERE contype = 'f' AND (conrelid = ANY($1::text[]::regclass[]) OR confrelid = A
 	if err := ttx.Commit(ctx); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	if err := pgCopySequences(ctx, stx, tc, selected, a.cfg.Migrate.Filter); err != nil {
+	if err := pgCopySequences(ctx, stx, tc, selected, mig.cfg.Migrate.Filter); err != nil {
 		return err
 	}
-	a.log.Info("changed tables copied again", "tables", len(tables), "bytes", moved.Load())
+	mig.log.Info("changed tables copied again", "tables", len(tables), "bytes", moved.Load())
 	return nil
 }
 
@@ -171,8 +171,8 @@ WHERE contype = 'f' AND (conrelid = ANY($1::text[]::regclass[]) OR confrelid = A
 // source (as the copy step does: strict mode, foreign key checks off),
 // then the source's triggers of those tables are created again — also when
 // the copy fails halfway.
-func (a *app) myRecopy(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table) (err error) {
-	srcs, _, _, closeSrcs, err := a.mySnapshots(ctx, sc, 1)
+func (mig *Migration) myRecopy(ctx context.Context, sc, tc engine.Conn, tables []inventory.Table) (err error) {
+	srcs, _, _, closeSrcs, err := mig.mySnapshots(ctx, sc, 1)
 	if err != nil {
 		return err
 	}
@@ -246,6 +246,6 @@ func (a *app) myRecopy(ctx context.Context, sc, tc engine.Conn, tables []invento
 			return fmt.Errorf("copy table %s again: %w", n, err)
 		}
 	}
-	a.log.Info("changed tables copied again", "tables", len(tables), "triggers", len(triggers), "bytes", moved.Load())
+	mig.log.Info("changed tables copied again", "tables", len(tables), "triggers", len(triggers), "bytes", moved.Load())
 	return nil
 }

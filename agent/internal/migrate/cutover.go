@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -31,19 +31,19 @@ import (
 //
 // What else cutover does — switching a Secret, stopping replication — is
 // the operator's and later steps'.
-func (a *app) cutoverStep(ctx context.Context, res *contract.MigrationResult) error {
-	if _, err := a.target(); err == nil {
-		if err := a.refuseSamePair(ctx, "cut over"); err != nil {
+func (mig *Migration) cutoverStep(ctx context.Context, res *contract.MigrationResult) error {
+	if _, err := mig.target(); err == nil {
+		if err := mig.refuseSamePair(ctx, "cut over"); err != nil {
 			return err
 		}
 	}
-	m := a.cfg.Migrate
+	m := mig.cfg.Migrate
 	check := m.Mode == "Full" && m.Verify != "None"
 	if !m.SourceReadOnly && !check {
 		res.Actions = append(res.Actions, "none: CAIRN_CUTOVER_SOURCE_READ_ONLY is not true and there is nothing to compare (mode "+m.Mode+", verify "+m.Verify+")")
 		return nil
 	}
-	sc, err := a.source()
+	sc, err := mig.source()
 	if err != nil {
 		return err
 	}
@@ -52,50 +52,50 @@ func (a *app) cutoverStep(ctx context.Context, res *contract.MigrationResult) er
 		if !readOnly {
 			return
 		}
-		if err := a.revertReadOnly(context.WithoutCancel(ctx), sc); err != nil {
+		if err := mig.revertReadOnly(context.WithoutCancel(ctx), sc); err != nil {
 			res.Actions = append(res.Actions, fmt.Sprintf("%s, but making the source writable again failed: %v", why, err))
-			a.log.Error("could not undo the source's read-only", "error", err)
+			mig.log.Error("could not undo the source's read-only", "error", err)
 			return
 		}
 		res.Actions = append(res.Actions, why+": the source database "+sc.Database+" was made writable again")
 	}
 	if m.SourceReadOnly {
-		switch a.cfg.Engine {
+		switch mig.cfg.Engine {
 		case "postgres":
-			readOnly, err = a.pgReadOnly(ctx, sc, res)
+			readOnly, err = mig.pgReadOnly(ctx, sc, res)
 		case "mysql":
-			readOnly, err = a.myReadOnly(ctx, sc, res)
+			readOnly, err = mig.myReadOnly(ctx, sc, res)
 		default:
-			err = fmt.Errorf("unknown engine %q", a.cfg.Engine)
+			err = fmt.Errorf("unknown engine %q", mig.cfg.Engine)
 		}
 		if err != nil {
 			undo("making the source read-only failed halfway")
-			return a.withUndone(err, res)
+			return mig.withUndone(err, res)
 		}
 	}
 	if !check {
 		return nil
 	}
-	v, err := a.compareSourceAgain(ctx, sc)
+	v, err := mig.compareSourceAgain(ctx, sc)
 	if err != nil {
 		undo("the source could not be compared with the target")
-		return a.withUndone(fmt.Errorf("comparing the source with the target after writes stopped: %w", err), res)
+		return mig.withUndone(fmt.Errorf("comparing the source with the target after writes stopped: %w", err), res)
 	}
 	res.Verification, res.Tables = v, v.Tables
-	if v.Mismatched > 0 && (readOnly || m.WritersStopped) && a.cfg.Artifact == "" {
+	if v.Mismatched > 0 && (readOnly || m.WritersStopped) && mig.cfg.Artifact == "" {
 		// Back to copying, under the stopped writes: what changed since
 		// verification is copied again, then compared again exactly.
 		changed := inventory.Mismatched(v)
-		a.log.Info("the source changed since verification; copying those tables again", "tables", strings.Join(changed, ", "))
-		tc, err := a.target()
+		mig.log.Info("the source changed since verification; copying those tables again", "tables", strings.Join(changed, ", "))
+		tc, err := mig.target()
 		if err != nil {
 			undo("the target is not configured")
-			return a.withUndone(err, res)
+			return mig.withUndone(err, res)
 		}
-		recopied, err := a.recopyChanged(ctx, sc, tc, changed)
+		recopied, err := mig.recopyChanged(ctx, sc, tc, changed)
 		if err != nil {
 			undo("copying again the tables changed since verification failed; nothing may be switched")
-			return a.withUndone(fmt.Errorf("copying again the tables changed since verification (%s): %w", strings.Join(changed, ", "), err), res)
+			return mig.withUndone(fmt.Errorf("copying again the tables changed since verification (%s): %w", strings.Join(changed, ", "), err), res)
 		}
 		res.Recopied = recopied
 		what := fmt.Sprintf("%d tables", len(recopied))
@@ -103,15 +103,15 @@ func (a *app) cutoverStep(ctx context.Context, res *contract.MigrationResult) er
 			what = "1 table"
 		}
 		res.Actions = append(res.Actions, "re-copied "+what+" changed since verification: "+strings.Join(recopied, ", "))
-		if v, err = a.compareSourceAgain(ctx, sc); err != nil {
+		if v, err = mig.compareSourceAgain(ctx, sc); err != nil {
 			undo("the source could not be compared with the target after copying again")
-			return a.withUndone(fmt.Errorf("comparing the source with the target after copying again: %w", err), res)
+			return mig.withUndone(fmt.Errorf("comparing the source with the target after copying again: %w", err), res)
 		}
 		res.Verification, res.Tables = v, v.Tables
 	}
 	if v.Mismatched > 0 {
 		bad := inventory.Mismatched(v)
-		a.log.Warn("the source changed since verification", "tables", strings.Join(bad, ", "))
+		mig.log.Warn("the source changed since verification", "tables", strings.Join(bad, ", "))
 		undo("the source changed since verification (" + strings.Join(bad, ", ") + "); nothing may be switched")
 		return nil
 	}
@@ -121,7 +121,7 @@ func (a *app) cutoverStep(ctx context.Context, res *contract.MigrationResult) er
 
 // withUndone adds what the step undid to a failure's message (the
 // termination message carries only the error).
-func (a *app) withUndone(err error, res *contract.MigrationResult) error {
+func (mig *Migration) withUndone(err error, res *contract.MigrationResult) error {
 	for _, act := range res.Actions {
 		if strings.Contains(act, "writable again") {
 			return fmt.Errorf("%w; %s", err, act)
@@ -133,11 +133,11 @@ func (a *app) withUndone(err error, res *contract.MigrationResult) error {
 // compareSourceAgain compares the source as it is now with what the target
 // holds: the live target (direct), or the inventory the target was
 // verified against (store transfer: the export's, CAIRN_ARTIFACT).
-func (a *app) compareSourceAgain(ctx context.Context, sc engine.Conn) (*contract.Verification, error) {
-	method := a.cfg.Migrate.Verify
+func (mig *Migration) compareSourceAgain(ctx context.Context, sc engine.Conn) (*contract.Verification, error) {
+	method := mig.cfg.Migrate.Verify
 	var copied *inventory.Inventory
-	if a.cfg.Artifact != "" {
-		entry, _, err := a.migrationArtifact(ctx)
+	if mig.cfg.Artifact != "" {
+		entry, _, err := mig.migrationArtifact(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -149,16 +149,16 @@ func (a *app) compareSourceAgain(ctx context.Context, sc engine.Conn) (*contract
 			method = inventory.MethodRowCount
 		}
 	}
-	src, err := inventory.Take(ctx, a.cfg.Engine, sc, a.invOptions(method))
+	src, err := inventory.Take(ctx, mig.cfg.Engine, sc, mig.invOptions(method))
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
 	if copied == nil {
-		tc, err := a.target()
+		tc, err := mig.target()
 		if err != nil {
 			return nil, err
 		}
-		if copied, err = inventory.Take(ctx, a.cfg.Engine, tc, a.invOptions(method)); err != nil {
+		if copied, err = inventory.Take(ctx, mig.cfg.Engine, tc, mig.invOptions(method)); err != nil {
 			return nil, fmt.Errorf("target: %w", err)
 		}
 	}
@@ -167,10 +167,10 @@ func (a *app) compareSourceAgain(ctx context.Context, sc engine.Conn) (*contract
 
 // revertReadOnly makes the source database writable again (what cutover's
 // read-only did).
-func (a *app) revertReadOnly(ctx context.Context, sc engine.Conn) error {
+func (mig *Migration) revertReadOnly(ctx context.Context, sc engine.Conn) error {
 	ctx, cancel := withTimeout(ctx, cutoverControlTimeout)
 	defer cancel()
-	switch a.cfg.Engine {
+	switch mig.cfg.Engine {
 	case "postgres":
 		c, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 		if err != nil {
@@ -203,7 +203,7 @@ func (a *app) revertReadOnly(ctx context.Context, sc engine.Conn) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown engine %q", a.cfg.Engine)
+	return fmt.Errorf("unknown engine %q", mig.cfg.Engine)
 }
 
 // abortStep undoes what the migration did to the source, on the way to
@@ -213,28 +213,28 @@ func (a *app) revertReadOnly(ctx context.Context, sc engine.Conn) error {
 // bound) and, with CAIRN_CUTOVER_SOURCE_READ_ONLY, the read-only a cutover
 // may have set. It never touches data; every part is skipped when absent,
 // so it can be repeated.
-func (a *app) abortStep(ctx context.Context, res *contract.MigrationResult) error {
-	m := a.cfg.Migrate
-	sc, err := a.source()
+func (mig *Migration) abortStep(ctx context.Context, res *contract.MigrationResult) error {
+	m := mig.cfg.Migrate
+	sc, err := mig.source()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	if m.Mode == "Continuous" {
-		if a.cfg.Engine != "postgres" {
+		if mig.cfg.Engine != "postgres" {
 			return &config.UsageError{Msg: "Continuous mode is PostgreSQL only"}
 		}
-		names, err := a.replicationNames()
+		names, err := mig.replicationNames()
 		if err != nil {
 			return err
 		}
 		res.Replication = &names
-		if err := a.dropReplication(ctx, sc, res, false); err != nil {
+		if err := mig.dropReplication(ctx, sc, res, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if m.SourceReadOnly {
-		if err := a.revertReadOnly(ctx, sc); err != nil {
+		if err := mig.revertReadOnly(ctx, sc); err != nil {
 			errs = append(errs, fmt.Errorf("making the source writable again: %w", err))
 		} else {
 			res.Actions = append(res.Actions, "source database "+sc.Database+" is writable (cutover's read-only undone, if it was set)")

@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 // selectedSourceEngine returns the source's engine with its dump
 // restricted to the included objects (and to the schema in SchemaOnly
 // mode), and the included tables.
-func (a *app) selectedSourceEngine(ctx context.Context, sc engine.Conn) (engine.Engine, []inventory.Table, error) {
-	m := a.cfg.Migrate
-	eng, err := engine.New(a.cfg.Engine, sc)
+func (mig *Migration) selectedSourceEngine(ctx context.Context, sc engine.Conn) (engine.Engine, []inventory.Table, error) {
+	m := mig.cfg.Migrate
+	eng, err := engine.New(mig.cfg.Engine, sc)
 	if err != nil {
 		return nil, nil, &config.UsageError{Msg: "source: " + err.Error()}
 	}
-	db, err := inventory.Open(ctx, a.cfg.Engine, sc)
+	db, err := inventory.Open(ctx, mig.cfg.Engine, sc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("source: %w", err)
 	}
 	defer db.Close()
-	tables, err := db.Tables(ctx, m.Filter, a.schemaName())
+	tables, err := db.Tables(ctx, m.Filter, mig.schemaName())
 	if err != nil {
 		return nil, nil, fmt.Errorf("source: %w", err)
 	}

@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"cairn.dev/agent/internal/store"
 )
 
-// dumpWithInventory streams eng's dump into key (writeArtifact) and takes
+// DumpWithInventory streams eng's dump into key (writeArtifact) and takes
 // the inventory of the dumped data at the same time:
 //
 //   - PostgreSQL: a held REPEATABLE READ transaction exports a snapshot;
@@ -37,15 +37,15 @@ import (
 // instead (dumpCountingRows): no second scan of the tables.
 //
 // A failed inventory does not fail the dump: invErr says why it is missing.
-func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn engine.Conn, st store.Store, key string, o inventory.Options) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
-	level := a.encoding()
-	if e, ok := eng.(*engine.MySQL); ok && naming.Multipart(path.Base(key)) && a.cfg.Parallelism > 1 {
-		if w, inv, invErr, err, ok := a.mysqlParallel(ctx, e, conn, st, key, o, level); ok {
+func (b *Runner) DumpWithInventory(ctx context.Context, eng engine.Engine, conn engine.Conn, st store.Store, key string, o inventory.Options) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
+	level := b.encoding()
+	if e, ok := eng.(*engine.MySQL); ok && naming.Multipart(path.Base(key)) && b.cfg.Parallelism > 1 {
+		if w, inv, invErr, err, ok := b.mysqlParallel(ctx, e, conn, st, key, o, level); ok {
 			return w, inv, invErr, err
 		}
 	}
 	if o.Method == "None" || o.Method == "" {
-		w, err = a.writeArtifact(ctx, eng, st, key, level)
+		w, err = b.writeArtifact(ctx, eng, st, key, level)
 		return w, nil, nil, err
 	}
 	ictx, cancelInv := context.WithCancel(ctx)
@@ -67,7 +67,7 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 		defer func() { e.Snapshot = "" }()
 		o.Snapshot = snap
 		if o.Method == inventory.MethodRowCount {
-			return a.dumpCountingRows(ctx, e, conn, st, key, o, level)
+			return b.dumpCountingRows(ctx, e, conn, st, key, o, level)
 		}
 		go func() {
 			defer close(done)
@@ -79,7 +79,7 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 			return w, nil, nil, cerr
 		}
 		defer m.Close()
-		unlock, locked := a.mysqlGlobalReadLock(ctx, conn)
+		unlock, locked := b.mysqlGlobalReadLock(ctx, conn)
 		defer unlock()
 		if berr := inventory.BeginConsistent(ctx, m.C); berr != nil {
 			return w, nil, nil, berr
@@ -91,7 +91,7 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 				once.Do(func() {
 					if !inTime {
 						consistent = false
-						a.log.Warn("mysqldump did not start within the lock's bound; the inventory may differ from the dump", "bound", mysqlLockMax)
+						b.log.Warn("mysqldump did not start within the lock's bound; the inventory may differ from the dump", "bound", mysqlLockMax)
 					}
 					unlock()
 				})
@@ -101,7 +101,7 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 			eng = startWatch{Engine: e, started: func() { timer.Stop(); release(true) }}
 		}
 		if o.Method == inventory.MethodRowCount {
-			return a.mysqlDumpCountingRows(ctx, eng, m, st, key, o, level, &consistent)
+			return b.mysqlDumpCountingRows(ctx, eng, m, st, key, o, level, &consistent)
 		}
 		go func() {
 			defer close(done)
@@ -113,7 +113,7 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 	default:
 		return w, nil, nil, fmt.Errorf("no inventory for engine %s", eng.Name())
 	}
-	w, err = a.dumpAlongside(ctx, eng, eng, st, key, level, cancelInv, done)
+	w, err = b.dumpAlongside(ctx, eng, eng, st, key, level, cancelInv, done)
 	if err != nil {
 		return w, nil, nil, err
 	}
@@ -130,8 +130,8 @@ func (a *app) dumpWithInventory(ctx context.Context, eng engine.Engine, conn eng
 // inventory runs on its own until done closes: a failed dump cancels the
 // inventory; a startWatch eng's lock is released at the latest here (a dump
 // too small to flush before it ended).
-func (a *app) dumpAlongside(ctx context.Context, dump, eng engine.Engine, st store.Store, key string, level pipeline.Encoding, cancelInv func(), done <-chan struct{}) (pipeline.Written, error) {
-	w, err := a.writeArtifact(ctx, dump, st, key, level)
+func (b *Runner) dumpAlongside(ctx context.Context, dump, eng engine.Engine, st store.Store, key string, level pipeline.Encoding, cancelInv func(), done <-chan struct{}) (pipeline.Written, error) {
+	w, err := b.writeArtifact(ctx, dump, st, key, level)
 	if err != nil {
 		cancelInv()
 	}
@@ -149,10 +149,10 @@ const mysqlLockMax = 10 * time.Second
 // its own; unlock releases it (and is safe to call twice). locked is false
 // when the lock could not be had (no RELOAD privilege, a long query in the
 // way): the caller goes on without it.
-func (a *app) mysqlGlobalReadLock(ctx context.Context, conn engine.Conn) (unlock func(), locked bool) {
+func (b *Runner) mysqlGlobalReadLock(ctx context.Context, conn engine.Conn) (unlock func(), locked bool) {
 	pool, c, err := inventory.ConnectMySQL(ctx, conn, conn.Database)
 	if err != nil {
-		a.log.Warn("no global read lock for a consistent inventory", "error", err)
+		b.log.Warn("no global read lock for a consistent inventory", "error", err)
 		return func() {}, false
 	}
 	var once sync.Once
@@ -167,7 +167,7 @@ func (a *app) mysqlGlobalReadLock(ctx context.Context, conn engine.Conn) (unlock
 		_, err = c.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK")
 	}
 	if err != nil {
-		a.log.Warn("no global read lock for a consistent inventory (needs RELOAD); the inventory's snapshot starts a moment before the dump's", "error", err)
+		b.log.Warn("no global read lock for a consistent inventory (needs RELOAD); the inventory's snapshot starts a moment before the dump's", "error", err)
 		unlock()
 		return func() {}, false
 	}
@@ -210,7 +210,7 @@ func (h *headerWatch) Write(p []byte) (int, error) {
 	return h.w.Write(p)
 }
 
-// dumpCountingRows is dumpWithInventory for a PostgreSQL RowCount
+// dumpCountingRows is DumpWithInventory for a PostgreSQL RowCount
 // inventory: the row counts are read from the archive while it streams
 // through the agent (inventory.ArchiveCounter: the COPY lines of each
 // table's data block), so they cost no second scan of the tables on the
@@ -219,15 +219,15 @@ func (h *headerWatch) Write(p []byte) (int, error) {
 // matched with the counts. If the stream cannot be read (the reason is
 // logged), or a table has no data block in it, that table is counted with
 // count(*) in the same snapshot: the inventory is the same, only slower.
-func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Encoding) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
+func (b *Runner) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Encoding) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
 	counter := inventory.NewArchiveCounter()
-	w, err = a.writeArtifact(ctx, countingEngine{Engine: e, counter: counter}, st, key, level)
+	w, err = b.writeArtifact(ctx, countingEngine{Engine: e, counter: counter}, st, key, level)
 	counts, cerr := counter.Result()
 	if err != nil {
 		return w, nil, nil, err
 	}
 	if cerr != nil {
-		a.log.Warn("row counts could not be read from the dump; counting each table with count(*) in the dump's snapshot", "reason", cerr)
+		b.log.Warn("row counts could not be read from the dump; counting each table with count(*) in the dump's snapshot", "reason", cerr)
 		counts.Rows = nil
 	}
 	db, oerr := inventory.OpenPostgres(ctx, conn)
@@ -240,12 +240,12 @@ func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn eng
 		return w, nil, fmt.Errorf("inventory: %w", ierr), nil
 	}
 	if cerr == nil && len(scanned) > 0 {
-		a.log.Warn("tables without a data block in the dump were counted with count(*)", "tables", scanned)
+		b.log.Warn("tables without a data block in the dump were counted with count(*)", "tables", scanned)
 	}
 	return w, inv, nil, nil
 }
 
-// mysqlDumpCountingRows is dumpWithInventory for a MySQL/MariaDB RowCount
+// mysqlDumpCountingRows is DumpWithInventory for a MySQL/MariaDB RowCount
 // inventory: the row counts are read from mysqldump's SQL while it streams
 // through the agent (inventory.SQLDumpCounter: the rows of each table's
 // INSERTs), not with a count(*) per table that would scan every table a
@@ -256,7 +256,7 @@ func (a *app) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn eng
 // reason is logged) is counted with count(*) in that same snapshot after
 // the dump: the inventory is the same, only slower. *consistent is read
 // after the dump (the lock's release decides it).
-func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *inventory.MySQL, st store.Store, key string, o inventory.Options, level pipeline.Encoding, consistent *bool) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
+func (b *Runner) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *inventory.MySQL, st store.Store, key string, o inventory.Options, level pipeline.Encoding, consistent *bool) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
 	ictx, cancelInv := context.WithCancel(ctx)
 	defer cancelInv()
 	var listed *inventory.Inventory
@@ -270,7 +270,7 @@ func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *i
 	}()
 	counter := inventory.NewSQLDumpCounter()
 	counter.Unlocked = naming.Multipart(path.Base(key)) // dumped without LOCK TABLES
-	w, err = a.dumpAlongside(ctx, countingEngine{Engine: eng, counter: counter}, eng, st, key, level, cancelInv, done)
+	w, err = b.dumpAlongside(ctx, countingEngine{Engine: eng, counter: counter}, eng, st, key, level, cancelInv, done)
 	if err != nil {
 		return w, nil, nil, err
 	}
@@ -279,7 +279,7 @@ func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *i
 	}
 	counts, cerr := counter.Result()
 	if cerr != nil {
-		a.log.Warn("row counts could not be read from the dump; counting each table with count(*) in the dump's snapshot", "reason", cerr)
+		b.log.Warn("row counts could not be read from the dump; counting each table with count(*) in the dump's snapshot", "reason", cerr)
 		counts = nil
 	}
 	inv, scanned, ierr := m.Counted(ctx, listed, counts)
@@ -287,7 +287,7 @@ func (a *app) mysqlDumpCountingRows(ctx context.Context, eng engine.Engine, m *i
 		return w, nil, fmt.Errorf("inventory: %w", ierr), nil
 	}
 	if cerr == nil && len(scanned) > 0 {
-		a.log.Warn("tables whose rows the dump did not give were counted with count(*)", "tables", scanned)
+		b.log.Warn("tables whose rows the dump did not give were counted with count(*)", "tables", scanned)
 	}
 	inv.Consistent = *consistent
 	return w, inv, nil, nil

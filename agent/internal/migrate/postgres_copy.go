@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"bufio"
@@ -131,7 +131,7 @@ func pgConnectTarget(ctx context.Context, tc engine.Conn) (*pgx.Conn, bool, erro
 	return nil, false, fmt.Errorf("target: %w", err)
 }
 
-func (a *app) pgTargetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *contract.MigrationResult) error {
+func (mig *Migration) pgTargetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *contract.MigrationResult) error {
 	c, exists, err := pgConnectTarget(ctx, tc)
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (a *app) pgTargetChecks(ctx context.Context, tc engine.Conn, srcTables []in
 		}
 		return nil
 	}
-	if err := a.existingTargetTables(ctx, &inventory.Postgres{Conn: tc, C: c}, p); err != nil {
+	if err := mig.existingTargetTables(ctx, &inventory.Postgres{Conn: tc, C: c}, p); err != nil {
 		return err
 	}
 	// Can the target user create what the copy creates? Try it in a
@@ -185,7 +185,7 @@ func (a *app) pgTargetChecks(ctx context.Context, tc engine.Conn, srcTables []in
 			return err
 		}
 	}
-	if a.cfg.Migrate.Mode == "Continuous" {
+	if mig.cfg.Migrate.Mode == "Continuous" {
 		var super bool
 		if err := c.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super); err != nil {
 			return err
@@ -223,7 +223,7 @@ func pgCreateSchemas(ctx context.Context, tc engine.Conn, tables []inventory.Tab
 // an old session lands after cutover. set reports whether the database was
 // made read-only (the caller undoes it when a later part fails).
 // Idempotent.
-func (a *app) pgReadOnly(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (set bool, err error) {
+func (mig *Migration) pgReadOnly(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) (set bool, err error) {
 	c, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
 		return false, fmt.Errorf("source: %w", err)
@@ -262,7 +262,7 @@ FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_p
 	res.Actions = append(res.Actions,
 		fmt.Sprintf("source database %q is read-only for new sessions (default_transaction_read_only=on)", sc.Database),
 		fmt.Sprintf("ended %d other sessions on it", ended))
-	a.log.Info("source read-only", "database", sc.Database, "endedSessions", ended)
+	mig.log.Info("source read-only", "database", sc.Database, "endedSessions", ended)
 	return true, nil
 }
 
@@ -296,9 +296,9 @@ FROM pg_database db, pg_roles r WHERE db.datname = current_database() AND r.roln
 // are dropped first: leftovers of an earlier attempt (precheck refused a
 // non-empty target) or replaced on purpose (allowNonEmptyTarget), so a
 // retried copy never duplicates rows.
-func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
-	m := a.cfg.Migrate
-	srcEng, tables, err := a.selectedSourceEngine(ctx, sc)
+func (mig *Migration) pgCopy(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
+	m := mig.cfg.Migrate
+	srcEng, tables, err := mig.selectedSourceEngine(ctx, sc)
 	if err != nil {
 		return err
 	}
@@ -311,7 +311,7 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *contract.Migr
 	if err := tgt.Prepare(ctx); err != nil {
 		return fmt.Errorf("prepare target database %q: %w", tc.Database, err)
 	}
-	if err := a.pgReset(ctx, tc, tables, res); err != nil {
+	if err := mig.pgReset(ctx, tc, tables, res); err != nil {
 		return err
 	}
 	if !m.Filter.SchemaLevel() {
@@ -331,7 +331,7 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *contract.Migr
 	}
 	defer snapTx.Rollback(context.WithoutCancel(ctx))
 	src.Snapshot = snap
-	a.log.Info("copy started", "tables", len(tables), "snapshot", snap, "parallel", m.Parallel)
+	mig.log.Info("copy started", "tables", len(tables), "snapshot", snap, "parallel", m.Parallel)
 
 	var moved atomic.Int64
 	section := func(name string) error {
@@ -347,11 +347,11 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *contract.Migr
 	if err := section("pre-data"); err != nil {
 		return err
 	}
-	a.log.Info("schema created (pre-data)")
+	mig.log.Info("schema created (pre-data)")
 	// SchemaOnly copies no rows; neither does Continuous, whose rows come
 	// from the subscription's initial synchronisation (replication-start).
 	if m.Mode == "Full" {
-		if err := a.pgCopyData(ctx, sc, tc, snap, tables, &moved, res); err != nil {
+		if err := mig.pgCopyData(ctx, sc, tc, snap, tables, &moved, res); err != nil {
 			return err
 		}
 		if err := pgCopySequences(ctx, snapTx, tc, tables, m.Filter); err != nil {
@@ -361,7 +361,7 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *contract.Migr
 	if m.Mode != "SchemaOnly" {
 		// Continuous too: logical replication does not carry large
 		// objects (precheck says so); the target gets them as of the copy.
-		if err := a.pgCopyLargeObjects(ctx, sc, tc, snap, &moved, res); err != nil {
+		if err := mig.pgCopyLargeObjects(ctx, sc, tc, snap, &moved, res); err != nil {
 			return err
 		}
 	}
@@ -378,13 +378,13 @@ func (a *app) pgCopy(ctx context.Context, sc, tc engine.Conn, res *contract.Migr
 // target (CASCADE: their indexes, constraints, and views over them go too;
 // the pre-data section recreates what the source has). Tables only on the
 // target are left alone.
-func (a *app) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.Table, res *contract.MigrationResult) error {
+func (mig *Migration) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.Table, res *contract.MigrationResult) error {
 	c, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	existing, err := (&inventory.Postgres{Conn: tc, C: c}).Tables(ctx, a.cfg.Migrate.Filter, "")
+	existing, err := (&inventory.Postgres{Conn: tc, C: c}).Tables(ctx, mig.cfg.Migrate.Filter, "")
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
@@ -401,13 +401,13 @@ func (a *app) pgReset(ctx context.Context, tc engine.Conn, copying []inventory.T
 		return fmt.Errorf("target: drop included tables of an earlier attempt: %w", err)
 	}
 	res.Actions = append(res.Actions, fmt.Sprintf("dropped %d of the copied tables that were already on the target before copying", len(names)))
-	a.log.Warn("dropped copied tables already on the target", "tables", len(names))
+	mig.log.Warn("dropped copied tables already on the target", "tables", len(names))
 	return nil
 }
 
-func (a *app) pgCopyData(ctx context.Context, sc, tc engine.Conn, snap string, tables []inventory.Table, moved *atomic.Int64, res *contract.MigrationResult) error {
-	workers := max(1, min(a.cfg.Migrate.Parallel, len(tables)))
-	copied, err := a.copyTables(ctx, tables, workers, moved, func(ctx context.Context, _ int) (tableCopier, func(), error) {
+func (mig *Migration) pgCopyData(ctx context.Context, sc, tc engine.Conn, snap string, tables []inventory.Table, moved *atomic.Int64, res *contract.MigrationResult) error {
+	workers := max(1, min(mig.cfg.Migrate.Parallel, len(tables)))
+	copied, err := mig.copyTables(ctx, tables, workers, moved, func(ctx context.Context, _ int) (tableCopier, func(), error) {
 		bg := context.WithoutCancel(ctx)
 		s, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 		if err != nil {
@@ -546,7 +546,7 @@ const pgLOChunk = 1 << 20
 // whole-database dump and, with -b, in a dump of selected objects; its
 // --clean replaces those an earlier attempt left). Data moves in chunks of
 // pgLOChunk (lo_get → lo_put), committed every 64 MiB.
-func (a *app) pgCopyLargeObjects(ctx context.Context, sc, tc engine.Conn, snap string, moved *atomic.Int64, res *contract.MigrationResult) error {
+func (mig *Migration) pgCopyLargeObjects(ctx context.Context, sc, tc engine.Conn, snap string, moved *atomic.Int64, res *contract.MigrationResult) error {
 	s, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
@@ -613,6 +613,6 @@ func (a *app) pgCopyLargeObjects(ctx context.Context, sc, tc engine.Conn, snap s
 		}
 	}
 	res.Actions = append(res.Actions, fmt.Sprintf("copied %d large objects (%d bytes)", len(oids), total))
-	a.log.Info("large objects copied", "count", len(oids), "bytes", total)
+	mig.log.Info("large objects copied", "count", len(oids), "bytes", total)
 	return nil
 }

@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -38,8 +38,8 @@ import (
 
 // replicationNames are the names of a migration's replication objects:
 // "cairn_" and 16 hex digits of the SHA-256 of the MigrationJob's UID.
-func (a *app) replicationNames() (contract.Replication, error) {
-	uid := a.cfg.Migrate.UID
+func (mig *Migration) replicationNames() (contract.Replication, error) {
+	uid := mig.cfg.Migrate.UID
 	if uid == "" {
 		return contract.Replication{}, &config.UsageError{Msg: "CAIRN_MIGRATION_UID is not set: it names the replication objects"}
 	}
@@ -48,41 +48,41 @@ func (a *app) replicationNames() (contract.Replication, error) {
 	return contract.Replication{Publication: base + "_pub", Subscription: base + "_sub", Slot: base + "_slot"}, nil
 }
 
-func (a *app) replicationStep(ctx context.Context, res *contract.MigrationResult) error {
-	if a.cfg.Engine != "postgres" {
+func (mig *Migration) replicationStep(ctx context.Context, res *contract.MigrationResult) error {
+	if mig.cfg.Engine != "postgres" {
 		return &config.UsageError{Msg: "replication steps are PostgreSQL only (Continuous mode)"}
 	}
-	names, err := a.replicationNames()
+	names, err := mig.replicationNames()
 	if err != nil {
 		return err
 	}
-	sc, err := a.source()
+	sc, err := mig.source()
 	if err != nil {
 		return err
 	}
 	res.Replication = &names
-	switch a.cfg.Migrate.Step {
+	switch mig.cfg.Migrate.Step {
 	case contract.StepReplicationStart:
-		tc, err := a.target()
+		tc, err := mig.target()
 		if err != nil {
 			return err
 		}
-		if err := a.refuseSamePair(ctx, "start replication"); err != nil {
+		if err := mig.refuseSamePair(ctx, "start replication"); err != nil {
 			return err
 		}
-		return a.replicationStart(ctx, sc, tc, res)
+		return mig.replicationStart(ctx, sc, tc, res)
 	case contract.StepReplicationStatus:
-		tc, err := a.target()
+		tc, err := mig.target()
 		if err != nil {
 			return err
 		}
-		return a.replicationStatus(ctx, sc, tc, res)
+		return mig.replicationStatus(ctx, sc, tc, res)
 	default:
-		return a.replicationStop(ctx, sc, res)
+		return mig.replicationStop(ctx, sc, res)
 	}
 }
 
-func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) (err error) {
+func (mig *Migration) replicationStart(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) (err error) {
 	n := res.Replication
 	// The target first: nothing is created on the source for a target
 	// that cannot take the subscription.
@@ -100,7 +100,7 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *con
 		return fmt.Errorf("source: %w", err)
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	tables, err := (&inventory.Postgres{Conn: sc, C: src}).Tables(ctx, a.cfg.Migrate.Filter, "")
+	tables, err := (&inventory.Postgres{Conn: sc, C: src}).Tables(ctx, mig.cfg.Migrate.Filter, "")
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
@@ -117,7 +117,7 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *con
 				return
 			}
 			cleanup := &contract.MigrationResult{Replication: &contract.Replication{Publication: n.Publication, Subscription: n.Subscription, Slot: n.Slot}}
-			if derr := a.dropSourceReplication(context.WithoutCancel(ctx), src, cleanup); derr != nil {
+			if derr := mig.dropSourceReplication(context.WithoutCancel(ctx), src, cleanup); derr != nil {
 				err = fmt.Errorf("%w; dropping the slot and publication again also failed: %v (drop them by hand: SELECT pg_drop_replication_slot('%s'); DROP PUBLICATION %s)", err, derr, n.Slot, n.Publication)
 				return
 			}
@@ -162,7 +162,7 @@ func (a *app) replicationStart(ctx context.Context, sc, tc engine.Conn, res *con
 		subscribed = true
 		res.Actions = append(res.Actions, "created subscription "+n.Subscription+" on the target (initial copy by table synchronisation)")
 	}
-	return a.fillStatus(ctx, src, tgt, res)
+	return mig.fillStatus(ctx, src, tgt, res)
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
@@ -185,17 +185,17 @@ func connectPair(ctx context.Context, sc, tc engine.Conn) (src, tgt *pgx.Conn, c
 	}, nil
 }
 
-func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
+func (mig *Migration) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
 	src, tgt, closeBoth, err := connectPair(ctx, sc, tc)
 	if err != nil {
 		return err
 	}
 	defer closeBoth()
-	if err := a.fillStatus(ctx, src, tgt, res); err != nil {
+	if err := mig.fillStatus(ctx, src, tgt, res); err != nil {
 		return err
 	}
 	r := res.Replication
-	return a.overRetainedWAL(r.RetainedWALBytes, r.Slot, "", fmt.Sprintf("lag %d bytes, %d of %d tables synced", r.LagBytes, r.SyncedTables, r.Tables))
+	return mig.overRetainedWAL(r.RetainedWALBytes, r.Slot, "", fmt.Sprintf("lag %d bytes, %d of %d tables synced", r.LagBytes, r.SyncedTables, r.Tables))
 }
 
 // overRetainedWAL is the retained-WAL watchdog's one check, made in every
@@ -203,8 +203,8 @@ func (a *app) replicationStatus(ctx context.Context, sc, tc engine.Conn, res *co
 // source than MaxRetainedWALBytes, reported with the failure code
 // contract.CodeRetainedWALOverLimit, on which the operator drops the
 // replication; while says during what.
-func (a *app) overRetainedWAL(retained int64, slot, while, detail string) error {
-	max := a.cfg.Migrate.MaxRetainedWALBytes
+func (mig *Migration) overRetainedWAL(retained int64, slot, while, detail string) error {
+	max := mig.cfg.Migrate.MaxRetainedWALBytes
 	if max <= 0 || retained <= max {
 		return nil
 	}
@@ -212,7 +212,7 @@ func (a *app) overRetainedWAL(retained int64, slot, while, detail string) error 
 		"retained WAL %d bytes above limit %d%s: slot %s on the source keeps WAL the target has not confirmed (%s)", retained, max, while, slot, detail)}
 }
 
-func (a *app) fillStatus(ctx context.Context, src, tgt *pgx.Conn, res *contract.MigrationResult) error {
+func (mig *Migration) fillStatus(ctx context.Context, src, tgt *pgx.Conn, res *contract.MigrationResult) error {
 	r := res.Replication
 	err := src.QueryRow(ctx, `SELECT coalesce(pg_current_wal_lsn() - confirmed_flush_lsn, 0)::bigint,
   coalesce(pg_current_wal_lsn() - restart_lsn, 0)::bigint FROM pg_replication_slots WHERE slot_name = $1`, r.Slot).Scan(&r.LagBytes, &r.RetainedWALBytes)
@@ -235,16 +235,16 @@ FROM pg_subscription s JOIN pg_subscription_rel r ON r.srsubid = s.oid WHERE s.s
 		return fmt.Errorf("target: %w", err)
 	}
 	res.Tables, res.TablesDone = r.Tables, r.SyncedTables
-	return a.notReplicated(ctx, src, res)
+	return mig.notReplicated(ctx, src, res)
 }
 
 // notReplicated finds the included source tables the publication does not
 // cover — created after replication-start, since the publication names the
 // tables that existed then — and reports each as a warning: their rows do
 // not reach the target, and verify would find them missing.
-func (a *app) notReplicated(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
+func (mig *Migration) notReplicated(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
 	r := res.Replication
-	tables, err := (&inventory.Postgres{C: src}).Tables(ctx, a.cfg.Migrate.Filter, "")
+	tables, err := (&inventory.Postgres{C: src}).Tables(ctx, mig.cfg.Migrate.Filter, "")
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
@@ -270,7 +270,7 @@ func (a *app) notReplicated(ctx context.Context, src *pgx.Conn, res *contract.Mi
 		res.Warnings = append(res.Warnings, fmt.Sprintf("table %s is not replicated: it was created after replication-start (publication %s covers the tables that existed then); its rows do not reach the target", k, r.Publication))
 	}
 	if len(r.NotReplicated) > 0 {
-		a.log.Warn("included tables not replicated", "tables", strings.Join(r.NotReplicated, ", "))
+		mig.log.Warn("included tables not replicated", "tables", strings.Join(r.NotReplicated, ", "))
 	}
 	return nil
 }
@@ -287,8 +287,8 @@ func (a *app) notReplicated(ctx context.Context, src *pgx.Conn, res *contract.Mi
 // skipped, so it can be repeated. A target it cannot reach fails the step
 // (exit 1): the migration then aborts, and the abort step drops the
 // source's slot and publication.
-func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) error {
-	return a.dropReplication(ctx, sc, res, true)
+func (mig *Migration) replicationStop(ctx context.Context, sc engine.Conn, res *contract.MigrationResult) error {
+	return mig.dropReplication(ctx, sc, res, true)
 }
 
 // dropReplication removes the migration's replication objects. cutover:
@@ -297,7 +297,7 @@ func (a *app) replicationStop(ctx context.Context, sc engine.Conn, res *contract
 // the target's subscription is dropped when the target is reachable, and
 // the source's slot and publication always — an unreachable target never
 // keeps the source's WAL.
-func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *contract.MigrationResult, cutover bool) error {
+func (mig *Migration) dropReplication(ctx context.Context, sc engine.Conn, res *contract.MigrationResult, cutover bool) error {
 	src, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
@@ -307,10 +307,10 @@ func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *contract
 	if _, err := src.Exec(ctx, "SET SESSION default_transaction_read_only = off"); err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
-	tc, terr := a.target()
+	tc, terr := mig.target()
 	var tgtErr error
 	if terr == nil {
-		tgtErr = a.dropSubscription(ctx, src, sc, tc, res, cutover)
+		tgtErr = mig.dropSubscription(ctx, src, sc, tc, res, cutover)
 	} else {
 		tgtErr = terr
 	}
@@ -319,13 +319,13 @@ func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *contract
 		return fmt.Errorf("target: %w", tgtErr)
 	}
 	if tgtErr != nil {
-		a.log.Warn("target side of the replication cleanup failed; dropping the source's slot and publication anyway", "error", tgtErr)
+		mig.log.Warn("target side of the replication cleanup failed; dropping the source's slot and publication anyway", "error", tgtErr)
 		res.Actions = append(res.Actions, "target not cleaned up: "+tgtErr.Error())
 	}
 	if cutover && res.Verification != nil && res.Verification.Mismatched > 0 {
 		return nil // the exact check failed: replication stays for the abort
 	}
-	if err := a.dropSourceReplication(ctx, src, res); err != nil {
+	if err := mig.dropSourceReplication(ctx, src, res); err != nil {
 		return err
 	}
 	if tgtErr != nil {
@@ -336,7 +336,7 @@ func (a *app) dropReplication(ctx context.Context, sc engine.Conn, res *contract
 
 // dropSourceReplication drops the slot (ending a walsender still using
 // it) and the publication on the source.
-func (a *app) dropSourceReplication(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
+func (mig *Migration) dropSourceReplication(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
 	n := res.Replication
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -372,7 +372,7 @@ func (a *app) dropSourceReplication(ctx context.Context, src *pgx.Conn, res *con
 	return nil
 }
 
-func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine.Conn, res *contract.MigrationResult, cutover bool) error {
+func (mig *Migration) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine.Conn, res *contract.MigrationResult, cutover bool) error {
 	n := res.Replication
 	tgt, err := inventory.ConnectPostgres(ctx, tc, tc.Database)
 	if err != nil {
@@ -388,7 +388,7 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 	}
 	sub := inventory.Ident(n.Subscription)
 	if cutover {
-		if err := a.waitCaughtUp(ctx, src, res); err != nil {
+		if err := mig.waitCaughtUp(ctx, src, res); err != nil {
 			return err
 		}
 		if _, err := tgt.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" DISABLE"); err != nil {
@@ -400,16 +400,16 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 		if err != nil {
 			return fmt.Errorf("source: %w", err)
 		}
-		tables, err := (&inventory.Postgres{Conn: sc, C: src}).Tables(ctx, a.cfg.Migrate.Filter, "")
+		tables, err := (&inventory.Postgres{Conn: sc, C: src}).Tables(ctx, mig.cfg.Migrate.Filter, "")
 		if err == nil {
-			err = pgCopySequences(ctx, tx, tc, tables, a.cfg.Migrate.Filter)
+			err = pgCopySequences(ctx, tx, tc, tables, mig.cfg.Migrate.Filter)
 		}
 		tx.Rollback(context.WithoutCancel(ctx))
 		if err != nil {
 			return fmt.Errorf("sequences: %w", err)
 		}
 		res.Actions = append(res.Actions, "copied sequence values to the target")
-		if differs, err := a.exactCheck(ctx, sc, res); err != nil || differs {
+		if differs, err := mig.exactCheck(ctx, sc, res); err != nil || differs {
 			return err // a difference: nothing dropped, the abort does it
 		}
 	}
@@ -427,13 +427,13 @@ func (a *app) dropSubscription(ctx context.Context, src *pgx.Conn, sc, tc engine
 // before the call is applied on the target. It fails above the
 // retained-WAL limit (the slot is then dropped by the abort), and when
 // ctx ends (the Job's deadline).
-func (a *app) waitCaughtUp(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
+func (mig *Migration) waitCaughtUp(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
 	stopLSN, err := currentLSN(ctx, src)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	if _, err := a.waitConfirmed(ctx, src, res.Replication.Slot, stopLSN); err != nil {
+	if _, err := mig.waitConfirmed(ctx, src, res.Replication.Slot, stopLSN); err != nil {
 		return err
 	}
 	res.Actions = append(res.Actions, fmt.Sprintf("the target applied every change up to the source's WAL position %s, read after writes stopped (waited %s)",
@@ -454,7 +454,7 @@ func currentLSN(ctx context.Context, src *pgx.Conn) (string, error) {
 // lsn (the target applied every change committed before it) and returns
 // the lag it last saw (0 once reached). It fails above the retained-WAL
 // limit and when ctx ends.
-func (a *app) waitConfirmed(ctx context.Context, src *pgx.Conn, slot, lsn string) (int64, error) {
+func (mig *Migration) waitConfirmed(ctx context.Context, src *pgx.Conn, slot, lsn string) (int64, error) {
 	for {
 		var done bool
 		var lag, retained int64
@@ -470,10 +470,10 @@ FROM pg_replication_slots WHERE slot_name = $1`, slot, lsn).Scan(&done, &lag, &r
 		if done {
 			return 0, nil
 		}
-		if err := a.overRetainedWAL(retained, slot, " while waiting for the target to catch up", fmt.Sprintf("%d bytes behind %s", lag, lsn)); err != nil {
+		if err := mig.overRetainedWAL(retained, slot, " while waiting for the target to catch up", fmt.Sprintf("%d bytes behind %s", lag, lsn)); err != nil {
 			return lag, err
 		}
-		a.log.Debug("waiting for the target to catch up", "lsn", lsn, "lagBytes", lag)
+		mig.log.Debug("waiting for the target to catch up", "lsn", lsn, "lagBytes", lag)
 		select {
 		case <-ctx.Done():
 			return lag, fmt.Errorf("the target did not catch up with the source's WAL position %s before the deadline (%d bytes behind): %w", lsn, lag, ctx.Err())

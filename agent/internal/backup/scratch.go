@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"context"
@@ -20,7 +20,7 @@ const scratchDropTimeout = 20 * time.Second
 // on a context a stop arriving meanwhile does not cancel (bounded by
 // scratchDropTimeout): a database the restore created is never left behind
 // because the pod was deleted at that moment.
-func (a *app) dropScratch(ctx context.Context, tgt engine.Target, marker string, created bool) error {
+func (b *Runner) dropScratch(ctx context.Context, tgt engine.Target, marker string, created bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scratchDropTimeout)
 	defer cancel()
 	return tgt.DropTarget(ctx, marker, created)
@@ -36,8 +36,8 @@ func (a *app) dropScratch(ctx context.Context, tgt engine.Target, marker string,
 // in the words of contract.ScratchDropped / contract.ScratchNotDropped, with
 // the failure code contract.CodeScratchDropped / CodeScratchNotDropped the
 // restore operator reports it by.
-func (a *app) dropScratchAfterFailure(tgt engine.Target, marker string, created bool, cause error) error {
-	db := a.cfg.DB.Database
+func (b *Runner) dropScratchAfterFailure(tgt engine.Target, marker string, created bool, cause error) error {
+	db := b.cfg.DB.Database
 	ctx, cancel := context.WithTimeout(context.Background(), scratchDropTimeout)
 	defer cancel()
 	var err error
@@ -51,10 +51,10 @@ func (a *app) dropScratchAfterFailure(tgt engine.Target, marker string, created 
 		}
 	}
 	if err != nil {
-		a.log.Warn("scratch database not dropped after the failed restore", "database", db, "error", err)
+		b.log.Warn("scratch database not dropped after the failed restore", "database", db, "error", err)
 		return &contract.CodedError{Code: contract.CodeScratchNotDropped,
 			Err: fmt.Errorf("%w; %s (database %q): %v", cause, contract.ScratchNotDropped, db, err)}
 	}
-	a.log.Info("scratch database dropped after the failed restore", "database", db)
+	b.log.Info("scratch database dropped after the failed restore", "database", db)
 	return &contract.CodedError{Code: contract.CodeScratchDropped, Err: fmt.Errorf("%w; %s (database %q)", cause, contract.ScratchDropped, db)}
 }

@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -68,8 +68,8 @@ type convTable struct {
 }
 
 // convergeVerify is verify in Continuous mode with direct transfer.
-func (a *app) convergeVerify(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
-	names, err := a.replicationNames()
+func (mig *Migration) convergeVerify(ctx context.Context, sc, tc engine.Conn, res *contract.MigrationResult) error {
+	names, err := mig.replicationNames()
 	if err != nil {
 		return err
 	}
@@ -85,19 +85,19 @@ func (a *app) convergeVerify(ctx context.Context, sc, tc engine.Conn, res *contr
 			}
 		}
 	}
-	if err := a.waitReplicated(ctx, src, tgt, names, res); err != nil {
+	if err := mig.waitReplicated(ctx, src, tgt, names, res); err != nil {
 		return err
 	}
-	method := a.cfg.Migrate.Verify
-	srcInv, err := inventory.Take(ctx, a.cfg.Engine, sc, a.invOptions(method))
+	method := mig.cfg.Migrate.Verify
+	srcInv, err := inventory.Take(ctx, mig.cfg.Engine, sc, mig.invOptions(method))
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
-	lag, reached, err := a.reachSource(ctx, src, names.Slot)
+	lag, reached, err := mig.reachSource(ctx, src, names.Slot)
 	if err != nil {
 		return err
 	}
-	tgtInv, err := inventory.Take(ctx, a.cfg.Engine, tc, a.invOptions(method))
+	tgtInv, err := inventory.Take(ctx, mig.cfg.Engine, tc, mig.invOptions(method))
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
@@ -123,20 +123,20 @@ func (a *app) convergeVerify(ctx context.Context, sc, tc engine.Conn, res *contr
 			work = append(work, w)
 		}
 	}
-	if err := a.converge(ctx, src, tgt, names.Slot, method, work); err != nil {
+	if err := mig.converge(ctx, src, tgt, names.Slot, method, work); err != nil {
 		return err
 	}
 	finishVerification(v)
 	res.Verification, res.Tables = v, v.Tables
 	res.Actions = append(res.Actions, convergeSummary(v))
 	if v.Mismatched > 0 {
-		a.log.Warn("verification found differences", "tables", strings.Join(inventory.Mismatched(v), ", "))
+		mig.log.Warn("verification found differences", "tables", strings.Join(inventory.Mismatched(v), ", "))
 	}
 	return nil
 }
 
 // converge re-checks the tables of work, at most convergeRounds times.
-func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method string, work []*convTable) error {
+func (mig *Migration) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method string, work []*convTable) error {
 	for round := 1; round <= convergeRounds; round++ {
 		var open []*convTable
 		for _, w := range work {
@@ -155,7 +155,7 @@ func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method str
 			}
 			before[i] = m
 		}
-		lag, reached, err := a.reachSource(ctx, src, slot)
+		lag, reached, err := mig.reachSource(ctx, src, slot)
 		if err != nil {
 			return err
 		}
@@ -204,7 +204,7 @@ func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method str
 					w.check.Rows = final
 				}
 			}
-			a.log.Info("re-checked a differing table", "table", w.check.Table, "round", round, "rows", len(diff), "confirmed", len(confirmed))
+			mig.log.Info("re-checked a differing table", "table", w.check.Table, "round", round, "rows", len(diff), "confirmed", len(confirmed))
 		}
 	}
 	for _, w := range work {
@@ -222,14 +222,14 @@ func (a *app) converge(ctx context.Context, src, tgt *pgx.Conn, slot, method str
 // most) until the target has applied every change up to it. reached is
 // false when it did not in time; lag is how far behind it then was. Any
 // other failure (the retained-WAL limit, the slot gone) is an error.
-func (a *app) reachSource(ctx context.Context, src *pgx.Conn, slot string) (lag int64, reached bool, err error) {
+func (mig *Migration) reachSource(ctx context.Context, src *pgx.Conn, slot string) (lag int64, reached bool, err error) {
 	lsn, err := currentLSN(ctx, src)
 	if err != nil {
 		return 0, false, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, convergeWait)
 	defer cancel()
-	lag, err = a.waitConfirmed(wctx, src, slot, lsn)
+	lag, err = mig.waitConfirmed(wctx, src, slot, lsn)
 	if err == nil {
 		return 0, true, nil
 	}
@@ -382,15 +382,15 @@ const syncPoll = time.Second
 // and records how long it waited. The lag is not waited for here: under
 // a steady write load it never reaches 0; convergeVerify compares at WAL
 // positions the target has applied.
-func (a *app) waitReplicated(ctx context.Context, src, tgt *pgx.Conn, names contract.Replication, res *contract.MigrationResult) error {
+func (mig *Migration) waitReplicated(ctx context.Context, src, tgt *pgx.Conn, names contract.Replication, res *contract.MigrationResult) error {
 	start := time.Now()
 	for {
 		st := &contract.MigrationResult{Replication: &contract.Replication{Publication: names.Publication, Subscription: names.Subscription, Slot: names.Slot}}
-		if err := a.fillStatus(ctx, src, tgt, st); err != nil {
+		if err := mig.fillStatus(ctx, src, tgt, st); err != nil {
 			return err
 		}
 		r := st.Replication
-		if err := a.overRetainedWAL(r.RetainedWALBytes, r.Slot, " while waiting to verify", fmt.Sprintf("lag %d bytes, %d of %d tables synced", r.LagBytes, r.SyncedTables, r.Tables)); err != nil {
+		if err := mig.overRetainedWAL(r.RetainedWALBytes, r.Slot, " while waiting to verify", fmt.Sprintf("lag %d bytes, %d of %d tables synced", r.LagBytes, r.SyncedTables, r.Tables)); err != nil {
 			return err
 		}
 		if r.Tables > 0 && r.SyncedTables == r.Tables {
@@ -398,7 +398,7 @@ func (a *app) waitReplicated(ctx context.Context, src, tgt *pgx.Conn, names cont
 				time.Since(start).Round(time.Millisecond), r.Tables, r.LagBytes))
 			return nil
 		}
-		a.log.Info("waiting for replication before verifying", "synced", r.SyncedTables, "tables", r.Tables, "lagBytes", r.LagBytes)
+		mig.log.Info("waiting for replication before verifying", "synced", r.SyncedTables, "tables", r.Tables, "lagBytes", r.LagBytes)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("replication did not catch up before the step's deadline (%d of %d tables synchronised, lag %d bytes): %w",

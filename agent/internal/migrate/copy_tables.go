@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func largestFirst(tables []inventory.Table) []inventory.Table {
 // returns its copier and what closes them. The first error (an open or a
 // table's copy) cancels the rest and is returned; every byte moved is added
 // to moved. It returns the number of tables copied.
-func (a *app) copyTables(ctx context.Context, tables []inventory.Table, workers int, moved *atomic.Int64,
+func (mig *Migration) copyTables(ctx context.Context, tables []inventory.Table, workers int, moved *atomic.Int64,
 	open func(ctx context.Context, w int) (tableCopier, func(), error)) (int, error) {
 	order := largestFirst(tables)
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -68,7 +68,7 @@ func (a *app) copyTables(ctx context.Context, tables []inventory.Table, workers 
 					continue
 				}
 				done.Add(1)
-				a.log.Debug("table copied", "table", tbl.Key(), "bytes", n, "connection", w)
+				mig.log.Debug("table copied", "table", tbl.Key(), "bytes", n, "connection", w)
 			}
 		}()
 	}

@@ -1,4 +1,4 @@
-package cli
+package backup
 
 import (
 	"bytes"
@@ -12,14 +12,14 @@ import (
 )
 
 // retains reports whether a retention policy is configured: days or tiers.
-func (a *app) retains() bool { return a.cfg.RetentionDays > 0 || a.cfg.Retention != nil }
+func (b *Runner) retains() bool { return b.cfg.RetentionDays > 0 || b.cfg.Retention != nil }
 
 // policy is the configured retention policy.
-func (a *app) policy() catalog.Policy {
-	if r := a.cfg.Retention; r != nil {
-		return catalog.Policy{Retention: *r, Location: a.cfg.TimeZone}
+func (b *Runner) policy() catalog.Policy {
+	if r := b.cfg.Retention; r != nil {
+		return catalog.Policy{Retention: *r, Location: b.cfg.TimeZone}
 	}
-	return catalog.Policy{Days: a.cfg.RetentionDays}
+	return catalog.Policy{Days: b.cfg.RetentionDays}
 }
 
 // VerificationKind identifies a verification record.
@@ -41,21 +41,21 @@ type verification struct {
 // recordVerification writes the verification record of entry when the
 // restore's checks all passed. A failure to write it is a warning: the
 // restore itself worked.
-func (a *app) recordVerification(ctx context.Context, st store.Store, entry catalog.Entry, r *contract.Result) {
-	v := verification{Kind: VerificationKind, Version: 1, Artifact: entry.Name, Checksum: entry.Checksum, Time: a.now()}
+func (b *Runner) recordVerification(ctx context.Context, st store.Store, entry catalog.Entry, r *contract.Result) {
+	v := verification{Kind: VerificationKind, Version: 1, Artifact: entry.Name, Checksum: entry.Checksum, Time: b.now()}
 	for _, c := range r.Checks {
 		if !c.Passed {
-			a.log.Info("not recorded as verified: a check failed", "check", c.Name)
+			b.log.Info("not recorded as verified: a check failed", "check", c.Name)
 			return
 		}
 		v.Checks = append(v.Checks, c.Name)
 	}
-	b, _ := json.Marshal(v)
-	key := a.cfg.BackupJob.VerifiedKey(entry.Name)
-	if _, err := st.Put(ctx, key, bytes.NewReader(append(b, '\n'))); err != nil {
-		a.log.Warn("cannot record the verification in the store", "record", st.Path(key), "error", err)
+	data, _ := json.Marshal(v)
+	key := b.cfg.BackupJob.VerifiedKey(entry.Name)
+	if _, err := st.Put(ctx, key, bytes.NewReader(append(data, '\n'))); err != nil {
+		b.log.Warn("cannot record the verification in the store", "record", st.Path(key), "error", err)
 		return
 	}
 	r.Verified = true
-	a.log.Info("verification recorded", "record", st.Path(key))
+	b.log.Info("verification recorded", "record", st.Path(key))
 }
