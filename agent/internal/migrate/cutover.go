@@ -8,7 +8,6 @@ import (
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/config"
-	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 )
 
@@ -128,82 +127,6 @@ func (mig *Migration) withUndone(err error, res *contract.MigrationResult) error
 		}
 	}
 	return err
-}
-
-// compareSourceAgain compares the source as it is now with what the target
-// holds: the live target (direct), or the inventory the target was
-// verified against (store transfer: the export's, CAIRN_ARTIFACT).
-func (mig *Migration) compareSourceAgain(ctx context.Context, sc engine.Conn) (*contract.Verification, error) {
-	method := mig.cfg.Migrate.Verify
-	var copied *inventory.Inventory
-	if mig.cfg.Artifact != "" {
-		entry, _, err := mig.migrationArtifact(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if entry.Inventory == nil || entry.Inventory.Method == inventory.MethodList {
-			return nil, fmt.Errorf("artifact %s has no inventory to compare with", entry.Name)
-		}
-		copied = entry.Inventory
-		if copied.Method == inventory.MethodRowCount {
-			method = inventory.MethodRowCount
-		}
-	}
-	src, err := inventory.Take(ctx, mig.cfg.Engine, sc, mig.invOptions(method))
-	if err != nil {
-		return nil, fmt.Errorf("source: %w", err)
-	}
-	if copied == nil {
-		tc, err := mig.target()
-		if err != nil {
-			return nil, err
-		}
-		if copied, err = inventory.Take(ctx, mig.cfg.Engine, tc, mig.invOptions(method)); err != nil {
-			return nil, fmt.Errorf("target: %w", err)
-		}
-	}
-	return inventory.Compare(src, copied, method), nil
-}
-
-// revertReadOnly makes the source database writable again (what cutover's
-// read-only did).
-func (mig *Migration) revertReadOnly(ctx context.Context, sc engine.Conn) error {
-	ctx, cancel := withTimeout(ctx, cutoverControlTimeout)
-	defer cancel()
-	switch mig.cfg.Engine {
-	case "postgres":
-		c, err := inventory.ConnectPostgres(ctx, sc, sc.Database)
-		if err != nil {
-			return fmt.Errorf("source: %w", err)
-		}
-		defer c.Close(context.WithoutCancel(ctx))
-		// This session starts read-only itself.
-		if _, err := c.Exec(ctx, "SET SESSION default_transaction_read_only = off"); err != nil {
-			return fmt.Errorf("source: %w", err)
-		}
-		if _, err := c.Exec(ctx, "ALTER DATABASE "+inventory.Ident(sc.Database)+" RESET default_transaction_read_only"); err != nil {
-			return fmt.Errorf("source: %w", err)
-		}
-		return nil
-	case "mysql":
-		m, err := inventory.OpenMySQL(ctx, sc)
-		if err != nil {
-			return fmt.Errorf("source: %w", err)
-		}
-		defer m.Close()
-		v, err := m.Version(ctx)
-		if err != nil {
-			return err
-		}
-		if strings.Contains(strings.ToLower(v), "mariadb") {
-			return nil // never made read-only (refused)
-		}
-		if _, err := m.C.ExecContext(ctx, "ALTER SCHEMA "+inventory.QuoteIdent(sc.Database)+" READ ONLY = 0"); err != nil {
-			return fmt.Errorf("source: %w", err)
-		}
-		return nil
-	}
-	return fmt.Errorf("unknown engine %q", mig.cfg.Engine)
 }
 
 // abortStep undoes what the migration did to the source, on the way to
