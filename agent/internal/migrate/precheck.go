@@ -142,14 +142,12 @@ func (mig *Migration) sourceChecks(ctx context.Context, db inventory.DB, tables 
 }
 
 func (mig *Migration) targetChecks(ctx context.Context, tc engine.Conn, srcTables []inventory.Table, haveSource bool, p *problems, res *contract.MigrationResult) error {
-	m := mig.cfg.Migrate
 	switch mig.cfg.Engine {
 	case "postgres":
 		return mig.pgTargetChecks(ctx, tc, srcTables, haveSource, p, res)
 	case "mysql":
 		return mig.myTargetChecks(ctx, tc, p, res)
 	}
-	_ = m
 	return fmt.Errorf("unknown engine %q", mig.cfg.Engine)
 }
 
