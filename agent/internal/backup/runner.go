@@ -1,8 +1,9 @@
 // Package backup runs the agent's commands on one BackupJob's artifacts in
 // its store: backup (dump, compress, encrypt, store, list in the catalog),
 // restore (verify, then load, run the checks), list, prune (retention, S3
-// Object Lock) and delete. A migration's store transfer (cairn.dev/agent/
-// internal/migrate) writes and reads its artifacts with the same pieces.
+// Object Lock) and delete. A migration's store transfer (package
+// cairn.dev/agent/internal/migrate) writes and reads its artifacts with the
+// same pieces.
 package backup
 
 import (
@@ -18,7 +19,7 @@ import (
 	"cairn.dev/agent/internal/store"
 )
 
-// Runner runs the commands of one agent process, configured by cfg.
+// Runner runs the command of one agent process (see New).
 type Runner struct {
 	// markerRefresh overrides catalog.MarkerRefresh (tests).
 	markerRefresh time.Duration
