@@ -7,7 +7,7 @@
 //     sections around a parallel COPY in one exported snapshot) and
 //     MySQL/MariaDB (mysql_copy.go, mysql_rows.go: the schema by mysqldump,
 //     the rows in parallel in one snapshot as multi-row INSERTs);
-//   - export and import, transfer through a store (store.go), with the
+//   - export and import, transfer through a store (store_transfer.go), with the
 //     artifacts of cairn.dev/agent/internal/backup;
 //   - verify (verify.go; converge.go for Continuous mode, comparing at WAL
 //     positions the target has applied);
