@@ -1,5 +1,8 @@
-// Package cli implements the agent's commands: backup, restore, prune, list
-// and delete.
+// Package cli is the agent's command line: it reads the command and its
+// configuration, runs the command (cairn.dev/agent/internal/backup for
+// backup, restore, list, prune and delete; cairn.dev/agent/internal/migrate
+// for a migration's steps), prints the result line and writes it to the
+// termination log, and turns a failure into the exit code operators act on.
 package cli
 
 import (
@@ -15,14 +18,13 @@ import (
 	"time"
 
 	"cairn.dev/agent/contract"
-	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/backup"
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/identity"
-	"cairn.dev/agent/internal/parts"
+	"cairn.dev/agent/internal/migrate"
 	"cairn.dev/agent/internal/pipeline"
-	"cairn.dev/agent/internal/store"
 )
 
 // Options are the process's surroundings, replaceable in tests.
@@ -99,22 +101,23 @@ func Main(ctx context.Context, args []string, o Options) int {
 	}
 	log := newLogger(o.Stderr, cfg)
 	setMemoryLimit(cfg)
-	a := &app{cfg: cfg, log: log, now: func() time.Time { return o.Now().UTC() }, version: o.Version, stdout: o.Stdout}
+	now := func() time.Time { return o.Now().UTC() }
+	b := backup.New(cfg, log, now, o.Version, o.Stdout)
 
 	var line []byte
 	switch cmd {
 	case "backup":
-		line, err = a.backup(ctx)
+		line, err = b.Backup(ctx)
 	case "restore":
-		line, err = a.restore(ctx)
+		line, err = b.Restore(ctx)
 	case "list":
-		line, err = a.list(ctx)
+		line, err = b.List(ctx)
 	case "prune":
-		line, err = a.prune(ctx)
+		line, err = b.Prune(ctx)
 	case "delete":
-		line, err = a.delete(ctx)
+		line, err = b.Delete(ctx)
 	case "migrate":
-		line, err = a.migrate(ctx)
+		line, err = migrate.New(cfg, log, now, o.Version).Run(ctx)
 	}
 	log.Debug("resources", "peakRSSKiB", peakRSSKiB())
 	if err != nil {
@@ -199,47 +202,4 @@ func newLogger(w io.Writer, cfg *config.Config) *slog.Logger {
 		h = slog.NewJSONHandler(w, opts)
 	}
 	return slog.New(h).With("backupJob", cfg.BackupJob.String())
-}
-
-type app struct {
-	// markerRefresh overrides catalog.MarkerRefresh (tests).
-	markerRefresh time.Duration
-
-	cfg     *config.Config
-	log     *slog.Logger
-	now     func() time.Time
-	version string
-	stdout  io.Writer
-
-	// written is the index of the multi-part artifact backup wrote, if any.
-	written *parts.Index
-}
-
-func (a *app) openStore() (store.Store, error) {
-	switch a.cfg.Store {
-	case "pvc":
-		return store.NewPVC(a.cfg.PVCPath)
-	case "s3":
-		return store.NewS3(a.cfg.S3)
-	}
-	return nil, fmt.Errorf("unknown store %q", a.cfg.Store)
-}
-
-func entryResult(st store.Store, key string, e catalog.Entry) contract.Result {
-	return contract.Result{
-		Artifact:        st.Path(key),
-		Size:            e.Size,
-		Checksum:        e.Checksum,
-		Start:           e.Start,
-		End:             e.End,
-		DurationSeconds: e.DurationSeconds,
-		Engine:          e.Engine,
-		EncryptedTo:     e.EncryptedTo(),
-		Parts:           e.Parts,
-		PartsSize:       e.PartsSize,
-	}
-}
-
-func seconds(d time.Duration) float64 {
-	return float64(d.Milliseconds()) / 1000
 }

@@ -12,15 +12,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	// The agent image may lack the zone database; CAIRN_TIME_ZONE needs it.
 	_ "time/tzdata"
-	"unicode"
-	"unicode/utf8"
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/checks"
@@ -28,7 +25,6 @@ import (
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
-	"cairn.dev/agent/patterns"
 )
 
 // DefaultTerminationLog is Kubernetes' default terminationMessagePath.
@@ -110,38 +106,6 @@ type Config struct {
 	Migrate *Migrate
 }
 
-// Migrate configures a migration step (cairn.dev/agent/result's contract).
-type Migrate struct {
-	Step string
-	// Migration is CAIRN_MIGRATION (namespace/name); it is also the store
-	// key (Config.BackupJob, in naming.MigrationSpace) of a store transfer.
-	Migration naming.Job
-	UID       string
-	Mode      string // Full, SchemaOnly or Continuous
-	Include   string
-	Exclude   string
-	Filter    *patterns.Filter
-	Parallel  int
-	// AllowNonEmptyTarget lets precheck pass with included tables on the
-	// target.
-	AllowNonEmptyTarget bool
-	Verify              string // None, RowCount or Checksum
-	// SourceReadOnly: cutover makes the source read-only; abort undoes it
-	// (the cutover may have run); precheck checks the privileges it needs.
-	SourceReadOnly bool
-	// WritersStopped: the user declared the source's writers stopped
-	// (spec.cutover.writersStopped); a Full cutover may then copy again
-	// the tables that changed since verification.
-	WritersStopped bool
-	// MaxRetainedWALBytes: replication-status fails above it (0: no limit).
-	MaxRetainedWALBytes int64
-	// Target is the target database (CAIRN_TARGET_DB_*).
-	Target engine.Conn
-}
-
-// MigrateSteps are the steps of `agent migrate`.
-var MigrateSteps = contract.Steps
-
 // Env reads the environment and mounted files.
 type Env struct {
 	Lookup   func(key string) (string, bool)
@@ -152,22 +116,6 @@ func (e Env) get(k string) string {
 	v, _ := e.Lookup(k)
 	return v
 }
-
-// Secrets returns the configured secrets, for redaction of output.
-func (c *Config) Secrets() []string {
-	s := []string{c.DB.Password, c.S3.SecretKey, c.S3.SessionToken}
-	if c.Migrate != nil {
-		s = append(s, c.Migrate.Target.Password)
-	}
-	for _, line := range strings.Split(c.identityText, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			s = append(s, line)
-		}
-	}
-	return s
-}
-
-var secretArg = regexp.MustCompile(`(?i)^--?(db-)?(password|passwd|pwd|pass|secret|secret-key|access-key|aws-secret-access-key|aws-access-key-id|s3-secret-key|s3-access-key)(=.*)?$`)
 
 // ErrHelp is returned when -h or --help was asked for; usage was printed.
 var ErrHelp = flag.ErrHelp
@@ -422,90 +370,4 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 		c.TerminationLog = DefaultTerminationLog
 	}
 	return c, nil
-}
-
-// checkPrefix refuses an S3 key prefix that is not a plain relative path:
-// a ".." or "." segment (some S3-compatible servers map keys to files), a
-// backslash, or a control character.
-func checkPrefix(p string) error {
-	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
-		if seg == ".." || seg == "." {
-			return fmt.Errorf("s3 prefix %q: no \".\" or \"..\" segments", p)
-		}
-	}
-	if i := strings.IndexFunc(p, func(r rune) bool { return r == '\\' || unicode.IsControl(r) }); i >= 0 {
-		return fmt.Errorf("s3 prefix %q: no backslash or control character (byte %d)", p, i)
-	}
-	if !utf8.ValidString(p) {
-		return fmt.Errorf("s3 prefix %q is not valid UTF-8", p)
-	}
-	return nil
-}
-
-// secret reads a credential from the environment variable envKey or from
-// the file named by fileKey; setting both is an error.
-func secret(env Env, envKey, file, fileKey string) (string, error) {
-	v, inEnv := env.Lookup(envKey)
-	if file == "" {
-		return v, nil
-	}
-	if inEnv && v != "" {
-		return "", &UsageError{fmt.Sprintf("both %s and %s are set: set only one", envKey, fileKey)}
-	}
-	b, err := env.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("read %s (%s): %w", fileKey, file, err)
-	}
-	// Secrets written with echo end in a newline; the secret does not.
-	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
-}
-
-// loadEncryption reads the recipients (public keys, for backup) and the
-// identity (private keys, for restore), each from its variable or its file.
-// A malformed value is a usage error that never echoes key material.
-func (c *Config) loadEncryption(env Env) error {
-	text, err := secret(env, contract.EnvEncryptionRecipients, env.get(contract.EnvEncryptionRecipientsFile), contract.EnvEncryptionRecipientsFile)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(text) != "" {
-		if c.Recipients, err = crypt.ParseRecipients(text); err != nil {
-			return &UsageError{contract.EnvEncryptionRecipients + ": " + err.Error()}
-		}
-	}
-	text, err = secret(env, contract.EnvEncryptionIdentity, env.get(contract.EnvEncryptionIdentityFile), contract.EnvEncryptionIdentityFile)
-	if err != nil {
-		return err
-	}
-	c.identityText = text
-	if strings.TrimSpace(text) != "" {
-		if c.Identities, err = crypt.ParseIdentities(text); err != nil {
-			return &UsageError{contract.EnvEncryptionIdentity + ": " + err.Error()}
-		}
-	}
-	return nil
-}
-
-// checkLock validates S3 Object Lock: a mode, an S3 store, and how long.
-func (c *Config) checkLock() error {
-	switch c.S3.LockMode {
-	case "":
-		if c.LockDays != 0 {
-			return &UsageError{contract.EnvS3ObjectLockDays + " is set without " + contract.EnvS3ObjectLock}
-		}
-		return nil
-	case store.LockGovernance, store.LockCompliance:
-	default:
-		return &UsageError{fmt.Sprintf("S3 object lock mode %q: want GOVERNANCE or COMPLIANCE", c.S3.LockMode)}
-	}
-	if c.Store != "s3" {
-		return &UsageError{contract.EnvS3ObjectLock + " needs an S3 store"}
-	}
-	if c.LockDays == 0 {
-		c.LockDays = c.RetentionDays
-	}
-	if c.LockDays < 1 && c.Command == contract.CommandBackup {
-		return &UsageError{"S3 object lock: set " + contract.EnvS3ObjectLockDays + " (how many days each artifact stays locked); it defaults to the retention days, which are not set"}
-	}
-	return nil
 }

@@ -1,15 +1,47 @@
 package config
 
 import (
-	"cairn.dev/agent/contract"
 	"flag"
 	"fmt"
 	"strconv"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/patterns"
 )
+
+// Migrate configures a migration step (the contract is cairn.dev/agent/contract).
+type Migrate struct {
+	Step string
+	// Migration is CAIRN_MIGRATION (namespace/name); it is also the store
+	// key (Config.BackupJob, in naming.MigrationSpace) of a store transfer.
+	Migration naming.Job
+	UID       string
+	Mode      string // Full, SchemaOnly or Continuous
+	Include   string
+	Exclude   string
+	Filter    *patterns.Filter
+	Parallel  int
+	// AllowNonEmptyTarget lets precheck pass with included tables on the
+	// target.
+	AllowNonEmptyTarget bool
+	Verify              string // None, RowCount or Checksum
+	// SourceReadOnly: cutover makes the source read-only; abort undoes it
+	// (the cutover may have run); precheck checks the privileges it needs.
+	SourceReadOnly bool
+	// WritersStopped: the user declared the source's writers stopped
+	// (spec.cutover.writersStopped); a Full cutover may then copy again
+	// the tables that changed since verification.
+	WritersStopped bool
+	// MaxRetainedWALBytes: replication-status fails above it (0: no limit).
+	MaxRetainedWALBytes int64
+	// Target is the target database (CAIRN_TARGET_DB_*).
+	Target engine.Conn
+}
+
+// MigrateSteps are the steps of `agent migrate`.
+var MigrateSteps = contract.Steps
 
 // migrateFlags are the flags (over CAIRN_MIGRATE_* / CAIRN_TARGET_DB_*
 // variables) of `agent migrate <step>`.

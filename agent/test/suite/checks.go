@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/backup"
 	"cairn.dev/agent/internal/catalog"
-	"cairn.dev/agent/internal/cli"
 	"cairn.dev/agent/internal/naming"
 )
 
@@ -192,7 +192,7 @@ func Checks(t *testing.T, e *Env, kind string) {
 		// the same catalog key carries the marker: it is the restore's own
 		// and is dropped after the checks.
 		check(t, e.DB.Create(scratch))
-		_, err := e.DB.SQL("postgres", fmt.Sprintf("COMMENT ON DATABASE %s IS '%s'", scratch, cli.ScratchMarker(job)))
+		_, err := e.DB.SQL("postgres", fmt.Sprintf("COMMENT ON DATABASE %s IS '%s'", scratch, backup.ScratchMarker(job)))
 		check(t, err)
 		r = mustSucceed(t, e.agent(t, st, scratch, job, checksEnv(t, cs[:1], true), "restore"))
 		if !r.TargetCreated || !r.TargetDropped || dbExists(t, e, scratch) {
@@ -202,7 +202,7 @@ func Checks(t *testing.T, e *Env, kind string) {
 		// A marker of another catalog key is not.
 		check(t, e.DB.Create(scratch))
 		other := naming.Job{Namespace: "shop", Name: "other"}
-		_, err = e.DB.SQL("postgres", fmt.Sprintf("COMMENT ON DATABASE %s IS '%s'", scratch, cli.ScratchMarker(other)))
+		_, err = e.DB.SQL("postgres", fmt.Sprintf("COMMENT ON DATABASE %s IS '%s'", scratch, backup.ScratchMarker(other)))
 		check(t, err)
 		r = mustSucceed(t, e.agent(t, st, scratch, job, checksEnv(t, cs[:1], true), "restore"))
 		if r.TargetCreated || r.TargetDropped || !dbExists(t, e, scratch) {

@@ -291,3 +291,46 @@ func MigrateRecopyFailureKeepsTriggers(t *testing.T, e *Env) {
 		t.Fatalf("after a cutover whose copy failed halfway the target's orders has %s triggers, had %s", after, before)
 	}
 }
+
+// MigrateCutoverPostgres: cutover makes the source read-only, ends its
+// sessions and compares the source again with the target; repeated, it is
+// the same.
+func MigrateCutoverPostgres(t *testing.T, e *Env) {
+	m := newMigration(t, e, "mig_cut")
+	res := m.ok(t, "cutover", "CAIRN_MIGRATE_VERIFY=None")
+	if len(res.Actions) != 1 || !strings.Contains(res.Actions[0], "none") {
+		t.Errorf("cutover without sourceReadOnly nor verification: %+v", res.Actions)
+	}
+	if _, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total) VALUES (1, 1)"); err != nil {
+		t.Fatalf("a write before cutover: %v", err)
+	}
+	m.ok(t, "copy")
+	for range 2 {
+		res = m.ok(t, "cutover", "CAIRN_CUTOVER_SOURCE_READ_ONLY=true")
+		if len(res.Actions) != 3 || !strings.Contains(res.Actions[0], "read-only") || !strings.Contains(res.Actions[2], "equal to the target") {
+			t.Errorf("cutover actions: %q", res.Actions)
+		}
+	}
+	if _, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total) VALUES (1, 1)"); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("a write after cutover: %v", err)
+	}
+	// Reads still work, and a verify can still run.
+	if _, err := e.DB.SQL(m.src, "SELECT count(*) FROM orders"); err != nil {
+		t.Errorf("a read after cutover: %v", err)
+	}
+	_, _ = e.DB.SQL("postgres", "ALTER DATABASE "+m.src+" RESET default_transaction_read_only")
+}
+
+// MigrateCutoverMariaDB: MariaDB has no per-database read-only; cutover
+// with sourceReadOnly refuses (exit 2) and changes nothing.
+func MigrateCutoverMariaDB(t *testing.T, e *Env) {
+	m := newMigration(t, e, "mig_cut")
+	r := m.run(t, "cutover", "CAIRN_CUTOVER_SOURCE_READ_ONLY=true")
+	mustExit(t, r, contract.ExitUsage)
+	if !strings.Contains(r.TermLog, "MariaDB") {
+		t.Errorf("reason: %s", r.TermLog)
+	}
+	if _, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total) VALUES (1, 1)"); err != nil {
+		t.Errorf("a write after the refused cutover: %v", err)
+	}
+}

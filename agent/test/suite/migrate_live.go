@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/testenv"
 	"cairn.dev/agent/test/load"
 )
 
@@ -187,4 +188,103 @@ func (m *migration) abortOnCleanup(t *testing.T) {
 	t.Cleanup(func() {
 		m.e.Agent.Run(append(append([]string{}, m.env...), "CAIRN_CUTOVER_SOURCE_READ_ONLY=true"), "migrate", "abort")
 	})
+}
+
+// MigrateContinuous (PostgreSQL): copy (schema), replication-start (the
+// subscription's initial sync), changes on the source reach the target,
+// status reports lag and retained WAL and fails above the limit; cutover,
+// replication-stop (sequences copied, subscription, slot and publication
+// gone), repeated.
+func MigrateContinuous(t *testing.T, e *Env) {
+	m := newMigration(t, e, "mig_cont", "CAIRN_MIGRATE_MODE=Continuous")
+	pre := m.ok(t, "precheck")
+	if len(pre.Problems) != 0 {
+		t.Fatalf("precheck: %q", pre.Problems)
+	}
+	m.ok(t, "copy")
+	start := m.ok(t, "replication-start")
+	r := start.Replication
+	if r == nil || !strings.HasPrefix(r.Slot, "cairn_") || r.Publication == "" || r.Subscription == "" {
+		t.Fatalf("replication-start: %+v", start)
+	}
+	// Repeated: nothing new is created.
+	if again := m.ok(t, "replication-start"); len(again.Actions) != 0 {
+		t.Errorf("repeated replication-start acted: %q", again.Actions)
+	}
+	// verify at once (as the operator runs it): it waits for the initial
+	// table synchronisation, then compares at a WAL position the target
+	// has applied.
+	if v := m.ok(t, "verify"); v.Verification == nil || v.Verification.Mismatched != 0 || len(v.Actions) != 2 ||
+		!strings.HasPrefix(v.Actions[0], "waited ") || !strings.HasPrefix(v.Actions[1], "compared at WAL positions the target had applied: 2 of 2 tables matched") {
+		t.Fatalf("verify right after replication-start: %+v %q", v.Verification, v.Actions)
+	}
+	synced := func(what string) *contract.Replication {
+		var last *contract.Replication
+		err := testenv.Poll(2*time.Minute, 300*time.Millisecond, func() error {
+			res := m.e.Agent.Run(m.env, "migrate", "replication-status")
+			if res.Code != 0 {
+				return errorf(res.Stderr)
+			}
+			st, err := contract.ParseMigration(res.TermLog)
+			if err != nil {
+				return err
+			}
+			last = st.Replication
+			if last.SyncedTables != last.Tables || last.Tables != seedTables(e) {
+				return errorf("tables synced: " + itoa(last.SyncedTables) + "/" + itoa(last.Tables))
+			}
+			if v := m.e.Agent.Run(m.env, "migrate", "verify"); v.Code != 0 || !strings.Contains(v.TermLog, `"mismatched":0`) {
+				return errorf("not yet equal: " + v.TermLog)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v (last status %+v)", what, err, last)
+		}
+		return last
+	}
+	synced("initial sync")
+	_, err := e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total, note) VALUES (1, 7.5, 'during replication'); UPDATE customers SET name = 'renamed' WHERE id = 2; DELETE FROM orders WHERE id = 3")
+	check(t, err)
+	synced("changes")
+	// A table created after replication-start is not in the publication:
+	// status names it (and warns), until it is gone.
+	if len(start.Warnings) != 0 {
+		t.Errorf("replication-start warned: %q", start.Warnings)
+	}
+	_, err = e.DB.SQL(m.src, "CREATE TABLE late_table (id int PRIMARY KEY); INSERT INTO late_table VALUES (1)")
+	check(t, err)
+	late := m.ok(t, "replication-status")
+	if late.Replication == nil || strings.Join(late.Replication.NotReplicated, ",") != "public.late_table" ||
+		len(late.Warnings) != 1 || !strings.Contains(late.Warnings[0], "table public.late_table is not replicated") {
+		t.Errorf("status after a table was created on the source: %+v %+v", late.Warnings, late.Replication)
+	}
+	_, err = e.DB.SQL(m.src, "DROP TABLE late_table")
+	check(t, err)
+	if st := m.ok(t, "replication-status"); len(st.Warnings) != 0 || len(st.Replication.NotReplicated) != 0 {
+		t.Errorf("status after the late table was dropped: %+v", st)
+	}
+	over := m.run(t, "replication-status", "CAIRN_REPLICATION_MAX_RETAINED_WAL_BYTES=1")
+	mustExit(t, over, contract.ExitFailure)
+	if !strings.Contains(over.TermLog, "retained WAL") || !strings.Contains(over.TermLog, "above limit 1") {
+		t.Errorf("status above the WAL limit: %s", over.TermLog)
+	}
+	m.ok(t, "cutover", "CAIRN_CUTOVER_SOURCE_READ_ONLY=true")
+	synced("after cutover")
+	stop := m.ok(t, "replication-stop")
+	t.Logf("stop: %q", stop.Actions)
+	for _, q := range []string{
+		"SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + r.Slot + "'",
+		"SELECT count(*) FROM pg_publication WHERE pubname = '" + r.Publication + "'",
+		"SELECT count(*) FROM pg_subscription WHERE subname = '" + r.Subscription + "'",
+	} {
+		if out, err := e.DB.SQL(m.src, q); err != nil || out != "0" {
+			t.Errorf("%s: %s %v", q, out, err)
+		}
+	}
+	if src, dst := fingerprint(t, e.DB, m.src), fingerprint(t, e.DB, m.dst); src != dst {
+		t.Errorf("after replication-stop the target differs (sequences?):\n%s\nsource:\n%s", dst, src)
+	}
+	m.ok(t, "replication-stop")
+	_, _ = e.DB.SQL("postgres", "ALTER DATABASE "+m.src+" RESET default_transaction_read_only")
 }
