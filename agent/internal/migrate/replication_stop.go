@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -126,7 +127,7 @@ func (mig *Migration) dropSubscription(ctx context.Context, src *pgx.Conn, sc, t
 	}
 	sub := inventory.Ident(n.Subscription)
 	if cutover {
-		if err := mig.waitCaughtUp(ctx, src, res); err != nil {
+		if err := mig.waitCaughtUp(ctx, src, tgt, res); err != nil {
 			return err
 		}
 		if _, err := tgt.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" DISABLE"); err != nil {
@@ -161,28 +162,65 @@ func (mig *Migration) dropSubscription(ctx context.Context, src *pgx.Conn, sc, t
 }
 
 // waitCaughtUp reads the source's current WAL position and waits until
-// the slot's confirmed position has passed it: every change committed
-// before the call is applied on the target. It fails above the
-// retained-WAL limit (the slot is then dropped by the abort), and when
-// ctx ends (the Job's deadline).
-func (mig *Migration) waitCaughtUp(ctx context.Context, src *pgx.Conn, res *contract.MigrationResult) error {
+// every table of the subscription is ready (its initial copy done and
+// caught up: until then the apply worker skips its changes, while the
+// slot's confirmed position moves on) and the slot's confirmed position
+// has passed it: every change committed before the call is applied on the
+// target. It fails above the retained-WAL limit (the slot is then dropped
+// by the abort), and when ctx ends (the Job's deadline).
+func (mig *Migration) waitCaughtUp(ctx context.Context, src, tgt *pgx.Conn, res *contract.MigrationResult) error {
 	stopLSN, err := currentLSN(ctx, src)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
+	if err := mig.waitTablesReady(ctx, tgt, res.Replication.Subscription); err != nil {
+		return err
+	}
 	if _, err := mig.waitConfirmed(ctx, src, res.Replication.Slot, stopLSN); err != nil {
 		return err
 	}
-	res.Actions = append(res.Actions, fmt.Sprintf("the target applied every change up to the source's WAL position %s, read after writes stopped (waited %s)",
+	res.Actions = append(res.Actions, fmt.Sprintf("the target applied every change up to the source's WAL position %s, read after writes stopped, every table ready (waited %s)",
 		stopLSN, time.Since(start).Round(time.Millisecond)))
 	return nil
 }
 
-// currentLSN is the source's current WAL write position.
+// waitTablesReady waits until no table of subscription sub is still being
+// copied or catching up (pg_subscription_rel state 'r' for all), or ctx
+// ends.
+func (mig *Migration) waitTablesReady(ctx context.Context, tgt *pgx.Conn, sub string) error {
+	for {
+		var notReady []string
+		rows, err := tgt.Query(ctx, `SELECT r.srrelid::regclass::text || ' (' || r.srsubstate::text || ')'
+FROM pg_subscription s JOIN pg_subscription_rel r ON r.srsubid = s.oid WHERE s.subname = $1 AND r.srsubstate <> 'r' ORDER BY 1`, sub)
+		if err == nil {
+			notReady, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			return fmt.Errorf("target: subscription %s's tables: %w", sub, err)
+		}
+		if len(notReady) == 0 {
+			return nil
+		}
+		mig.log.Debug("waiting for the subscription's tables to be ready", "tables", notReady)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the target's initial copy of %s did not finish before the deadline: %w", strings.Join(notReady, ", "), ctx.Err())
+		case <-time.After(catchUpPoll):
+		}
+	}
+}
+
+// currentLSN is the source's current WAL insert position: the end of
+// every record written so far, commits included. Not the write position
+// (pg_current_wal_lsn): a source that commits asynchronously
+// (synchronous_commit=off) returns from a commit before its record is
+// written, so the write position can stand before it — a replication-stop
+// under load once waited for 0/11166000, a page boundary short of the last
+// 5,000 rows' commit, and its exact check then found them missing.
 func currentLSN(ctx context.Context, src *pgx.Conn) (string, error) {
 	var lsn string
-	if err := src.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+	if err := src.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
 		return "", fmt.Errorf("source: %w", err)
 	}
 	return lsn, nil

@@ -241,6 +241,11 @@ func MigrateReplicationNeverLeaks(t *testing.T, e *Env) {
 	_, err = e.DB.SQL(m.src, "INSERT INTO orders (customer_id, total, note) SELECT 1, g, 'late' FROM generate_series(1, 5000) g")
 	check(t, err)
 	m.ok(t, "cutover", "CAIRN_CUTOVER_SOURCE_READ_ONLY=true")
+	// A last writer that had its session before the cutover commits right
+	// before replication-stop (asynchronously, as the test server commits:
+	// its WAL may not be written yet when replication-stop starts).
+	_, err = e.DB.SQL(m.src, "SET default_transaction_read_only = off; INSERT INTO orders (customer_id, total, note) SELECT 2, g, 'last' FROM generate_series(1, 50) g")
+	check(t, err)
 	stop := m.ok(t, "replication-stop")
 	if !strings.Contains(strings.Join(stop.Actions, "\n"), "applied every change") {
 		t.Errorf("replication-stop actions: %q", stop.Actions)
