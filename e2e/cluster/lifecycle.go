@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -55,41 +56,36 @@ func (c *Cluster) RestartComponent(ctx context.Context, component string) (time.
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return 0, fmt.Errorf("cluster: killing %s: %w", component, err)
 	}
-	for syscall.Kill(pid, 0) == nil {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil {
+	if err := waitExited(ctx, pid); err != nil {
+		return 0, err
+	}
+	// A start can still lose the race for its port (a socket of the old
+	// process the kernel has not let go of yet): one that exits before it
+	// is ready is started again, a few times.
+	var cmd *exec.Cmd
+	for attempt := 1; ; attempt++ {
+		exited := make(chan struct{})
+		if cmd, err = c.startAgain(component, argv, cwd, clusterDir, exited); err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			return 0, err
+		}
+		if component != "kube-apiserver" && component != "etcd" {
 			break
 		}
-		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(st), ") Z ") {
-			break // a zombie: dead, waiting for kwokctl's (gone) parent
+		err = c.waitReadyz(ctx, exited)
+		if err == nil {
+			break
 		}
+		if !errors.Is(err, errExited) || attempt == 5 {
+			return 0, err
+		}
+		c.logf("cluster %s: %s (pid %d) exited before it was ready (attempt %d; see its log); starting it again", c.Name, component, cmd.Process.Pid, attempt)
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	logf, err := os.OpenFile(filepath.Join(clusterDir, "logs", component+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = cwd
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return 0, fmt.Errorf("cluster: starting %s again: %w", component, err)
-	}
-	go func() { _ = cmd.Wait(); logf.Close() }()
-	c.mu.Lock()
-	c.started = append(c.started, cmd.Process)
-	c.mu.Unlock()
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		return 0, err
-	}
-	if component == "kube-apiserver" || component == "etcd" {
-		if err := c.waitReadyz(ctx); err != nil {
-			return 0, err
+		case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
 		}
 	}
 	down := time.Since(killed)
@@ -97,7 +93,61 @@ func (c *Cluster) RestartComponent(ctx context.Context, component string) (time.
 	return down, nil
 }
 
-func (c *Cluster) waitReadyz(ctx context.Context) error {
+// errExited: the component exited while it was waited for.
+var errExited = errors.New("exited before it was ready")
+
+// startAgain starts a component with the command line it had, its output
+// appended to its log; exited is closed when it ends.
+func (c *Cluster) startAgain(component string, argv []string, cwd, clusterDir string, exited chan struct{}) (*exec.Cmd, error) {
+	logf, err := os.OpenFile(filepath.Join(clusterDir, "logs", component+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = cwd
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("cluster: starting %s again: %w", component, err)
+	}
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	c.mu.Lock()
+	c.started = append(c.started, cmd.Process)
+	c.mu.Unlock()
+	return cmd, nil
+}
+
+// waitExited waits until every thread of process pid has exited: a Go
+// program's main thread can be a zombie while its other threads still
+// hold its files — its listening sockets among them.
+func waitExited(ctx context.Context, pid int) error {
+	for {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			return nil // gone (reaped)
+		}
+		alive := 0
+		for _, t := range tasks {
+			st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+			if err == nil && !strings.Contains(string(st), ") Z ") && !strings.Contains(string(st), ") X ") {
+				alive++
+			}
+		}
+		if alive == 0 {
+			return nil // a zombie: dead, waiting for its parent
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitReadyz waits until the API server answers /readyz "ok" (2 minutes at
+// most), or the component just started exits (errExited).
+func (c *Cluster) waitReadyz(ctx context.Context, exited <-chan struct{}) error {
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		return err
@@ -112,6 +162,8 @@ func (c *Cluster) waitReadyz(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: kube-apiserver not ready again: %w (last: %v)", ctx.Err(), err)
+		case <-exited:
+			return errExited
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
