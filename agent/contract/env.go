@@ -202,6 +202,19 @@ const (
 	EnvTargetName     = "CAIRN_TARGET_DB_NAME"
 	EnvTargetUser     = "CAIRN_TARGET_DB_USER"
 	EnvTargetPassword = "CAIRN_TARGET_DB_PASSWORD"
+	// EnvPointInTime "true": backup (MySQL/MariaDB) records where its
+	// snapshot stands in the binary log, so the artifact is a base for
+	// point-in-time recovery (docs/pitr.md).
+	EnvPointInTime = "CAIRN_POINT_IN_TIME"
+	// EnvMaxSegmentAge: `agent archive` closes the binary log file being
+	// written at least this often (a Go duration; default 1m).
+	EnvMaxSegmentAge = "CAIRN_MAX_SEGMENT_AGE"
+	// EnvSpoolDir: where `agent archive` receives the files being written
+	// (default /tmp/cairn-binlog).
+	EnvSpoolDir = "CAIRN_SPOOL_DIR"
+	// EnvRecoveryTarget: restore to this second (RFC 3339 with a zone), or
+	// "latest": the newest base before it, then the archived binary log.
+	EnvRecoveryTarget = "CAIRN_RECOVERY_TARGET"
 	// EnvTargetPasswordFile names a file holding the target password (a
 	// mounted Secret key; one trailing newline dropped). Set it or
 	// EnvTargetPassword, not both.
@@ -221,6 +234,7 @@ var (
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
 		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
 		EnvEncryptionRecipients, EnvEncryptionRecipientsFile, EnvEncryptionIdentity, EnvEncryptionIdentityFile,
+		EnvPointInTime, EnvMaxSegmentAge, EnvSpoolDir, EnvRecoveryTarget,
 	}
 	MigrateVars = []string{
 		EnvMigration, EnvMigrationUID, EnvMode, EnvInclude, EnvExclude, EnvParallel, EnvAllowNonEmptyTarget, EnvVerify,

@@ -79,6 +79,9 @@ type Result struct {
 	// TargetDropped: the target database was dropped after the checks ran
 	// (only ever when TargetCreated).
 	TargetDropped bool `json:"targetDropped,omitempty"`
+	// RecoveryPoint is the second a point-in-time restore reached (the
+	// target, or the newest archived change for "latest").
+	RecoveryPoint time.Time `json:"recoveryPoint,omitzero"`
 	// DropError says why a drop that was asked for did not happen (e.g.
 	// "the target existed before the restore; it is never dropped").
 	DropError string `json:"dropError,omitempty"`

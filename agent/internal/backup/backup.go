@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
+	"cairn.dev/agent/internal/pitr"
 )
 
 // Backup dumps the database into the store (compressed, checksummed, and
@@ -43,6 +45,9 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 	name, err := naming.ArtifactNameToken(job, eng.Name(), start, naming.NewToken())
 	if err != nil {
 		return nil, err
+	}
+	if m, ok := eng.(*engine.MySQL); ok && cfg.PointInTime {
+		m.BinlogPosition = true
 	}
 	if name, err = b.multipartName(eng, name); err != nil {
 		return nil, err
@@ -95,6 +100,14 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 	}
 	if cfg.Recipients != nil {
 		entry.Encryption = cfg.Recipients.Record()
+	}
+	if m, ok := eng.(*engine.MySQL); ok && m.BinlogPosition {
+		if base, err := pitr.ReadBase(bytes.NewReader(m.Head)); err != nil {
+			b.log.Warn("the backup is good but is no point-in-time base", "error", err)
+		} else {
+			entry.BinlogBase = &catalog.BinlogBase{File: base.File, Pos: base.Pos}
+			b.log.Info("point-in-time base", "binlogFile", base.File, "binlogPos", base.Pos)
+		}
 	}
 	b.recordParts(&entry)
 	b.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum,

@@ -45,6 +45,18 @@ func (b *Runner) Delete(ctx context.Context) ([]byte, error) {
 		}
 		deleted++
 	}
+	// The binary log archive (point-in-time recovery) goes with the
+	// artifacts: no base is left that could use it.
+	segs, err := st.List(ctx, job.BinlogDir())
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range segs {
+		if err := st.Delete(ctx, o.Key); err != nil {
+			return nil, fmt.Errorf("deleted %d objects, then: %w", deleted, err)
+		}
+		deleted++
+	}
 	n, err := st.AbortIncomplete(ctx, job.Dir(), b.now().Add(time.Hour), nil)
 	if err != nil {
 		return nil, err
@@ -52,6 +64,9 @@ func (b *Runner) Delete(ctx context.Context) ([]byte, error) {
 	deleted += n
 	if p, ok := st.(*store.PVC); ok {
 		if err := p.RemoveDir(job.Dir()); err != nil {
+			return nil, err
+		}
+		if err := p.RemoveDir(job.BinlogDir()); err != nil {
 			return nil, err
 		}
 	}

@@ -22,6 +22,12 @@ func (b *Runner) multipartName(eng engine.Engine, name string) (string, error) {
 	if !ok || b.cfg.Parallelism < 2 {
 		return name, nil
 	}
+	if b.cfg.PointInTime {
+		// A base is one stream: mysqldump records the position of its one
+		// snapshot.
+		b.log.Info("point-in-time base: one stream, not a multi-part artifact", "parallelism", b.cfg.Parallelism)
+		return name, nil
+	}
 	m.ForParts = true
 	return naming.ToParts(name)
 }

@@ -14,6 +14,7 @@ import (
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/parts"
 	"cairn.dev/agent/internal/pipeline"
+	"cairn.dev/agent/internal/pitr"
 )
 
 // Restore verifies an artifact (CAIRN_ARTIFACT, default the newest) before
@@ -37,7 +38,12 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 		return nil, fmt.Errorf("no backups of %s in %s: nothing to restore", job, st)
 	}
 	var entry catalog.Entry
-	if cfg.Artifact == "" {
+	pit := cfg.RecoverLatest || !cfg.RecoveryTarget.IsZero()
+	if pit && cfg.Artifact == "" {
+		if entry, err = baseFor(cat, cfg.RecoveryTarget); err != nil {
+			return nil, fmt.Errorf("%s in %s: %w", job, st, err)
+		}
+	} else if cfg.Artifact == "" {
 		entry, _ = cat.Newest()
 	} else {
 		var ok bool
@@ -77,6 +83,15 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 		}
 		return nil, fmt.Errorf("cannot verify %s, the target database was not touched: %w", st.Path(key), err)
 	}
+	// Point in time: the whole replay is found and its segments fetched
+	// and checked before the target is touched.
+	var replay *pitr.Replayer
+	if pit {
+		if replay, err = b.prepareReplay(ctx, st, entry); err != nil {
+			return nil, fmt.Errorf("point-in-time restore refused, the target database was not touched: %w", err)
+		}
+		defer replay.Close()
+	}
 	b.log.Info("restore started", "engine", eng.Name(), "host", cfg.DB.Host, "port", cfg.DB.Port,
 		"database", cfg.DB.Database, "user", cfg.DB.User)
 	tgt, ok := eng.(engine.Target)
@@ -114,8 +129,17 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var reached time.Time
+	if replay != nil {
+		b.log.Info("replaying the binary log", "segments", replay.Segments(), "to", replay.Reached())
+		if reached, err = replay.Apply(ctx, pitr.Target{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password},
+			entry.Source.Database, cfg.DB.Database, "", ""); err != nil {
+			return nil, err
+		}
+	}
 	end := b.now().Truncate(time.Millisecond)
 	r := EntryResult(st, key, entry)
+	r.RecoveryPoint = reached
 	r.Start, r.End, r.DurationSeconds = start, end, Seconds(end.Sub(start))
 	r.TargetCreated = own
 	b.log.Info("restore finished", "artifact", r.Artifact, "durationSeconds", r.DurationSeconds, "targetCreated", own)

@@ -63,6 +63,10 @@ type Entry struct {
 	// refuses to write into it unless told to (allowOverwriteSource).
 	// Absent in manifests of older agents and when it could not be read.
 	Source *identity.ID `json:"source,omitempty"`
+	// BinlogBase is where the dump's snapshot stands in the source's binary
+	// log (MySQL/MariaDB, CAIRN_POINT_IN_TIME): the artifact is a base for
+	// point-in-time recovery from there. Absent otherwise.
+	BinlogBase *BinlogBase `json:"binlogBase,omitempty"`
 	// Encryption says the artifact is age-encrypted (after compression) and
 	// to which recipients, by public key and fingerprint; never a private
 	// key. Absent for an artifact that is not encrypted. Size and Checksum
@@ -227,4 +231,10 @@ func validEntry(job naming.Job, e Entry) error {
 // Names are fixed-width and share the job prefix, so name order is time order.
 func sortEntries(es []Entry) {
 	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// BinlogBase is a position in a MySQL/MariaDB binary log.
+type BinlogBase struct {
+	File string `json:"file"`
+	Pos  int64  `json:"pos"`
 }

@@ -46,6 +46,8 @@ Commands:
   delete    delete every artifact and the catalog of a BackupJob (deletionPolicy: Delete)
   migrate   one step of a migration: agent migrate precheck|precheck-source|precheck-target|copy|export|
             import|verify|cutover|replication-start|replication-status|replication-stop
+  archive   stream a MySQL/MariaDB binary log into the store until stopped (point-in-time recovery;
+            restore with CAIRN_RECOVERY_TARGET replays it onto a base taken with CAIRN_POINT_IN_TIME)
   version   print the version (also: agent --version)
 
 Configuration comes from CAIRN_* environment variables; each has a flag that
@@ -80,7 +82,7 @@ func Main(ctx context.Context, args []string, o Options) int {
 	case "-h", "--help", "help":
 		fmt.Fprint(o.Stdout, usage)
 		return contract.ExitOK
-	case "backup", "restore", "list", "prune", "delete", "migrate":
+	case "backup", "restore", "list", "prune", "delete", "migrate", "archive":
 	default:
 		fmt.Fprintf(o.Stderr, "agent: unknown command %q\n\n%s", cmd, usage)
 		return contract.ExitUsage
@@ -118,6 +120,8 @@ func Main(ctx context.Context, args []string, o Options) int {
 		line, err = b.Delete(ctx)
 	case "migrate":
 		line, err = migrate.New(cfg, log, now, o.Version).Run(ctx)
+	case "archive":
+		line, err = b.Archive(ctx)
 	}
 	log.Debug("resources", "peakRSSKiB", peakRSSKiB())
 	if err != nil {

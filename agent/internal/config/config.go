@@ -104,6 +104,18 @@ type Config struct {
 	// Migrate is the configuration of `agent migrate <step>` (nil for the
 	// other commands).
 	Migrate *Migrate
+
+	// PointInTime: backup takes a base for point-in-time recovery
+	// (CAIRN_POINT_IN_TIME; MySQL/MariaDB).
+	PointInTime bool
+	// MaxSegmentAge and SpoolDir: `agent archive` (CAIRN_MAX_SEGMENT_AGE,
+	// CAIRN_SPOOL_DIR).
+	MaxSegmentAge time.Duration
+	SpoolDir      string
+	// RecoveryTarget: restore to this second (CAIRN_RECOVERY_TARGET);
+	// RecoverLatest: to the newest archived change ("latest").
+	RecoveryTarget time.Time
+	RecoverLatest  bool
 }
 
 // Env reads the environment and mounted files.
@@ -236,6 +248,11 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.StringVar(&c.LogLevel, "log-level", envStr(contract.EnvLogLevel, "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envStr(contract.EnvLogFormat, "text"), "text or json, on stderr (env CAIRN_LOG_FORMAT)")
 
+	fs.BoolVar(&c.PointInTime, "point-in-time", envBool(contract.EnvPointInTime, false), "backup (MySQL/MariaDB): record the dump's binary log position, a base for point-in-time recovery (env "+contract.EnvPointInTime+")")
+	fs.DurationVar(&c.MaxSegmentAge, "max-segment-age", envDuration(contract.EnvMaxSegmentAge, time.Minute), "archive: close the binary log file being written at least this often, 1s..1h (env "+contract.EnvMaxSegmentAge+")")
+	fs.StringVar(&c.SpoolDir, "spool-dir", envStr(contract.EnvSpoolDir, "/tmp/cairn-binlog"), "archive: local folder for the files being received (env "+contract.EnvSpoolDir+")")
+	recoveryTarget := fs.String("recovery-target", env.get(contract.EnvRecoveryTarget), "restore: to this second (RFC 3339 with a zone) or latest, from the archived binary log (env "+contract.EnvRecoveryTarget+")")
+
 	var mg migrateFlags
 	if c.Migrate != nil {
 		mg.register(fs, env, envInt, envBool, envStr)
@@ -365,9 +382,51 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	if c.Output != "json" && c.Output != "table" {
 		return nil, &UsageError{fmt.Sprintf("output %q: want json or table", c.Output)}
 	}
+	if err := c.pointInTime(*recoveryTarget); err != nil {
+		return nil, err
+	}
 	c.TerminationLog, c.TerminationLogSet = *termLog, *termLog != ""
 	if c.TerminationLog == "" {
 		c.TerminationLog = DefaultTerminationLog
 	}
 	return c, nil
+}
+
+// pointInTime checks the point-in-time settings of the command.
+func (c *Config) pointInTime(target string) error {
+	if c.MaxSegmentAge < time.Second || c.MaxSegmentAge > time.Hour {
+		return &UsageError{fmt.Sprintf("max segment age %s: want 1s to 1h", c.MaxSegmentAge)}
+	}
+	mysqlOnly := func(what string) error {
+		if c.Engine != "mysql" {
+			return &UsageError{fmt.Sprintf("%s needs the mysql engine (MySQL/MariaDB binary log); engine is %q", what, c.Engine)}
+		}
+		return nil
+	}
+	if c.Command == "archive" {
+		if err := mysqlOnly("archive"); err != nil {
+			return err
+		}
+	}
+	if c.PointInTime && c.Command == "backup" {
+		if err := mysqlOnly("point-in-time backup"); err != nil {
+			return err
+		}
+	}
+	switch target {
+	case "":
+		return nil
+	case "latest":
+		c.RecoverLatest = true
+	default:
+		t, err := time.Parse(time.RFC3339, target)
+		if err != nil {
+			return &UsageError{fmt.Sprintf("recovery target %q: want RFC 3339 with a zone (2026-12-05T10:04:00Z) or latest", target)}
+		}
+		c.RecoveryTarget = t.UTC()
+	}
+	if c.Command != "restore" {
+		return &UsageError{"a recovery target is for restore only"}
+	}
+	return nil
 }

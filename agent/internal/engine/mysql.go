@@ -39,6 +39,25 @@ type MySQL struct {
 	// RELOAD and BINLOG MONITOR (REPLICATION CLIENT) privileges: the
 	// snapshot is taken under a brief global read lock.
 	BinlogPosition bool
+	// Head is the start of the last dump's output (64 KiB at most), where
+	// a BinlogPosition dump writes its position.
+	Head []byte
+}
+
+// headLen is how much of a dump's start Head keeps.
+const headLen = 64 << 10
+
+// headWriter passes writes on and keeps their first headLen bytes.
+type headWriter struct {
+	w    io.Writer
+	head *[]byte
+}
+
+func (h headWriter) Write(b []byte) (int, error) {
+	if n := headLen - len(*h.head); n > 0 {
+		*h.head = append(*h.head, b[:min(n, len(b))]...)
+	}
+	return h.w.Write(b)
 }
 
 func (m *MySQL) Name() string   { return "mysql" }
@@ -75,6 +94,8 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 	}
 	if m.BinlogPosition {
 		args = append(args, "--master-data=2")
+		m.Head = m.Head[:0]
+		w = headWriter{w: w, head: &m.Head}
 	}
 	for _, t := range m.IgnoreTables {
 		args = append(args, "--ignore-table="+m.Database+"."+t)

@@ -123,6 +123,15 @@ type Job struct {
 // deletes a migration's export, whatever the two are named.
 const MigrationSpace = "_migrations"
 
+// BinlogSpace is the directory under which BackupJobs keep their archived
+// binary logs (point-in-time recovery): <BinlogSpace>/<namespace>/<name>/,
+// apart from the artifacts, so no listing, prune or delete of artifacts
+// reads or removes a segment.
+const BinlogSpace = "_binlog"
+
+// BinlogDir is the job's binary log archive, relative to the store root.
+func (j Job) BinlogDir() string { return path.Join(BinlogSpace, j.Namespace, j.Name) }
+
 // MigrationJob is the store key of a MigrationJob's exports.
 func MigrationJob(namespace, name string) Job {
 	return Job{Space: MigrationSpace, Namespace: namespace, Name: name}

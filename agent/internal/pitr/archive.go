@@ -55,6 +55,9 @@ type Archiver struct {
 	Log    *slog.Logger
 	// Archived, when set, is called after each segment is stored.
 	Archived func(Segment)
+	// Started, when set, is called with the file reading starts at, once
+	// it is chosen (a new archive's new file is open by then).
+	Started func(file string)
 }
 
 // Run archives until ctx ends. It resumes after the newest archived
@@ -83,6 +86,10 @@ func (a *Archiver) Run(ctx context.Context) error {
 	}
 	if err := os.MkdirAll(a.Spool, 0o700); err != nil {
 		return err
+	}
+	a.Log.Info("reading the binary log", "from", start)
+	if a.Started != nil {
+		a.Started(start)
 	}
 	readerCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -151,7 +158,7 @@ func checkSource(ctx context.Context, db *sql.DB) error {
 
 // startFile is where reading resumes: the file after the newest archived
 // segment, if the server still has it; else the oldest file the server
-// has (a gap) or, for a new archive, the file being written.
+// has (a gap) or, for a new archive, a new file opened now.
 func (a *Archiver) startFile(ctx context.Context, db *sql.DB) (string, error) {
 	ix, err := LoadIndex(ctx, a.Store, a.Dir)
 	if err != nil {
@@ -166,7 +173,16 @@ func (a *Archiver) startFile(ctx context.Context, db *sql.DB) (string, error) {
 	}
 	newest, ok := ix.Newest()
 	if !ok {
-		return files[len(files)-1], nil
+		// A new archive starts in a new file: the one being written may be
+		// large and holds nothing a base taken from now on needs.
+		if _, err := db.ExecContext(ctx, "FLUSH BINARY LOGS"); err != nil {
+			return "", fmt.Errorf("opening a new binary log file to start the archive in: %w", err)
+		}
+		cur, err := currentPosition(ctx, db)
+		if err != nil {
+			return "", err
+		}
+		return cur.file, nil
 	}
 	want := newest.Next
 	if newest.Stopped || want == "" {

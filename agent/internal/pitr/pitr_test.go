@@ -67,10 +67,12 @@ func startArchiver(t *testing.T, st store.Store, dir string) *archiver {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &archiver{}
+	started := make(chan struct{})
 	arch := &pitr.Archiver{
 		Source: pitr.Source{Host: "127.0.0.1", Port: db.Port, User: db.User, Password: db.Password},
 		Store:  st, Dir: dir, Spool: t.TempDir(), MaxSegmentAge: time.Second, ReaderID: 4242,
 		Archived: func(s pitr.Segment) { a.mu.Lock(); a.segs = append(a.segs, s); a.mu.Unlock() },
+		Started:  func(string) { close(started) },
 	}
 	done := make(chan error, 1)
 	go func() { done <- arch.Run(ctx) }()
@@ -84,6 +86,13 @@ func startArchiver(t *testing.T, st store.Store, dir string) *archiver {
 		})
 	}
 	t.Cleanup(a.stop)
+	select { // a base taken from now on is in an archived file
+	case <-started:
+	case err := <-done:
+		t.Fatalf("archiver: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the archiver did not start reading within 30s")
+	}
 	return a
 }
 

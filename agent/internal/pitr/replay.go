@@ -61,56 +61,97 @@ type Target struct {
 // database from (the base's) in the archive under dir, from base up to (not
 // including) the second until, or everything archived when until is zero
 // ("latest"), into database to of target. It returns the recovery point
-// reached: until, or the newest archived second.
-//
-// Before anything is replayed the whole chain is found and every segment
-// fetched and checked against its checksum: a gap, an unreadable segment
-// or a time outside the window is refused with nothing written. The replay
-// itself applies transaction by transaction; a failure midway leaves the
-// target at the last applied transaction (the RestoreJob reports it
-// failed; its target is a new database, never the source).
+// reached: until, or the newest archived second. It is Prepare, then
+// Apply.
 func Replay(ctx context.Context, st store.Store, dir string, base Base, until time.Time, target Target, from, to, binlog, client string) (time.Time, error) {
+	r, err := Prepare(ctx, st, dir, base, until)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer r.Close()
+	return r.Apply(ctx, target, from, to, binlog, client)
+}
+
+// Replayer holds the checked segments of one replay.
+type Replayer struct {
+	base    Base
+	until   time.Time
+	chain   []Segment
+	files   []string
+	tmp     string
+	reached time.Time
+}
+
+// Prepare finds the whole chain from base to until and fetches every
+// segment, checked against its checksum, into a local folder — before
+// anything is written anywhere: a gap, an unreadable or corrupt segment or
+// a time outside the window is refused here.
+func Prepare(ctx context.Context, st store.Store, dir string, base Base, until time.Time) (_ *Replayer, err error) {
+	ix, err := LoadIndex(ctx, st, dir)
+	if err != nil {
+		return nil, err
+	}
+	chain, err := ix.Chain(base.File, until)
+	if err != nil {
+		return nil, err
+	}
+	r := &Replayer{base: base, until: until, chain: chain, reached: chain[len(chain)-1].covers()}
+	if !until.IsZero() {
+		r.reached = until.UTC()
+	}
+	if r.tmp, err = os.MkdirTemp("", "cairn-pitr-"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			r.Close()
+		}
+	}()
+	for _, s := range chain {
+		local := filepath.Join(r.tmp, s.File)
+		if err := fetch(ctx, st, dir, s, local); err != nil {
+			return nil, err
+		}
+		r.files = append(r.files, local)
+	}
+	return r, nil
+}
+
+// Reached is the recovery point the replay reaches.
+func (r *Replayer) Reached() time.Time { return r.reached }
+
+// Segments are the files the replay reads, in order.
+func (r *Replayer) Segments() []string {
+	out := make([]string, len(r.chain))
+	for i, s := range r.chain {
+		out[i] = s.File
+	}
+	return out
+}
+
+// Close removes the fetched segments.
+func (r *Replayer) Close() { os.RemoveAll(r.tmp) }
+
+// Apply replays the fetched segments into database to of target (the
+// changes to database from). The replay applies transaction by
+// transaction; a failure midway leaves the target at the last applied
+// transaction (the RestoreJob reports it failed; its target is a new
+// database, never the source).
+func (r *Replayer) Apply(ctx context.Context, target Target, from, to, binlog, client string) (time.Time, error) {
 	if binlog == "" {
 		binlog = "mariadb-binlog"
 	}
 	if client == "" {
 		client = "mariadb"
 	}
-	ix, err := LoadIndex(ctx, st, dir)
-	if err != nil {
-		return time.Time{}, err
-	}
-	chain, err := ix.Chain(base.File, until)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if first := chain[0]; !until.IsZero() && !first.First.IsZero() && until.Before(first.First) && base.Pos <= 4 {
-		return time.Time{}, fmt.Errorf("%s is before the base's first archived change (%s): %w",
-			until.UTC().Format(time.RFC3339), first.First.Format(time.RFC3339), ErrOutsideWindow)
-	}
-	tmp, err := os.MkdirTemp("", "cairn-pitr-")
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer os.RemoveAll(tmp)
-	var files []string
-	for _, s := range chain {
-		local := filepath.Join(tmp, s.File)
-		if err := fetch(ctx, st, dir, s, local); err != nil {
-			return time.Time{}, err
-		}
-		files = append(files, local)
-	}
-	reached := chain[len(chain)-1].covers()
-	args := []string{"--no-defaults", "--start-position=" + strconv.FormatInt(base.Pos, 10)}
-	if !until.IsZero() {
-		args = append(args, "--stop-datetime="+until.UTC().Format("2006-01-02 15:04:05"))
-		reached = until.UTC()
+	args := []string{"--no-defaults", "--start-position=" + strconv.FormatInt(r.base.Pos, 10)}
+	if !r.until.IsZero() {
+		args = append(args, "--stop-datetime="+r.until.UTC().Format("2006-01-02 15:04:05"))
 	}
 	// Only the base's database, renamed to the target's (mariadb-binlog
 	// filters on the name as logged, before the rewrite).
 	args = append(args, "--rewrite-db="+from+"->"+to, "--database="+from)
-	dec := exec.CommandContext(ctx, binlog, append(args, files...)...)
+	dec := exec.CommandContext(ctx, binlog, append(args, r.files...)...)
 	// --stop-datetime is read in the program's local zone: UTC here.
 	dec.Env = append(os.Environ(), "TZ=UTC")
 	apply := exec.CommandContext(ctx, client, "--no-defaults", "--host="+target.Host, "--port="+strconv.Itoa(target.Port),
@@ -146,7 +187,7 @@ func Replay(ctx context.Context, st store.Store, dir string, base Base, until ti
 	case ferr != nil:
 		return time.Time{}, fmt.Errorf("replaying the binary log: %w", ferr)
 	}
-	return reached, nil
+	return r.reached, nil
 }
 
 // sourceGTID matches the decoder's lines that would make the target log a

@@ -196,3 +196,9 @@ func TestPartsEncrypted(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.PartsEncrypted(t, e(t), kind) })
 	}
 }
+
+func TestPointInTime(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PointInTime(t, e(t), kind) })
+	}
+}

@@ -13,7 +13,9 @@ import (
 type my struct{ *testenv.MariaDB }
 
 func startMariaDB() (suite.DB, error) {
-	m, err := testenv.StartMariaDB("cairn", suite.DBPassword)
+	// The binary log on, in ROW format, as most production servers run
+	// (and as point-in-time recovery needs).
+	m, err := testenv.StartMariaDBWithBinlog("cairn", suite.DBPassword)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,96 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/pitr"
+	"cairn.dev/agent/internal/store"
+)
+
+// baseFor picks the base of a point-in-time restore: the newest artifact
+// that is a base (it records its binary log position) and ended before
+// target (any, for the zero target: "latest").
+func baseFor(cat *catalog.Catalog, target time.Time) (catalog.Entry, error) {
+	var best catalog.Entry
+	var oldest time.Time
+	found := false
+	for _, e := range cat.Entries {
+		if e.BinlogBase == nil {
+			continue
+		}
+		if oldest.IsZero() || e.End.Before(oldest) {
+			oldest = e.End
+		}
+		if !target.IsZero() && e.End.After(target) {
+			continue
+		}
+		if !found || e.Start.After(best.Start) {
+			best, found = e, true
+		}
+	}
+	switch {
+	case found:
+		return best, nil
+	case oldest.IsZero():
+		return best, errors.New("no backup is a point-in-time base (none was taken with pointInTime on)")
+	default:
+		return best, fmt.Errorf("%s is before the oldest point-in-time base, which ended at %s: %w",
+			target.UTC().Format(time.RFC3339), oldest.UTC().Format(time.RFC3339), pitr.ErrOutsideWindow)
+	}
+}
+
+// prepareReplay checks that entry can be brought to the configured
+// recovery target and fetches the binary log it needs.
+func (b *Runner) prepareReplay(ctx context.Context, st store.Store, entry catalog.Entry) (*pitr.Replayer, error) {
+	cfg := b.cfg
+	if entry.BinlogBase == nil {
+		return nil, fmt.Errorf("artifact %s is no point-in-time base (it records no binary log position)", entry.Name)
+	}
+	if entry.Source == nil || entry.Source.Database == "" {
+		return nil, fmt.Errorf("artifact %s does not record the database it was taken of: its binary log cannot be filtered", entry.Name)
+	}
+	if !cfg.RecoveryTarget.IsZero() && cfg.RecoveryTarget.Before(entry.End) {
+		return nil, fmt.Errorf("artifact %s ended at %s, after the recovery target %s: a replay cannot go back; restore to a later time or name an older base: %w",
+			entry.Name, entry.End.UTC().Format(time.RFC3339), cfg.RecoveryTarget.Format(time.RFC3339), pitr.ErrOutsideWindow)
+	}
+	base := pitr.Base{File: entry.BinlogBase.File, Pos: entry.BinlogBase.Pos}
+	return pitr.Prepare(ctx, st, cfg.BackupJob.BinlogDir(), base, cfg.RecoveryTarget)
+}
+
+// Archive streams the source's binary log into the store until ctx ends
+// (`agent archive`, the point-in-time archiver).
+func (b *Runner) Archive(ctx context.Context) ([]byte, error) {
+	cfg := b.cfg
+	st, err := b.OpenStore()
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Check(ctx); err != nil {
+		return nil, err
+	}
+	a := &pitr.Archiver{
+		Source: pitr.Source{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password},
+		Store:  st, Dir: cfg.BackupJob.BinlogDir(), Spool: cfg.SpoolDir, MaxSegmentAge: cfg.MaxSegmentAge,
+		ReaderID: readerID(cfg.BackupJob.String()), Log: b.log,
+	}
+	b.log.Info("archiving the binary log", "host", cfg.DB.Host, "port", cfg.DB.Port, "store", st.String(),
+		"dir", st.Path(a.Dir), "maxSegmentAge", cfg.MaxSegmentAge)
+	if err := a.Run(ctx); err != nil {
+		return nil, err
+	}
+	return []byte("{\"archive\":\"stopped\"}\n"), nil
+}
+
+// readerID is the server id the archive's reader announces to the source:
+// stable per BackupJob, away from the small ids servers usually have.
+func readerID(job string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(job); i++ {
+		h = (h ^ uint32(job[i])) * 16777619
+	}
+	return 1<<30 + int(h%(1<<20))
+}
