@@ -94,3 +94,36 @@ func readerID(job string) int {
 	}
 	return 1<<30 + int(h%(1<<20))
 }
+
+// pruneBinlog deletes the archived binary log segments no kept base can use
+// (those before the oldest kept base's file): the log is kept as long as a
+// base that replays it is, and no longer. With no base kept it deletes
+// nothing. A segment's record goes first, so the index never names a
+// missing object.
+func (b *Runner) pruneBinlog(ctx context.Context, st store.Store, kept *catalog.Catalog) (int, error) {
+	var bases []pitr.Base
+	for _, e := range kept.Entries {
+		if e.BinlogBase != nil {
+			bases = append(bases, pitr.Base{File: e.BinlogBase.File, Pos: e.BinlogBase.Pos})
+		}
+	}
+	if len(bases) == 0 {
+		return 0, nil
+	}
+	dir := b.cfg.BackupJob.BinlogDir()
+	ix, err := pitr.LoadIndex(ctx, st, dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range ix.Prunable(bases) {
+		for _, k := range pitr.SegmentKeys(dir, f) {
+			if err := st.Delete(ctx, k); err != nil {
+				return n, fmt.Errorf("pruning binary log segment %s: %w", f, err)
+			}
+		}
+		n++
+		b.log.Info("pruned binary log segment (before every kept base)", "segment", st.Path(dir+"/"+f))
+	}
+	return n, nil
+}

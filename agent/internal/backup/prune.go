@@ -121,6 +121,11 @@ func (b *Runner) pruneStore(ctx context.Context, st store.Store) (contract.Summa
 		return contract.Summary{}, err
 	}
 	deleted += n
+	segs, err := b.pruneBinlog(ctx, st, cat)
+	if err != nil {
+		return contract.Summary{}, err
+	}
+	deleted += segs
 	b.log.Info("prune finished", "retentionDays", b.cfg.RetentionDays, "retention", b.cfg.Retention, "deleted", deleted, "kept", len(cat.Entries))
 	s := b.summary("prune", st, cat, deleted)
 	s.Retention = report

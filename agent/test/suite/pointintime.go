@@ -128,6 +128,40 @@ func PointInTime(t *testing.T, e *Env, kind string) {
 		}
 	}
 
+	// Retention keeps the log a kept base replays, and no more: a second
+	// base, then a prune keeping only it, deletes the segments before its
+	// file; the newest state is still recoverable from it.
+	base2 := mustSucceed(t, e.agent(t, st, db, job, []string{"CAIRN_POINT_IN_TIME=true"}, "backup"))
+	entry2, _ := st.Index(t, job).Find(base2.Artifact)
+	if entry2.BinlogBase == nil || entry2.BinlogBase.File <= entry.BinlogBase.File {
+		t.Fatalf("the second base is not in a later binary log file: %+v after %+v", entry2.BinlogBase, entry.BinlogBase)
+	}
+	sql("INSERT INTO orders VALUES (3, 'C')")
+	t4 := time.Now()
+	check(t, testenv.Poll(60*time.Second, 200*time.Millisecond, func() error {
+		ix, err := pitr.LoadIndex(context.Background(), st.Open, job.BinlogDir())
+		if err != nil {
+			return err
+		}
+		if w := ix.WindowFrom(pitr.Base{File: entry2.BinlogBase.File}); w.Latest.Before(t4.Truncate(time.Second).Add(time.Second)) {
+			return fmt.Errorf("archived to %s, not past C at %s yet", w.Latest, t4)
+		}
+		return nil
+	}))
+	if r := e.agent(t, st, db, job, []string{`CAIRN_RETENTION={"keepLast":1}`}, "prune"); r.Code != 0 {
+		t.Fatalf("prune: exit %d: %s", r.Code, r.Stderr)
+	}
+	ix, err := pitr.LoadIndex(context.Background(), st.Open, job.BinlogDir())
+	check(t, err)
+	if files := ix.Files(); len(files) == 0 || files[0] != entry2.BinlogBase.File {
+		t.Errorf("after a prune keeping only the base in %s, the archive holds %v", entry2.BinlogBase.File, files)
+	}
+	mustSucceed(t, restore(db+"_latest2", "latest"))
+	t.Cleanup(func() { e.DB.Drop(db + "_latest2") })
+	if got := rows(db + "_latest2"); got != "0,2,3" {
+		t.Errorf("restored to latest after the prune: ids %q, want 0,2,3", got)
+	}
+
 	// delete takes the archive with the artifacts.
 	stop()
 	<-exited
