@@ -58,7 +58,9 @@ func (s Segment) covers() time.Time {
 func objectKey(dir, file string) string { return path.Join(dir, file+".zst") }
 
 // SegmentKeys are the store keys of segment file in dir, its record first.
-func SegmentKeys(dir, file string) []string { return []string{recordKey(dir, file), objectKey(dir, file)} }
+func SegmentKeys(dir, file string) []string {
+	return []string{recordKey(dir, file), objectKey(dir, file)}
+}
 func recordKey(dir, file string) string { return path.Join(dir, file+".json") }
 
 // Index is the archive's segments by file name.
