@@ -9,6 +9,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/store"
 )
 
@@ -114,6 +115,11 @@ func (b *Runner) extendLocks(ctx context.Context, st store.Store, ds []catalog.D
 		}
 		d.LockedUntil = until
 		b.log.Info("S3 Object Lock extended to what the policy keeps", "artifact", st.Path(key), "reasons", d.Reasons, "mode", mode, "from", lock.Until, "until", until)
+		// A multi-part artifact is its index and its parts: a part left
+		// unlocked could be deleted, and the artifact with it.
+		if naming.Multipart(d.Entry.Name) {
+			failed = append(failed, b.extendPartLocks(ctx, st, l, d.Entry.Name, mode, until)...)
+		}
 		mkey := job.ManifestKey(d.Entry.Name)
 		ml, err := l.LockOf(ctx, mkey)
 		if err == nil && until.After(ml.Until) {
@@ -125,6 +131,37 @@ func (b *Runner) extendLocks(ctx context.Context, st store.Store, ds []catalog.D
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("manifest of %s: %v", d.Entry.Name, err))
 		}
+	}
+	return failed
+}
+
+// extendPartLocks extends the lock of every part of multi-part artifact
+// name to until (never shortening one locked longer), in mode unless the
+// part has its own; it returns the failures.
+func (b *Runner) extendPartLocks(ctx context.Context, st store.Store, l store.Locker, name, mode string, until time.Time) []string {
+	objs, err := st.List(ctx, b.cfg.BackupJob.PartsDir(name))
+	if err != nil {
+		return []string{fmt.Sprintf("parts of %s: %v", name, err)}
+	}
+	var failed []string
+	for _, o := range objs {
+		pl, err := l.LockOf(ctx, o.Key)
+		if err == nil && !until.After(pl.Until) {
+			continue
+		}
+		m := mode
+		if err == nil && pl.Mode != "" {
+			m = pl.Mode
+		}
+		if err == nil {
+			err = l.ExtendLock(ctx, o.Key, m, until)
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			failed = append(failed, fmt.Sprintf("part %s: %v", st.Path(o.Key), err))
+		}
+	}
+	if len(failed) == 0 {
+		b.log.Info("S3 Object Lock of the artifact's parts extended", "artifact", name, "parts", len(objs), "until", until)
 	}
 	return failed
 }

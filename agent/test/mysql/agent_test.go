@@ -202,3 +202,5 @@ func TestPointInTime(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.PointInTime(t, e(t), kind) })
 	}
 }
+
+func TestObjectLockParts(t *testing.T) { suite.ObjectLockParts(t, e(t)) }
