@@ -1,5 +1,5 @@
 // Command bench measures the backup operator against a real kube-apiserver +
-// etcd with the shared harness (libs/bench): for N BackupJobs, the time to
+// etcd with the shared harness (libs/testing/bench): for N BackupJobs, the time to
 // converge (CronJob exists and status Ready for all), the like-for-like floor
 // and their ratio; API writes, Events, reads, conversion webhook calls and
 // reconciles per object at creation and during a forced resync; CPU and Go
@@ -19,8 +19,8 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/libs/bench"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/bench"
 	"cairn.dev/operators/backup/internal/controller"
 	"cairn.dev/operators/backup/internal/operator"
 	"cairn.dev/operators/backup/internal/webhook"

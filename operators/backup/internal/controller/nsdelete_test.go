@@ -18,7 +18,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 )
 

@@ -29,7 +29,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 	"cairn.dev/operators/backup/internal/operator"
 )

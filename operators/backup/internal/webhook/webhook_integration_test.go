@@ -26,7 +26,7 @@ import (
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/access"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // warningRecorder collects the API server's warning headers.

@@ -1,5 +1,5 @@
 // Command bench measures the migration operator against a real
-// kube-apiserver + etcd with the shared harness (libs/bench), like the
+// kube-apiserver + etcd with the shared harness (libs/testing/bench), like the
 // backup operator's bench: N MigrationJobs (Full, Direct transfer, each its
 // own source and target database). Nothing runs pods on a bare API server:
 // a MigrationJob has converged when it has reached its first step — the
@@ -20,8 +20,8 @@ import (
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
-	"cairn.dev/libs/bench"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/bench"
 	"cairn.dev/operators/migration/internal/controller"
 	"cairn.dev/operators/migration/internal/operator"
 )

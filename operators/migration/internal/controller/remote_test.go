@@ -12,7 +12,7 @@ import (
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // A Store transfer to a target in another cluster (a second API server,

@@ -29,7 +29,7 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 	"cairn.dev/operators/migration/internal/operator"
 )

@@ -1,5 +1,5 @@
 // Command bench measures the orchestrator against a real kube-apiserver +
-// etcd with the shared harness (libs/bench), like the backup operator's
+// etcd with the shared harness (libs/testing/bench), like the backup operator's
 // bench: N ProtectionPlans (each its own database, backups to S3,
 // verification every 2 backups, an RPO). Neither the backup operator nor
 // pods run here: a plan has converged when its child BackupJob exists and
@@ -22,8 +22,8 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
-	"cairn.dev/libs/bench"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/bench"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/operator"
 )

@@ -27,7 +27,7 @@ import (
 	restorev1 "cairn.dev/apis/restore/v1"
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/operator"
 )

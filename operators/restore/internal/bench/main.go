@@ -1,5 +1,5 @@
 // Command bench measures the restore operator against a real kube-apiserver
-// + etcd with the shared harness (libs/bench), like the backup operator's
+// + etcd with the shared harness (libs/testing/bench), like the backup operator's
 // bench: N RestoreJobs, each restoring the last artifact of its own source
 // BackupJob (created beforehand with a successful artifact in status, as
 // the backup operator would leave it) into a scratch database. Nothing runs
@@ -21,8 +21,8 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/bench"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/bench"
 	"cairn.dev/operators/restore/internal/controller"
 	"cairn.dev/operators/restore/internal/operator"
 )

@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // Namespace-scoped mode (platform/components/namespaced): the operator

@@ -8,7 +8,7 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // The operator runs with nothing but its generated ClusterRole and the base's

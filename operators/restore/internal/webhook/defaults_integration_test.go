@@ -20,7 +20,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/access"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // TestDefaultsWithoutWebhooks: a RestoreJob created while no Cairn webhook is

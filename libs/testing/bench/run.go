@@ -20,7 +20,7 @@ import (
 
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // Run measures k on env at every size of o, printing the table to o.Out as

@@ -1,5 +1,5 @@
 // Package bench is the harness of the operator benchmarks (`make bench`):
-// one operator on a real kube-apiserver + etcd (libs/testenv), in-process
+// one operator on a real kube-apiserver + etcd (libs/testing/testenv), in-process
 // with its webhooks, restricted to the bench namespace. For N objects of the
 // operator's kind it measures:
 //
@@ -41,7 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // Kind is what one operator's bench supplies.
