@@ -6,10 +6,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
 )
 
 var stripAndIntern = manager.TransformStripAndIntern()
@@ -45,4 +47,17 @@ func JobAsCreated(o client.Object) bool {
 	}
 	j, ok := o.(*batchv1.Job)
 	return ok && reflect.DeepEqual(j.Status, batchv1.JobStatus{})
+}
+
+// Watch is what a controller whose objects run agent Jobs watches of them
+// (reconcile.Complete): the Jobs it controls, whose create event is
+// skipped while the Job is as created (the creating pass's own write: that
+// pass goes on to observe it; its status changes and its deletion bring
+// the owner back), and their Pods, mapped by label to their owner.
+func Watch(label string) reconcile.Watch {
+	return func(w *reconcile.Wiring) error {
+		w.Builder.Owns(&batchv1.Job{}, builder.WithPredicates(ownership.SkipOwnCreate(JobAsCreated))).
+			Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(label))
+		return nil
+	}
 }
