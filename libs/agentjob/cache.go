@@ -5,8 +5,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/libs/manager"
@@ -60,4 +62,30 @@ func Watch(label string) reconcile.Watch {
 			Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(label))
 		return nil
 	}
+}
+
+// ManagedByLabel selects what an operator caches of the objects it creates
+// (Cache): app.kubernetes.io/managed-by, on every Job and Pod it runs.
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// Cache is the cache of an operator whose objects run the agent
+// (manager.Operator.CacheByObject): only its own Jobs and Pods (labelled
+// ManagedByLabel=managedBy), without their spec (TransformRun: a
+// controller reads a cached run's metadata and status only); kinds (its
+// own, and those it reads one or more of per object) with their repeated
+// short strings interned (manager.TransformStripAndIntern); children,
+// other objects it creates, selected by the same label and interned.
+func Cache(managedBy string, kinds []client.Object, children ...client.Object) map[client.Object]cache.ByObject {
+	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: managedBy})
+	out := map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: sel, Transform: TransformRun},
+		&corev1.Pod{}:  {Label: sel, Transform: TransformRun},
+	}
+	for _, k := range kinds {
+		out[k] = cache.ByObject{Transform: stripAndIntern}
+	}
+	for _, c := range children {
+		out[c] = cache.ByObject{Label: sel, Transform: stripAndIntern}
+	}
+	return out
 }
