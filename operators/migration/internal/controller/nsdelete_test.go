@@ -85,7 +85,7 @@ func TestNamespaceDeletionDeletesTheTargetClustersJobs(t *testing.T) {
 	ctx := context.Background()
 	other, remoteNS, mj := remoteMigration(t)
 	sweep(t, mj.Namespace, mj)
-	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(jobNames(other.Client, remoteNS)(g)).To(BeEmpty(), "the target cluster's Jobs are left")
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: mj.Namespace, Name: "dr-cluster"}, &corev1.Secret{}))
@@ -106,7 +106,7 @@ func TestNamespaceDeletionTargetClusterDownDeadline(t *testing.T) {
 	sweep(t, mj.Namespace, mj)
 	g.Consistently(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(mj), &migrationv1.MigrationJob{}) }).
 		WithTimeout(5 * time.Second).Should(Succeed())
-	g.Eventually(gone(env.Client, mj)).WithTimeout(2 * time.Minute).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(2 * time.Minute).Should(BeTrue())
 	g.Eventually(func() bool {
 		sec := &corev1.Secret{}
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: mj.Namespace, Name: "dr-cluster"}, sec)

@@ -2,8 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,13 +11,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +31,10 @@ import (
 
 var env *testenv.Env
 
+func TestMain(m *testing.M) {
+	testenv.OperatorMain(m, operator.New("test"), &env)
+}
+
 const (
 	agentImage = "registry.test/cairn/agent:test"
 	timeout    = 30 * time.Second
@@ -47,22 +46,6 @@ func scheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(migrationv1.AddToScheme(s))
 	return s
-}
-
-func crdPaths(root string) []string {
-	return []string{filepath.Join(root, "deploy", "migration", "crd", "bases")}
-}
-
-func TestMain(m *testing.M) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	testenv.Main(m, testenv.Options{
-		CRDDirectoryPaths:   crdPaths(root),
-		WebhookManifestDirs: []string{filepath.Join(root, "deploy", "migration", "webhook", "generated")},
-		Scheme:              scheme(),
-	}, &env)
 }
 
 // startOperator starts the migration operator in-process as main wires it,
@@ -148,9 +131,7 @@ func migrationJob(ns, name string) *migrationv1.MigrationJob {
 }
 
 func current(g Gomega, mj *migrationv1.MigrationJob) *migrationv1.MigrationJob {
-	cur := &migrationv1.MigrationJob{}
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(mj), cur)).To(Succeed())
-	return cur
+	return testenv.Current(g, env.Client, mj)
 }
 
 func phaseOf(mj *migrationv1.MigrationJob) func(Gomega) migrationv1.Phase {
@@ -214,50 +195,6 @@ func envOf(job *batchv1.Job, name string) (string, bool) {
 	return "", false
 }
 
-// agentPod creates a pod of job (in cluster c) whose agent container
-// terminated with exitCode and message — as the job controller and the
-// kubelet would (there is neither in these tests).
-func agentPod(t *testing.T, c client.Client, job *batchv1.Job, n int, exitCode int32, message string) {
-	t.Helper()
-	ctx := context.Background()
-	labels := map[string]string{}
-	for k, v := range job.Spec.Template.Labels {
-		labels[k] = v
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: job.Namespace, Name: fmt.Sprintf("%s-%d", job.Name, n), Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	pod.Spec.NodeName = "node-1"
-	if err := c.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.Now()
-	phase := corev1.PodSucceeded
-	if exitCode != 0 {
-		phase = corev1.PodFailed
-	}
-	pod.Status = corev1.PodStatus{
-		Phase: phase,
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "agent", Image: pod.Spec.Containers[0].Image, ImageID: "sha256:abc", ContainerID: "containerd://abc",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: exitCode, Reason: map[bool]string{true: "Completed", false: "Error"}[exitCode == 0],
-				Message: message, StartedAt: now, FinishedAt: metav1.NewTime(now.Add(time.Duration(n) * time.Millisecond)),
-			}},
-		}},
-	}
-	if err := c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // completeStep marks job Complete after one pod that reported res.
 func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res contract.MigrationResult) {
 	t.Helper()
@@ -271,16 +208,7 @@ func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res contract.
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentPod(t, c, job, 1, 0, string(b))
-	updateJobStatus(t, c, job, func(s *batchv1.JobStatus) {
-		now := metav1.Now()
-		s.Succeeded, s.Active = 1, 0
-		s.CompletionTime = &now
-		s.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
-		}
-	})
+	testenv.CompleteJob(t, c, job, string(b))
 }
 
 // failStep marks job Failed after attempts failed pods reporting agentError.
@@ -293,34 +221,7 @@ func failStep(t *testing.T, c client.Client, job *batchv1.Job, attempts int32, a
 // failure code code (contract.Code…).
 func failStepWithCode(t *testing.T, c client.Client, job *batchv1.Job, attempts int32, agentError, code string) {
 	t.Helper()
-	for i := range attempts {
-		agentPod(t, c, job, int(i)+1, 1, string(contract.FailureLine(agentError, code)))
-	}
-	updateJobStatus(t, c, job, func(s *batchv1.JobStatus) {
-		now := metav1.Now()
-		s.Failed, s.Active = attempts, 0
-		msg := "Job has reached the specified backoff limit"
-		s.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastTransitionTime: now, LastProbeTime: now},
-		}
-	})
-}
-
-func updateJobStatus(t *testing.T, c client.Client, job *batchv1.Job, mutate func(*batchv1.JobStatus)) {
-	t.Helper()
-	NewWithT(t).Eventually(func() error {
-		cur := &batchv1.Job{}
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(job), cur); err != nil {
-			return err
-		}
-		if cur.Status.StartTime == nil {
-			st := metav1.NewTime(time.Now().Add(-time.Second))
-			cur.Status.StartTime = &st
-		}
-		mutate(&cur.Status)
-		return c.Status().Update(context.Background(), cur)
-	}).WithTimeout(timeout).Should(Succeed())
+	testenv.FailJob(t, c, job, attempts, string(contract.FailureLine(agentError, code)))
 }
 
 // verification is a verify result over tables; bad ones differ.
@@ -340,21 +241,6 @@ func verification(method string, tables []string, bad map[string]string) *contra
 	return v
 }
 
-// events lists the Events about the MigrationJob name in ns.
-func eventReasons(ns, name string) func(Gomega) []string {
-	return func(g Gomega) []string {
-		list := &eventsv1.EventList{}
-		g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
-		var out []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Regarding.Kind == "MigrationJob" {
-				out = append(out, e.Type+"/"+e.Reason)
-			}
-		}
-		return out
-	}
-}
-
 func eventNotes(ns, name, reason string) func(Gomega) []string {
 	return func(g Gomega) []string {
 		list := &eventsv1.EventList{}
@@ -371,24 +257,7 @@ func eventNotes(ns, name, reason string) func(Gomega) []string {
 
 // kstatusOf computes mj's kstatus, as kubectl wait, Flux and Argo CD do.
 func kstatusOf(mj *migrationv1.MigrationJob) func(Gomega) status.Status {
-	return func(g Gomega) status.Status {
-		cur := current(g, mj)
-		cur.SetGroupVersionKind(migrationv1.GroupVersion.WithKind("MigrationJob"))
-		raw, err := json.Marshal(cur)
-		g.Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		g.Expect(u.UnmarshalJSON(raw)).To(Succeed())
-		res, err := status.Compute(u)
-		g.Expect(err).NotTo(HaveOccurred())
-		return res.Status
-	}
-}
-
-func gone(c client.Client, obj client.Object) func() bool {
-	return func() bool {
-		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-		return apierrors.IsNotFound(err)
-	}
+	return func(g Gomega) status.Status { return testenv.KStatus(g, env.Client, mj) }
 }
 
 func approve(t *testing.T, mj *migrationv1.MigrationJob) {

@@ -31,6 +31,6 @@ func TestRunsNamespaceScoped(t *testing.T) {
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseSucceeded))
 
 	g.Expect(env.Client.Delete(ctx, rj)).To(Succeed())
-	g.Eventually(gone(job)).WithTimeout(timeout).Should(BeTrue())
-	g.Eventually(gone(rj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, job)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, rj)).WithTimeout(timeout).Should(BeTrue())
 }

@@ -17,6 +17,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/restore/internal/controller"
 )
 
@@ -115,8 +116,8 @@ func TestStoppedVerificationReportsItsScratchDatabase(t *testing.T) {
 				WithTimeout(3 * time.Second).Should(Succeed())
 			stopped(g, pod, c.message)
 
-			g.Eventually(gone(rj)).WithTimeout(30 * time.Second).Should(BeTrue())
-			g.Eventually(gone(pod)).WithTimeout(30*time.Second).Should(BeTrue(), "the pod is still held")
+			g.Eventually(testenv.Gone(env.Client, rj)).WithTimeout(30 * time.Second).Should(BeTrue())
+			g.Eventually(testenv.Gone(env.Client, pod)).WithTimeout(30*time.Second).Should(BeTrue(), "the pod is still held")
 			g.Eventually(func(g Gomega) {
 				g.Expect(namespaceEventsOf(g, ns, c.reason)).To(ContainElement(And(
 					HavePrefix(c.typ+": RestoreJob "+ns+"/verify: "), ContainSubstring(c.note), ContainSubstring(`"orders_verify"`))))
@@ -143,7 +144,7 @@ func TestFinishedVerificationReleasesItsPods(t *testing.T) {
 		g.Expect(pod.Finalizers).To(ContainElement(controller.ScratchReportFinalizer))
 	}).WithTimeout(2 * time.Second).Should(Succeed())
 	stopped(g, pod, agentReport(t, newest, []contract.CheckResult{{Name: "row-counts", Passed: true}}, true, true, ""))
-	updateJobStatus(t, job, func(s *batchv1.JobStatus) {
+	testenv.UpdateJobStatus(t, env.Client, job, func(s *batchv1.JobStatus) {
 		now := metav1.Now()
 		s.StartTime, s.CompletionTime, s.Succeeded = &now, &now, 1
 		s.Conditions = []batchv1.JobCondition{
