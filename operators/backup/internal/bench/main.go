@@ -21,6 +21,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/testing/bench"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 	"cairn.dev/operators/backup/internal/operator"
 	"cairn.dev/operators/backup/internal/webhook"
@@ -42,7 +43,7 @@ func backupJob(ns string, i int) client.Object {
 // prepare creates the two Secrets every BackupJob names (the operator
 // checks them before it schedules anything).
 func prepare(ctx context.Context, c client.Client, ns string, _ int) error {
-	return bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"db"}, S3: []string{"s3"}})
+	return testenv.References{Database: []string{"db"}, S3: []string{"s3"}}.Create(ctx, c, ns)
 }
 
 // floor makes the operator's writes for one BackupJob (its finalizer was

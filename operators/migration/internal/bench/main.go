@@ -22,6 +22,7 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/testing/bench"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 	"cairn.dev/operators/migration/internal/operator"
 )
@@ -41,7 +42,7 @@ func migrationJob(ns string, i int) client.Object {
 
 // prepare creates the two credentials Secrets every MigrationJob names.
 func prepare(ctx context.Context, c client.Client, ns string, _ int) error {
-	return bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"source", "target"}})
+	return testenv.References{Database: []string{"source", "target"}}.Create(ctx, c, ns)
 }
 
 // floor makes the operator's writes for one MigrationJob (its finalizer was

@@ -76,24 +76,13 @@ func startOperator(t *testing.T) *testenv.Operator {
 func namespace(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	ns, err := env.Namespace(ctx, "migration")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := env.NamespaceWith(t, "migration", testenv.References{Database: []string{"source-credentials", "target-credentials"}, S3: []string{"s3-credentials"}})
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.ApplyYAML(t, env.Client, filepath.Join(root, "deploy", "migration", "admission", "secret_switch_policy.yaml"))
 	if err := env.GrantInNamespace(ctx, "migration", filepath.Join(root, "deploy", "migration", "rbac", "secret_switcher.yaml"), ns); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"source-credentials", "target-credentials"} {
-		if err := env.Secret(ctx, ns, name, "username", "password"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := env.Secret(ctx, ns, "s3-credentials", "accessKeyID", "secretAccessKey"); err != nil {
 		t.Fatal(err)
 	}
 	app := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-db",

@@ -24,6 +24,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/testing/bench"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/operator"
 )
@@ -51,7 +52,7 @@ func plan(ns string, i int) client.Object {
 // prepare creates the Secrets the plans' children name (the orchestrator
 // itself reads no Secret; the child operators check them).
 func prepare(ctx context.Context, c client.Client, ns string, _ int) error {
-	return bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"db", "scratch"}, S3: []string{"s3"}})
+	return testenv.References{Database: []string{"db", "scratch"}, S3: []string{"s3"}}.Create(ctx, c, ns)
 }
 
 // status sets the plan's status as the orchestrator writes it before any

@@ -59,11 +59,7 @@ func startOperator(t *testing.T, now time.Time) *clocktesting.FakePassiveClock {
 
 func namespace(t *testing.T) string {
 	t.Helper()
-	ns, err := env.Namespace(context.Background(), "plan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return env.NamespaceWith(t, "plan", testenv.References{})
 }
 
 func protectedDB() cairnv1.DatabaseRef {

@@ -25,6 +25,7 @@ import (
 	"cairn.dev/libs/testing/bench"
 	"cairn.dev/operators/restore/internal/controller"
 	"cairn.dev/operators/restore/internal/operator"
+	"cairn.dev/libs/testing/testenv"
 )
 
 const agentImage = "agent:bench"
@@ -55,7 +56,8 @@ func restoreJob(ns string, i int) client.Object {
 // prepare creates the Secrets the restores need and the n source
 // BackupJobs, each with a successful artifact in status.
 func prepare(ctx context.Context, c client.Client, ns string, n int) error {
-	if err := bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"db", "scratch"}, S3: []string{"s3"}}); err != nil {
+	refs := testenv.References{Database: []string{"db", "scratch"}, S3: []string{"s3"}}
+	if err := refs.Create(ctx, c, ns); err != nil {
 		return err
 	}
 	return bench.Parallel(n, 8, func(i int) error {

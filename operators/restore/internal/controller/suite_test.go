@@ -62,25 +62,10 @@ func startOperator(t *testing.T, oo operatorOptions) *testenv.Operator {
 
 func namespace(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	ns, err := env.Namespace(ctx, "restore")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The objects the tests' RestoreJobs name: a RestoreJob whose references
 	// are missing runs nothing (TestMissingReference*).
-	for _, name := range []string{"orders-db-credentials", "scratch-db-credentials"} {
-		if err := env.Secret(ctx, ns, name, "username", "password"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := env.Secret(ctx, ns, "s3-credentials", "accessKeyID", "secretAccessKey"); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.PVC(ctx, ns, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return env.NamespaceWith(t, "restore", testenv.References{Database: []string{"orders-db-credentials", "scratch-db-credentials"},
+		S3: []string{"s3-credentials"}, PVCs: []string{"backups"}})
 }
 
 func sourceDB() cairnv1.DatabaseRef {
