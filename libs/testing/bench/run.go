@@ -26,6 +26,10 @@ import (
 // Run measures k on env at every size of o, printing the table to o.Out as
 // it goes, and returns the rows.
 func Run(ctx context.Context, env *testenv.Env, k Kind, o Options) ([]Row, error) {
+	k, err := k.complete()
+	if err != nil {
+		return nil, err
+	}
 	if o.Workers <= 0 {
 		o.Workers = 4
 	}
