@@ -2,9 +2,12 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,4 +85,35 @@ func (e *Env) NamespaceWith(t testing.TB, prefix string, refs References) string
 		t.Fatal(err)
 	}
 	return ns
+}
+
+// TerminateNamespace deletes namespace ns as `kubectl delete namespace`
+// does and waits until the API server refuses new objects there (no
+// namespace controller runs here: a test deletes the namespace's objects
+// itself).
+func (e *Env) TerminateNamespace(t testing.TB, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	Poll(t, Timeout, "namespace "+ns+" to refuse new objects", func() error {
+		err := e.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"}})
+		if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			return nil
+		}
+		return fmt.Errorf("creating a ConfigMap: %v", err)
+	})
+}
+
+// ForeignJob is a Job named name in ns that no operator created (a name
+// an operator's Job would take, already taken).
+func ForeignJob(ns, name string) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "x", Image: "busybox"}},
+		}}},
+	}
 }

@@ -64,11 +64,7 @@ func sweep(t *testing.T, ns string, mj *migrationv1.MigrationJob) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	g.Eventually(func() bool {
-		err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"}})
-		return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
-	}).WithTimeout(timeout).Should(BeTrue())
+	env.TerminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dr-cluster"}})).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, current(g, mj))).To(Succeed())
 }

@@ -297,13 +297,7 @@ func TestForeignJobIsNotAdopted(t *testing.T) {
 	ns := namespace(t)
 	last := artifactOf("orders-db", "20260102T030405.123Z")
 	createBackupJob(t, ns, "orders-db", sourceDB(), &last)
-	foreign := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-restore"},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "x", Image: "busybox"}},
-		}}},
-	}
+	foreign := testenv.ForeignJob(ns, "taken-restore")
 	g.Expect(env.Client.Create(ctx, foreign)).To(Succeed())
 	rj := restoreJob(ns, "taken", fromBackupJob("orders-db", ""))
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())

@@ -9,7 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -104,11 +103,7 @@ func TestStoppedVerificationReportsItsScratchDatabase(t *testing.T) {
 
 			// The namespace controller's sweep: the namespace refuses new
 			// objects, the RestoreJob and the pod are deleted.
-			g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-			g.Eventually(func() bool {
-				err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"}})
-				return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
-			}).WithTimeout(30 * time.Second).Should(BeTrue())
+			env.TerminateNamespace(t, ns)
 			g.Expect(env.Client.Delete(ctx, current(g, rj))).To(Succeed())
 			g.Expect(env.Client.Delete(ctx, pod.DeepCopy())).To(Succeed())
 			// While the agent is being stopped, the RestoreJob waits for its word.
