@@ -4,7 +4,7 @@
 # (apis/<name>/v1), the operator module (operators/<name>: main, operator
 # wiring, controller with the skeleton's steps, Summarize, agentjob.Run and
 # kindmetrics, webhooks with admit.Defaulter and a Validator, an integration
-# test on libs/testenv), the deploy base (deploy/<name>) and its go.work
+# test on libs/testing/testenv), the deploy base (deploy/<name>) and its go.work
 # entry. docs/operators.md ("Adding an operator") says what to edit next.
 #
 # Usage: hack/new-operator.sh <name>       (lower case letters and digits)

@@ -1,7 +1,7 @@
 // Package deploy_test checks the Cairn install manifests: every operator's
 // kustomize base (deploy/<operator>), the platform overlay and its components
 // (platform/), and the release rendering (hack/release). Manifests are built
-// with kustomize's Go API and applied to a real kube-apiserver (libs/testenv).
+// with kustomize's Go API and applied to a real kube-apiserver (libs/testing/testenv).
 package deploy_test
 
 import (
@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // operators are the operators the platform installs, in its order: the

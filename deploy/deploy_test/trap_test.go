@@ -22,7 +22,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/finalizer"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // TestDownOperatorTrapsNothing installs the platform's webhook configurations

@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/e2e/podrunner"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // ControlPlaneDirEnv names the folder with the control-plane binaries.
@@ -135,7 +135,7 @@ type Cluster struct {
 	stopErr  error
 }
 
-// RepoRoot is the folder holding go.work (libs/testenv's lookup).
+// RepoRoot is the folder holding go.work (libs/testing/testenv's lookup).
 func RepoRoot() (string, error) { return testenv.RepoRoot() }
 
 // ControlPlaneDir finds the binaries (dir, else $CAIRN_CONTROLPLANE_DIR, else

@@ -18,7 +18,7 @@ import (
 
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/internal/testtype"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 var env *testenv.Env

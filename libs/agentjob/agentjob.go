@@ -7,10 +7,8 @@
 package agentjob
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +18,6 @@ import (
 
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/libs/references"
 )
 
 // Secret keys the agent's credentials are read from.
@@ -391,115 +388,4 @@ func secretEnv(name, secret, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key,
 	}}}
-}
-
-// ReasonPodFailurePolicy is the reason of the Failed condition of a Job that
-// its PodFailurePolicy failed: the agent exited with contract.ExitUsage or
-// contract.ExitCorrupted, and its remaining retries were not used.
-const ReasonPodFailurePolicy = batchv1.JobReasonPodFailurePolicy
-
-// Outcome of a Job.
-type Outcome struct {
-	// Finished is true once the Job is Complete or Failed.
-	Finished bool
-	// Succeeded is true when it is Complete.
-	Succeeded bool
-	// At is when it finished (the condition's transition time).
-	At time.Time
-	// Reason and Message of the Failed condition, as the Job controller set
-	// them: BackoffLimitExceeded (every retry failed), DeadlineExceeded, or
-	// PodFailurePolicy (ReasonPodFailurePolicy: the agent reported a failure
-	// retrying cannot fix; Message names the container, pod and exit code).
-	Reason, Message string
-	// NotRetried is true when the Job failed by its PodFailurePolicy, before
-	// using its retries (Reason is ReasonPodFailurePolicy).
-	NotRetried bool
-}
-
-// JobOutcome reads a Job's terminal condition.
-func JobOutcome(job *batchv1.Job) Outcome {
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			return Outcome{Finished: true, Succeeded: true, At: c.LastTransitionTime.Time}
-		case batchv1.JobFailed:
-			return Outcome{Finished: true, At: c.LastTransitionTime.Time, Reason: c.Reason, Message: c.Message,
-				NotRetried: c.Reason == ReasonPodFailurePolicy}
-		}
-	}
-	return Outcome{}
-}
-
-// PodResult finds the agent's result in the termination messages of a Job's
-// pods: the newest successful result, else the newest failure reason.
-func PodResult(pods []corev1.Pod) (*contract.Result, string, error) {
-	r, failure, err := NewestResult(pods, contract.Parse)
-	if failure != nil {
-		return r, failure.Error(), err
-	}
-	return r, "", err
-}
-
-// NewestResult scans the agent container's termination messages in pods with
-// parse (contract.Parse, contract.ParseMigration, ...): it returns the newest
-// message parse accepts, else the error of the newest one it rejected from a
-// container that exited non-zero (retries run one pod after another).
-func NewestResult[T any](pods []corev1.Pod, parse func(string) (*T, error)) (*T, error, error) {
-	var newest *T
-	var failure error
-	var newestAt, failureAt time.Time
-	for i := range pods {
-		for _, cs := range pods[i].Status.ContainerStatuses {
-			term := cs.State.Terminated
-			if cs.Name != ContainerName || term == nil || term.Message == "" {
-				continue
-			}
-			r, err := parse(term.Message)
-			if err != nil {
-				if term.ExitCode != 0 && (failure == nil || term.FinishedAt.After(failureAt)) {
-					failure, failureAt = err, term.FinishedAt.Time
-				}
-				continue
-			}
-			if newest == nil || term.FinishedAt.After(newestAt) {
-				newest, newestAt = r, term.FinishedAt.Time
-			}
-		}
-	}
-	if newest == nil && failure == nil {
-		return nil, nil, fmt.Errorf("no agent result in %d pod(s)", len(pods))
-	}
-	return newest, failure, nil
-}
-
-// Artifact converts an agent result to the API's artifact reference.
-func Artifact(r *contract.Result) *cairnv1.Artifact {
-	if r == nil {
-		return nil
-	}
-	return &cairnv1.Artifact{Path: r.Artifact, Size: r.Size, Checksum: r.Checksum, EncryptedTo: r.EncryptedTo}
-}
-
-// References are the objects an agent run of db (nil for none) against
-// storage needs before it can start in namespace: the database credentials
-// Secret with its username and password keys, the PVC, the S3 credentials
-// Secret with its key pair. field is the spec path of db's parent
-// (e.g. "spec" or "spec.target").
-func References(namespace string, db *cairnv1.DatabaseRef, dbField string, storage cairnv1.StorageSpec, storageField string) []references.Ref {
-	var refs []references.Ref
-	if db != nil {
-		refs = append(refs, references.Ref{Kind: references.Secret, Namespace: namespace, Name: db.CredentialsSecretRef.Name,
-			Keys: []string{DatabaseUsernameKey, DatabasePasswordKey}, Field: dbField + ".credentialsSecretRef"})
-	}
-	switch {
-	case storage.PVC != nil:
-		refs = append(refs, references.Ref{Kind: references.PVC, Namespace: namespace, Name: storage.PVC.ClaimName, Field: storageField + ".pvc.claimName"})
-	case storage.S3 != nil:
-		refs = append(refs, references.Ref{Kind: references.Secret, Namespace: namespace, Name: storage.S3.CredentialsSecretRef.Name,
-			Keys: []string{S3AccessKeyIDKey, S3SecretAccessKeyKey}, Field: storageField + ".s3.credentialsSecretRef"})
-	}
-	return refs
 }

@@ -18,7 +18,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 var env *testenv.Env

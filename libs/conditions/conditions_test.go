@@ -12,7 +12,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/internal/testtype"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 var env *testenv.Env

@@ -24,7 +24,7 @@ type Common struct {
 
 // BindFlags registers o's flags and, for what op declares, the common
 // operator flags, then op's own: the one flag set Run and the tests' in-process
-// operators (libs/testenv) parse.
+// operators (libs/testing/testenv) parse.
 func (op Operator) BindFlags(fs *flag.FlagSet, o *Options) {
 	o.BindFlags(fs)
 	if op.AgentImage != "" {

@@ -12,7 +12,7 @@ import (
 
 	"cairn.dev/libs/internal/testtype"
 	cairnmgr "cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 var env *testenv.Env

@@ -20,7 +20,7 @@ import (
 
 	"cairn.dev/libs/internal/testtype"
 	"cairn.dev/libs/ownership"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 var env *testenv.Env

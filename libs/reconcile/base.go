@@ -14,7 +14,6 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/access"
-	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/references"
 )
 
@@ -74,15 +73,6 @@ func (b *Base) Init(mgr ctrl.Manager, kind string, defaultDeadline time.Duration
 
 // Now is the time on b's clock.
 func (b *Base) Now() time.Time { return b.Clock.Now() }
-
-// Skeleton is the reconcile skeleton of kind for a controller with Base b:
-// b's client and recorder, and the finalizer finalizerName with b's
-// deadline and clock (Init first). The controller sets its Steps, Summarize, Cleanup and the rest.
-func Skeleton[T Object, S any](b *Base, kind, finalizerName string, newObj func() T) *Reconciler[T, S] {
-	return &Reconciler[T, S]{Kind: kind, Client: b.Client, Recorder: b.Recorder, New: newObj,
-		Finalizer: &finalizer.Finalizer{Name: finalizerName, Deadline: b.CleanupDeadline,
-			PollInterval: 2 * time.Second, Client: b.Client, Recorder: b.Recorder, Now: b.Clock.Now}}
-}
 
 // Approved is nil when the admission webhook approved obj's references
 // (libs/access: the signature over kind's checks), else Stalled

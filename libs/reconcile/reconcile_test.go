@@ -24,7 +24,7 @@ import (
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/internal/testtype"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 var env *testenv.Env

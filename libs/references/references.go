@@ -78,6 +78,14 @@ func References(refs []Ref) []ownership.Reference {
 // GroupKind of a Ref kind, for ownership.EnqueueReferrers.
 func GroupKind(kind string) schema.GroupKind { return gvks[kind].GroupKind() }
 
+// Metadata is an object of kind as metadata only: what a controller
+// watches of a referenced kind (never a Secret's data).
+func Metadata(kind string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvks[kind])
+	return m
+}
+
 // Problem is the first unusable reference found.
 type Problem struct {
 	// Reason is cairnv1.ReferenceNotFoundReason or ReferenceKeyMissingReason.

@@ -24,7 +24,7 @@ import (
 
 	"cairn.dev/libs/internal/testtype"
 	"cairn.dev/libs/remote"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // local runs the operator and holds the kubeconfig Secrets; target is the

@@ -16,7 +16,7 @@ import (
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/internal/testtype"
 	"cairn.dev/libs/status"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 var env *testenv.Env

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -32,7 +31,6 @@ import (
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/references"
 	"cairn.dev/libs/schedule"
-	"cairn.dev/libs/status"
 	"cairn.dev/libs/validation"
 )
 
@@ -70,16 +68,9 @@ type BackupJobReconciler struct {
 	// terminating holds the UIDs of BackupJobs whose namespace refused
 	// their delete Job (being deleted): for the abandon Event's target.
 	terminating sync.Map
-	skeleton    *reconcile.Reconciler[*backupv1.BackupJob, state]
 	secretsHold *hold.Hold
 	claimsHold  *hold.Hold
 	cronJobs    *ownership.Applier
-}
-
-// Reconcile runs one pass of the skeleton (libs/reconcile) with the
-// BackupJob's steps.
-func (r *BackupJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return r.skeleton.Reconcile(ctx, req)
 }
 
 // pass is the state the steps of one pass share.
@@ -96,45 +87,34 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	if err := r.Init(mgr, "BackupJob", DefaultCleanupDeadline); err != nil {
+	s, err := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, DefaultCleanupDeadline)
+	if err != nil {
 		return err
 	}
 	r.cronJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme,
 		MetadataOnly: true, AnnotationPrefix: annotationPrefix}
-	s := reconcile.Skeleton[*backupv1.BackupJob, state](&r.Base, "BackupJob", backupv1.CleanupFinalizer, func() *backupv1.BackupJob { return &backupv1.BackupJob{} })
 	s.Finalizer.RetryInterval = 15 * time.Second
 	s.Steps = []reconcile.Step[*backupv1.BackupJob, state]{{Name: "validate", Run: r.validate}, {Name: "references", Run: r.checkReferences},
 		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns},
 		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}, {Name: "summarise", Run: r.summarise}}
 	s.Cleanup, s.Deleting, s.Transition, s.Observe = r.cleanup, deleting, r.transition, observe
 	s.Forget = func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) }
-	r.skeleton = s
-	// A BackupJob refers only to objects of its own namespace: a Secret's or
-	// PVC's event scans that namespace's cached BackupJobs instead of an
-	// index entry per BackupJob held for its lifetime (heap, issue 11).
-	refs := func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) }
-	referrers := func(kind string) handler.EventHandler {
-		return ownership.EnqueueReferrersInNamespace(r.Client, &backupv1.BackupJobList{}, references.GroupKind(kind), refs)
-	}
 	if err := r.setupHolds(mgr, opts); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("backupjob").
-		WithOptions(opts).
-		For(&backupv1.BackupJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		// CronJobs are watched and cached as metadata only. The CronJob's
-		// own creation is this controller's write: skip its create event
-		// (ownership.SkipOwnCreate). Updates (drift) and deletes bring the
-		// owner back.
-		Owns(&batchv1.CronJob{}, builder.OnlyMetadata,
-			builder.WithPredicates(ownership.SkipOwnCreate(ownership.AsCreated))).
-		Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)).
-		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())).
-		Watches(&corev1.Secret{}, referrers(references.Secret), builder.OnlyMetadata).
-		Watches(&corev1.PersistentVolumeClaim{}, referrers(references.PVC), builder.OnlyMetadata).
-		Watches(&corev1.ConfigMap{}, referrers(references.ConfigMap), builder.OnlyMetadata).
-		Complete(r)
+	// CronJobs are watched and cached as metadata only. The CronJob's own
+	// creation is this controller's write: skip its create event
+	// (ownership.SkipOwnCreate). Updates (drift) and deletes bring the owner
+	// back. A BackupJob refers only to objects of its own namespace: a
+	// Secret's or PVC's event scans that namespace's cached BackupJobs
+	// instead of an index entry per BackupJob held for its lifetime (heap,
+	// issue 11).
+	return s.Complete(ctx, mgr, opts,
+		reconcile.Owns(&batchv1.CronJob{}, builder.OnlyMetadata, builder.WithPredicates(ownership.SkipOwnCreate(ownership.AsCreated))),
+		reconcile.Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)),
+		reconcile.Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())),
+		reconcile.ReferrersInNamespace(func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) },
+			references.Secret, references.PVC, references.ConfigMap))
 }
 
 // backupJobReferences are the objects a BackupJob's runs need.

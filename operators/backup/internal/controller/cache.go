@@ -2,14 +2,11 @@ package controller
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/manager"
 )
 
 // CacheByObject keeps only the operator's own CronJobs, Jobs and Pods in
@@ -20,12 +17,5 @@ import (
 // repeated short strings interned (manager.TransformStripAndIntern: about
 // 0.5 KiB less per BackupJob, issue 16).
 func CacheByObject() map[client.Object]cache.ByObject {
-	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
-	intern := manager.TransformStripAndIntern()
-	return map[client.Object]cache.ByObject{
-		&backupv1.BackupJob{}: {Transform: intern},
-		&batchv1.CronJob{}:    {Label: sel, Transform: intern},
-		&batchv1.Job{}:        {Label: sel, Transform: agentjob.TransformRun},
-		&corev1.Pod{}:         {Label: sel, Transform: agentjob.TransformRun},
-	}
+	return agentjob.Cache(ManagedByValue, []client.Object{&backupv1.BackupJob{}}, &batchv1.CronJob{})
 }

@@ -1,13 +1,16 @@
 package controller
 
-import backupv1 "cairn.dev/apis/backup/v1"
+import (
+	backupv1 "cairn.dev/apis/backup/v1"
+	"cairn.dev/libs/agentjob"
+)
 
 // Labels on everything the backup operator creates. The cache holds only
 // CronJobs, Jobs and Pods with ManagedByLabel=ManagedByValue, and events of
 // those objects map to their one BackupJob by BackupJobLabel.
 const (
 	// ManagedByLabel and ManagedByValue mark the operator's children.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByLabel = agentjob.ManagedByLabel
 	ManagedByValue = "cairn-backup-operator"
 	// BackupJobLabel names the owning BackupJob.
 	BackupJobLabel = backupv1.BackupJobLabel

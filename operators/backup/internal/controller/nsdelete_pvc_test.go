@@ -24,7 +24,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 )
 
@@ -137,7 +137,7 @@ func TestNamespaceDeletionPVCStoreDeletesFromTheOperatorNamespace(t *testing.T) 
 	claim, pv := boundClaim(t, ns, "backups")
 	key := pvcBackupJob(t, ns)
 
-	terminateNamespace(t, ns)
+	env.TerminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, claim.DeepCopy())).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
 
@@ -213,7 +213,7 @@ func TestNamespaceDeletionPVCStoreNeverTakesAnotherNamespacesVolume(t *testing.T
 	before := &corev1.PersistentVolume{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(victim), before)).To(Succeed())
 
-	terminateNamespace(t, ns)
+	env.TerminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, claim.DeepCopy())).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
 	g.Eventually(func() bool {

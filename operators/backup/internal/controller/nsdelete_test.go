@@ -18,7 +18,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 )
 
@@ -35,20 +35,6 @@ func deleteCredentials(t *testing.T) client.ObjectKey {
 		t.Fatal(err)
 	}
 	return client.ObjectKeyFromObject(sec)
-}
-
-// terminateNamespace deletes namespace ns as `kubectl delete namespace` does and
-// waits until the API refuses new objects there (there is no namespace
-// controller here: the test deletes the namespace's objects itself).
-func terminateNamespace(t *testing.T, ns string) {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	g.Eventually(func() bool {
-		err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"}})
-		return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
-	}).WithTimeout(30 * time.Second).Should(BeTrue())
 }
 
 // jobElsewhere is the artifact delete Job for namespace ns in the
@@ -183,7 +169,7 @@ func TestNamespaceDeletionPVCStoreEndsAtOnceWithEvent(t *testing.T) {
 	}
 	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
 	key := pvcBackupJob(t, ns)
-	terminateNamespace(t, ns)
+	env.TerminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
@@ -237,7 +223,7 @@ func sweptBackupJob(t *testing.T) (string, client.ObjectKey) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(secret), sec)).To(Succeed())
 		g.Expect(sec.Finalizers).To(ContainElement(controller.CredentialsFinalizer))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
-	terminateNamespace(t, ns)
+	env.TerminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, secret)).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
 	return ns, key

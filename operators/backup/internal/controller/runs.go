@@ -291,9 +291,9 @@ func (r *BackupJobReconciler) transition(_ context.Context, rec events.EventReco
 		rec.Eventf(bj, related, corev1.EventTypeWarning, "BackupFailed", "Backup",
 			"%s; %d consecutive failure(s)", st.LastRunMessage, st.ConsecutiveFailures)
 	}
-	runsTotal.WithLabelValues(bj.Namespace, bj.Name, result).Inc()
+	metrics.Runs.WithLabelValues(bj.Namespace, bj.Name, result).Inc()
 	if st.LastRunStartTime != nil {
-		runDuration.WithLabelValues(bj.Namespace, bj.Name, result).Observe(st.LastBackupTime.Sub(st.LastRunStartTime.Time).Seconds())
+		metrics.RunDuration.WithLabelValues(bj.Namespace, bj.Name, result).Observe(st.LastBackupTime.Sub(st.LastRunStartTime.Time).Seconds())
 	}
 }
 
@@ -301,23 +301,23 @@ func (r *BackupJobReconciler) transition(_ context.Context, rec events.EventReco
 // pass: they exist after an operator restart or a failover too.
 func observe(bj *backupv1.BackupJob) {
 	if t := bj.Status.LastSuccessfulTime; t != nil {
-		lastSuccessGauge.WithLabelValues(bj.Namespace, bj.Name).Set(float64(t.Unix()))
+		metrics.LastSuccess.WithLabelValues(bj.Namespace, bj.Name).Set(float64(t.Unix()))
 	}
 	// A BackupJob without failures has no series (the alerts read "> 0"):
 	// no memory spent on a zero for every BackupJob.
 	if n := bj.Status.ConsecutiveFailures; n > 0 {
-		consecutiveFailuresGauge.WithLabelValues(bj.Namespace, bj.Name).Set(float64(n))
+		metrics.ConsecutiveFailures.WithLabelValues(bj.Namespace, bj.Name).Set(float64(n))
 	} else {
-		consecutiveFailuresGauge.DeleteLabelValues(bj.Namespace, bj.Name)
+		metrics.ConsecutiveFailures.DeleteLabelValues(bj.Namespace, bj.Name)
 	}
 	// The interval is only read against a run's series (last success, run
 	// duration): a BackupJob that never ran has none, and no interval
 	// series either (about 0.4 KiB per BackupJob, issue 11).
 	sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone)
 	if err == nil && (bj.Status.LastBackupTime != nil || bj.Status.LastSuccessfulTime != nil) {
-		intervalGauge.WithLabelValues(bj.Namespace, bj.Name).Set(sched.Interval(time.Now()).Seconds())
+		metrics.Interval.WithLabelValues(bj.Namespace, bj.Name).Set(sched.Interval(time.Now()).Seconds())
 	} else {
-		intervalGauge.DeleteLabelValues(bj.Namespace, bj.Name)
+		metrics.Interval.DeleteLabelValues(bj.Namespace, bj.Name)
 	}
 }
 

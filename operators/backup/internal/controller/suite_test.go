@@ -29,7 +29,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 	"cairn.dev/operators/backup/internal/operator"
 )
@@ -130,20 +130,9 @@ func startOperator(ctx context.Context) error {
 // newNamespace makes a namespace for one test.
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	ns, err := env.Namespace(ctx, "bj")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The Secrets backupJob names: a BackupJob whose references are
 	// missing runs nothing (TestMissingReference*).
-	if err := env.Secret(ctx, ns, "orders-db-credentials", "username", "password"); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Secret(ctx, ns, "s3-credentials", "accessKeyID", "secretAccessKey"); err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return env.NamespaceWith(t, "bj", testenv.References{Database: []string{"orders-db-credentials"}, S3: []string{"s3-credentials"}})
 }
 
 func backupJob(ns, name string) *backupv1.BackupJob {

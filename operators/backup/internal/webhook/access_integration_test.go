@@ -14,6 +14,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/access"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // tenant is user alice in h.ns: she may create, update and get BackupJobs,
@@ -42,7 +43,7 @@ func tenant(t *testing.T, h *harness, secrets ...string) client.Client {
 // error containing want.
 func refusedWith(t *testing.T, what, want string, f func() error) {
 	t.Helper()
-	poll(t, 30*time.Second, what, func() error {
+	testenv.Poll(t, 30*time.Second, what, func() error {
 		err := f()
 		if err == nil {
 			return fmt.Errorf("admitted; want refused with %q", want)
@@ -84,7 +85,7 @@ func TestATenantCannotMakeABackupJobUseASecretTheyCannotRead(t *testing.T) {
 
 	// Her own Secret: admitted, approved.
 	own := h.postgres("own")
-	poll(t, 30*time.Second, "alice's BackupJob naming pg-backup admitted", func() error { return alice.Create(ctx, own) })
+	testenv.Poll(t, 30*time.Second, "alice's BackupJob naming pg-backup admitted", func() error { return alice.Create(ctx, own) })
 	if !h.guard.Approver.Approved(own, access.BackupJobKind, access.BackupJobChecks(own)) {
 		t.Fatalf("admitted BackupJob not approved: annotations %v", own.Annotations)
 	}

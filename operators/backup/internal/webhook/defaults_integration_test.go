@@ -13,7 +13,7 @@ import (
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // TestDefaultsWithoutWebhooks: a BackupJob created while no Cairn webhook is
@@ -45,7 +45,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 	// to put back), and wait until the API server neither calls the webhook
 	// (no finalizer added) and applies the port policy.
 	hooks := testenv.TakeWebhooks(t, h.c)
-	poll(t, 30*time.Second, "the API server to admit without webhooks, with the port policy", func() error {
+	testenv.Poll(t, 30*time.Second, "the API server to admit without webhooks, with the port policy", func() error {
 		probe := h.postgres("probe")
 		if err := h.c.Create(ctx, probe, client.DryRunAll); err != nil {
 			return err
@@ -84,7 +84,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll(t, 30*time.Second, "the API server to call the webhooks again", func() error {
+	testenv.Poll(t, 30*time.Second, "the API server to call the webhooks again", func() error {
 		probe := h.postgres("probe")
 		if err := h.c.Create(ctx, probe, client.DryRunAll); err != nil {
 			return err

@@ -29,13 +29,9 @@ import (
 	"cairn.dev/libs/admit"
 )
 
-// Paths the webhook server serves; they match the markers below and the
-// generated manifests in deploy/backup/webhook/generated.
-const (
-	MutatePath   = "/mutate-backup-cairn-dev-v1-backupjob"
-	ValidatePath = "/validate-backup-cairn-dev-v1-backupjob"
-	ConvertPath  = "/convert"
-)
+// ConvertPath is the conversion webhook's path (controller-runtime's; the
+// CRD's conversion names it).
+const ConvertPath = "/convert"
 
 // +kubebuilder:webhook:path=/mutate-backup-cairn-dev-v1-backupjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=backup.cairn.dev,resources=backupjobs,verbs=create;update,versions=v1,name=mbackupjob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-backup-cairn-dev-v1-backupjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=backup.cairn.dev,resources=backupjobs,verbs=create;update,versions=v1,name=vbackupjob.cairn.dev,admissionReviewVersions=v1

@@ -5,54 +5,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/access"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/manager"
+	"cairn.dev/libs/testing/testenv"
 )
-
-// warningRecorder collects the API server's warning headers.
-type warningRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, text)
-}
-
-// take returns the warnings since the last call.
-func (r *warningRecorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.msgs
-	r.msgs = nil
-	return m
-}
 
 type harness struct {
 	c        client.Client
-	warnings *warningRecorder
+	warnings *testenv.Warnings
 	ns       string
 	env      *testenv.Env
 	scheme   *runtime.Scheme
@@ -64,94 +37,19 @@ type harness struct {
 // webhooks (Setup) where the configurations point.
 func startWebhooks(t *testing.T) *harness {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	opts, err := testenv.ForOperator(manager.Operator{Name: "backup",
+		AddToScheme: []func(*runtime.Scheme) error{backupv1.AddToScheme, backupv1alpha1.AddToScheme}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, backupv1.AddToScheme, backupv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env, err := testenv.Start(testenv.Options{
-		CRDDirectoryPaths:   []string{filepath.Join(root, "deploy", "backup", "crd", "bases")},
-		WebhookManifestDirs: []string{filepath.Join(root, "deploy", "backup", "webhook", "generated")},
-		Scheme:              scheme,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping the test API server: %v", err)
-		}
-	})
-
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer: crwebhook.NewServer(crwebhook.Options{
-			Host:    env.Webhook.LocalServingHost,
-			Port:    env.Webhook.LocalServingPort,
-			CertDir: env.Webhook.LocalServingCertDir,
-		}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := access.Options{KeySecret: "cairn-backup-approval-key"}
-	if err := keys.Prepare(context.Background(), mgr, "default"); err != nil {
-		t.Fatal(err)
-	}
-	if err := Setup(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	started := mgr.GetWebhookServer().StartedChecker()
-	poll(t, 30*time.Second, "the webhook server to listen", func() error { return started(nil) })
-
-	rec := &warningRecorder{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandlerWithContext = rec
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.StartForTest(t, opts)
+	mgr := env.ServeWebhooks(t, "cairn-backup-approval-key", Setup)
+	c, rec := env.WarningClient(t, nil)
 	ns, err := env.Namespace(context.Background(), "webhook")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{c: c, warnings: rec, ns: ns, env: env, scheme: scheme, guard: access.For(mgr)}
-}
-
-// poll calls f until it returns nil, failing the test after timeout.
-func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
+	return &harness{c: c, warnings: rec, ns: ns, env: env, scheme: env.Scheme, guard: access.For(mgr)}
 }
 
 func (h *harness) postgres(name string) *backupv1.BackupJob {
@@ -258,12 +156,12 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 			t.Fatalf("update to an unknown time zone: got %v, want Invalid on spec.timeZone", err)
 		}
 
-		h.warnings.take()
+		h.warnings.Take()
 		bj.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
 		if err := h.c.Update(ctx, bj); err != nil {
 			t.Fatal(err)
 		}
-		if w := h.warnings.take(); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "deletes all its stored backups") }) {
+		if w := h.warnings.Take(); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "deletes all its stored backups") }) {
 			t.Errorf("warnings %q: want the deletionPolicy Delete warning", w)
 		}
 		got := &backupv1.BackupJob{}
@@ -304,7 +202,7 @@ func testV1alpha1RoundTrip(t *testing.T, h *harness) {
 	}
 
 	// The article's object, in the original flat shape.
-	h.warnings.take()
+	h.warnings.Take()
 	legacy := &backupv1alpha1.BackupJob{
 		ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace},
 		Spec: backupv1alpha1.BackupJobSpec{
@@ -314,7 +212,7 @@ func testV1alpha1RoundTrip(t *testing.T, h *harness) {
 	if err := h.c.Create(ctx, legacy); err != nil {
 		t.Fatal(err)
 	}
-	if w := h.warnings.take(); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "v1alpha1 BackupJob is deprecated") }) {
+	if w := h.warnings.Take(); !slices.ContainsFunc(w, func(s string) bool { return strings.Contains(s, "v1alpha1 BackupJob is deprecated") }) {
 		t.Errorf("warnings %q: want the v1alpha1 deprecation warning", w)
 	}
 

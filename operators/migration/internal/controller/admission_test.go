@@ -10,7 +10,7 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // refusals are specs the API server refuses, with a substring of the answer

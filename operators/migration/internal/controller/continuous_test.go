@@ -11,6 +11,7 @@ import (
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 )
 
@@ -139,8 +140,8 @@ func TestContinuousDeletionStopsReplication(t *testing.T) {
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseReadyForCutover))
 	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
 	stop := waitForJob(t, env.Client, ns, "bye-abort")
-	g.Consistently(gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until replication is stopped")
+	g.Consistently(testenv.Gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until replication is stopped")
 	completeStep(t, env.Client, stop, contract.MigrationResult{})
-	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).Should(BeEmpty())
 }

@@ -13,6 +13,7 @@ import (
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // fullToReady takes a Full MigrationJob through precheck, copy and a
@@ -131,7 +132,7 @@ func TestFailedCutoverUndoesReadOnly(t *testing.T) {
 	g.Expect(st.Reason).To(Equal(migrationv1.StepFailedReason))
 	g.Expect(st.Message).To(And(ContainSubstring("pg_signal_backend"), ContainSubstring("the source is writable again")))
 	g.Expect(secretHost(g, ns)).To(Equal("orders-db.shop.svc"))
-	g.Expect(eventReasons(ns, "halfway")(g)).To(ContainElement("Normal/" + migrationv1.AbortingReason))
+	g.Expect(testenv.EventReasons(env.Client, ns, "MigrationJob", "halfway")(g)).To(ContainElement("Normal/" + migrationv1.AbortingReason))
 }
 
 // A Continuous migration that fails after replication-start (here: verify
@@ -220,11 +221,11 @@ func TestContinuousDeletionWaitsForReplicationStart(t *testing.T) {
 	}).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
 	g.Consistently(jobNames(env.Client, ns)).WithTimeout(2*time.Second).ShouldNot(ContainElement("racy-abort"), "no abort beside a running replication-start")
-	g.Expect(gone(env.Client, mj)()).To(BeFalse())
+	g.Expect(testenv.Gone(env.Client, mj)()).To(BeFalse())
 	completeStep(t, env.Client, start, contract.MigrationResult{Replication: replication(0, 0)})
 	abort := waitForJob(t, env.Client, ns, "racy-abort")
-	g.Consistently(gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until the abort succeeded")
+	g.Consistently(testenv.Gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until the abort succeeded")
 	completeStep(t, env.Client, abort, contract.MigrationResult{})
-	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).Should(BeEmpty())
 }

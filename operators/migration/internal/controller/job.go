@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -24,7 +23,6 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/manager"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/references"
@@ -35,7 +33,7 @@ import (
 // Labels on every Job and Pod the operator creates. The operator's cache
 // holds only objects with ManagedByLabel=ManagedByValue.
 const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByLabel = agentjob.ManagedByLabel
 	ManagedByValue = "cairn-migration-operator"
 	NameLabel      = "app.kubernetes.io/name"
 	NameValue      = "cairn-agent"
@@ -58,12 +56,7 @@ const (
 // cached Job's metadata and status only. MigrationJobs have their repeated
 // short strings interned.
 func CacheByObject() map[client.Object]cache.ByObject {
-	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
-	return map[client.Object]cache.ByObject{
-		&migrationv1.MigrationJob{}: {Transform: manager.TransformStripAndIntern()},
-		&batchv1.Job{}:              {Label: sel, Transform: agentjob.TransformRun},
-		&corev1.Pod{}:               {Label: sel, Transform: agentjob.TransformRun},
-	}
+	return agentjob.Cache(ManagedByValue, []client.Object{&migrationv1.MigrationJob{}})
 }
 
 // runsRemote reports whether target-side Jobs run in the target cluster.

@@ -7,13 +7,13 @@ import (
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 )
 
@@ -101,13 +101,7 @@ func TestForeignJobWithTheStepsNameIsNotAdopted(t *testing.T) {
 	ctx := context.Background()
 	startOperator(t)
 	ns := namespace(t)
-	foreign := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-precheck"},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "x", Image: "busybox"}},
-		}}},
-	}
+	foreign := testenv.ForeignJob(ns, "taken-precheck")
 	g.Expect(env.Client.Create(ctx, foreign)).To(Succeed())
 	mj := migrationJob(ns, "taken")
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())

@@ -17,10 +17,7 @@ import (
 	"fmt"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -31,11 +28,9 @@ import (
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/hold"
-	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/references"
 	"cairn.dev/libs/remote"
-	"cairn.dev/libs/status"
 )
 
 // +kubebuilder:rbac:groups=migration.cairn.dev,resources=migrationjobs,verbs=get;list;watch;patch
@@ -86,7 +81,6 @@ type MigrationJobReconciler struct {
 	// AgentImage only.
 	AllowedImages *access.Images
 
-	skeleton    *reconcile.Reconciler[*migrationv1.MigrationJob, state]
 	kubeconfigs *hold.Hold
 }
 
@@ -120,7 +114,8 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.ReplicationInterval <= 0 {
 		r.ReplicationInterval = DefaultReplicationInterval
 	}
-	if err := r.Init(mgr, "MigrationJob", DefaultCleanupDeadline); err != nil {
+	s, err := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, DefaultCleanupDeadline)
+	if err != nil {
 		return err
 	}
 	if r.Remote == nil {
@@ -133,34 +128,14 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		}
 		r.AllowedImages = imgs
 	}
-	s := reconcile.Skeleton[*migrationv1.MigrationJob, state](&r.Base, "MigrationJob", migrationv1.CleanupFinalizer, func() *migrationv1.MigrationJob { return &migrationv1.MigrationJob{} })
 	s.Steps = []reconcile.Step[*migrationv1.MigrationJob, state]{{Name: "prepare", Run: r.prepare},
 		{Name: "hold-kubeconfig", Run: r.holdKubeconfig}, {Name: "connect", Run: r.connect}, {Name: "advance", Run: r.advance}}
 	s.Summarize, s.Cleanup, s.Deleting, s.Transition = summarize, r.cleanup, deleting, transition
-	r.skeleton = s
-	if err := ownership.IndexReferences(ctx, mgr.GetFieldIndexer(), &migrationv1.MigrationJob{}, references.IndexField, migrationJobIndex); err != nil {
-		return err
-	}
 	if err := r.setupKubeconfigHold(mgr, opts); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("migrationjob").
-		For(&migrationv1.MigrationJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		// A step's Job's create event is this controller's own write (the
-		// pass that created it records it Running): skipped while the Job is
-		// as created. Its status changes and its deletion bring the
-		// MigrationJob back.
-		Owns(&batchv1.Job{}, builder.WithPredicates(ownership.SkipOwnCreate(agentjob.JobAsCreated))).
-		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(migrationv1.MigrationJobLabel)).
-		Watches(&corev1.Secret{}, ownership.EnqueueReferrers(r.Client, references.IndexField, &migrationv1.MigrationJobList{},
-			references.GroupKind(references.Secret), notFinished), builder.OnlyMetadata).
-		Watches(&corev1.PersistentVolumeClaim{}, ownership.EnqueueReferrers(r.Client, references.IndexField, &migrationv1.MigrationJobList{},
-			references.GroupKind(references.PVC), notFinished), builder.OnlyMetadata).
-		Watches(&corev1.ConfigMap{}, ownership.EnqueueReferrers(r.Client, references.IndexField, &migrationv1.MigrationJobList{},
-			references.GroupKind(references.ConfigMap), notFinished), builder.OnlyMetadata).
-		WithOptions(opts).
-		Complete(r)
+	return s.Complete(ctx, mgr, opts, agentjob.Watch(migrationv1.MigrationJobLabel),
+		reconcile.Referrers(migrationJobIndex, notFinished, references.Secret, references.PVC, references.ConfigMap))
 }
 
 // phases is the MigrationJob's phase machine: the handler of each phase
@@ -183,11 +158,6 @@ func (r *MigrationJobReconciler) phases() map[migrationv1.Phase]func(context.Con
 		migrationv1.PhaseReadyForCutover: r.readyForCutover,
 		migrationv1.PhaseCuttingOver:     r.cutover,
 	}
-}
-
-// Reconcile runs one pass of the skeleton with the MigrationJob's steps.
-func (r *MigrationJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return r.skeleton.Reconcile(ctx, req)
 }
 
 // deleting is the status of a MigrationJob whose cleanup is not finished.

@@ -14,6 +14,7 @@ import (
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 )
 
@@ -152,14 +153,14 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 		g.Expect(st.Phase).To(Equal(migrationv1.StepSucceeded), st.Step)
 		g.Expect(st.CompletionTime).NotTo(BeNil(), st.Step)
 	}
-	g.Eventually(eventReasons(ns, "orders")).WithTimeout(timeout).Should(ContainElements(
+	g.Eventually(testenv.EventReasons(env.Client, ns, "MigrationJob", "orders")).WithTimeout(timeout).Should(ContainElements(
 		"Normal/"+migrationv1.StepRunningReason, "Normal/"+migrationv1.AwaitingApprovalReason, "Normal/"+cairnv1.SucceededReason, "Normal/"+controller.CutoverEventReason))
 	g.Eventually(eventNotes(ns, "orders", controller.CutoverEventReason)).WithTimeout(timeout).Should(ConsistOf(
 		"made the source postgres orders-db.shop.svc:5432/orders read-only; compared the source again with writes stopped: 3/3 tables match (Checksum); switched Secret app-db to postgres orders-db-v16.shop.svc:5432/orders; source: ended 2 other sessions on orders"))
 
 	// Deletion removes the Jobs (the finalizer).
 	g.Expect(env.Client.Delete(ctx, mj)).To(Succeed())
-	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).Should(BeEmpty())
 }
 

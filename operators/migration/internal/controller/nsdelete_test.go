@@ -15,7 +15,7 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 )
 
@@ -64,11 +64,7 @@ func sweep(t *testing.T, ns string, mj *migrationv1.MigrationJob) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	g.Eventually(func() bool {
-		err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"}})
-		return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
-	}).WithTimeout(timeout).Should(BeTrue())
+	env.TerminateNamespace(t, ns)
 	g.Expect(env.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dr-cluster"}})).To(Succeed())
 	g.Expect(env.Client.Delete(ctx, current(g, mj))).To(Succeed())
 }
@@ -85,7 +81,7 @@ func TestNamespaceDeletionDeletesTheTargetClustersJobs(t *testing.T) {
 	ctx := context.Background()
 	other, remoteNS, mj := remoteMigration(t)
 	sweep(t, mj.Namespace, mj)
-	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(jobNames(other.Client, remoteNS)(g)).To(BeEmpty(), "the target cluster's Jobs are left")
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Namespace: mj.Namespace, Name: "dr-cluster"}, &corev1.Secret{}))
@@ -106,7 +102,7 @@ func TestNamespaceDeletionTargetClusterDownDeadline(t *testing.T) {
 	sweep(t, mj.Namespace, mj)
 	g.Consistently(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(mj), &migrationv1.MigrationJob{}) }).
 		WithTimeout(5 * time.Second).Should(Succeed())
-	g.Eventually(gone(env.Client, mj)).WithTimeout(2 * time.Minute).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(2 * time.Minute).Should(BeTrue())
 	g.Eventually(func() bool {
 		sec := &corev1.Secret{}
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: mj.Namespace, Name: "dr-cluster"}, sec)

@@ -12,7 +12,7 @@ import (
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // A Store transfer to a target in another cluster (a second API server,
@@ -108,7 +108,7 @@ func TestStoreTransferToRemoteCluster(t *testing.T) {
 
 	// Deleted while waiting for approval: the Jobs in both clusters go.
 	g.Expect(env.Client.Delete(ctx, mj)).To(Succeed())
-	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(jobNames(other.Client, remoteNS)(g)).To(BeEmpty())
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).Should(BeEmpty())
 }
@@ -129,5 +129,5 @@ func TestRemoteClusterUnavailable(t *testing.T) {
 	g.Consistently(jobNames(env.Client, ns)).WithTimeout(time.Second).Should(BeEmpty())
 	// Deletion does not hang on the unreachable cluster: no remote Job was made.
 	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
-	g.Eventually(gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
 }

@@ -2,8 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,13 +11,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,12 +24,16 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/migration/internal/controller"
 	"cairn.dev/operators/migration/internal/operator"
 )
 
 var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	testenv.OperatorMain(m, operator.New("test"), &env)
+}
 
 const (
 	agentImage = "registry.test/cairn/agent:test"
@@ -47,22 +46,6 @@ func scheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(migrationv1.AddToScheme(s))
 	return s
-}
-
-func crdPaths(root string) []string {
-	return []string{filepath.Join(root, "deploy", "migration", "crd", "bases")}
-}
-
-func TestMain(m *testing.M) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	testenv.Main(m, testenv.Options{
-		CRDDirectoryPaths:   crdPaths(root),
-		WebhookManifestDirs: []string{filepath.Join(root, "deploy", "migration", "webhook", "generated")},
-		Scheme:              scheme(),
-	}, &env)
 }
 
 // startOperator starts the migration operator in-process as main wires it,
@@ -93,24 +76,13 @@ func startOperator(t *testing.T) *testenv.Operator {
 func namespace(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	ns, err := env.Namespace(ctx, "migration")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := env.NamespaceWith(t, "migration", testenv.References{Database: []string{"source-credentials", "target-credentials"}, S3: []string{"s3-credentials"}})
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.ApplyYAML(t, env.Client, filepath.Join(root, "deploy", "migration", "admission", "secret_switch_policy.yaml"))
 	if err := env.GrantInNamespace(ctx, "migration", filepath.Join(root, "deploy", "migration", "rbac", "secret_switcher.yaml"), ns); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"source-credentials", "target-credentials"} {
-		if err := env.Secret(ctx, ns, name, "username", "password"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := env.Secret(ctx, ns, "s3-credentials", "accessKeyID", "secretAccessKey"); err != nil {
 		t.Fatal(err)
 	}
 	app := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-db",
@@ -148,9 +120,7 @@ func migrationJob(ns, name string) *migrationv1.MigrationJob {
 }
 
 func current(g Gomega, mj *migrationv1.MigrationJob) *migrationv1.MigrationJob {
-	cur := &migrationv1.MigrationJob{}
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(mj), cur)).To(Succeed())
-	return cur
+	return testenv.Current(g, env.Client, mj)
 }
 
 func phaseOf(mj *migrationv1.MigrationJob) func(Gomega) migrationv1.Phase {
@@ -214,50 +184,6 @@ func envOf(job *batchv1.Job, name string) (string, bool) {
 	return "", false
 }
 
-// agentPod creates a pod of job (in cluster c) whose agent container
-// terminated with exitCode and message — as the job controller and the
-// kubelet would (there is neither in these tests).
-func agentPod(t *testing.T, c client.Client, job *batchv1.Job, n int, exitCode int32, message string) {
-	t.Helper()
-	ctx := context.Background()
-	labels := map[string]string{}
-	for k, v := range job.Spec.Template.Labels {
-		labels[k] = v
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: job.Namespace, Name: fmt.Sprintf("%s-%d", job.Name, n), Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	pod.Spec.NodeName = "node-1"
-	if err := c.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.Now()
-	phase := corev1.PodSucceeded
-	if exitCode != 0 {
-		phase = corev1.PodFailed
-	}
-	pod.Status = corev1.PodStatus{
-		Phase: phase,
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "agent", Image: pod.Spec.Containers[0].Image, ImageID: "sha256:abc", ContainerID: "containerd://abc",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: exitCode, Reason: map[bool]string{true: "Completed", false: "Error"}[exitCode == 0],
-				Message: message, StartedAt: now, FinishedAt: metav1.NewTime(now.Add(time.Duration(n) * time.Millisecond)),
-			}},
-		}},
-	}
-	if err := c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // completeStep marks job Complete after one pod that reported res.
 func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res contract.MigrationResult) {
 	t.Helper()
@@ -271,16 +197,7 @@ func completeStep(t *testing.T, c client.Client, job *batchv1.Job, res contract.
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentPod(t, c, job, 1, 0, string(b))
-	updateJobStatus(t, c, job, func(s *batchv1.JobStatus) {
-		now := metav1.Now()
-		s.Succeeded, s.Active = 1, 0
-		s.CompletionTime = &now
-		s.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
-		}
-	})
+	testenv.CompleteJob(t, c, job, string(b))
 }
 
 // failStep marks job Failed after attempts failed pods reporting agentError.
@@ -293,34 +210,7 @@ func failStep(t *testing.T, c client.Client, job *batchv1.Job, attempts int32, a
 // failure code code (contract.Code…).
 func failStepWithCode(t *testing.T, c client.Client, job *batchv1.Job, attempts int32, agentError, code string) {
 	t.Helper()
-	for i := range attempts {
-		agentPod(t, c, job, int(i)+1, 1, string(contract.FailureLine(agentError, code)))
-	}
-	updateJobStatus(t, c, job, func(s *batchv1.JobStatus) {
-		now := metav1.Now()
-		s.Failed, s.Active = attempts, 0
-		msg := "Job has reached the specified backoff limit"
-		s.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastTransitionTime: now, LastProbeTime: now},
-		}
-	})
-}
-
-func updateJobStatus(t *testing.T, c client.Client, job *batchv1.Job, mutate func(*batchv1.JobStatus)) {
-	t.Helper()
-	NewWithT(t).Eventually(func() error {
-		cur := &batchv1.Job{}
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(job), cur); err != nil {
-			return err
-		}
-		if cur.Status.StartTime == nil {
-			st := metav1.NewTime(time.Now().Add(-time.Second))
-			cur.Status.StartTime = &st
-		}
-		mutate(&cur.Status)
-		return c.Status().Update(context.Background(), cur)
-	}).WithTimeout(timeout).Should(Succeed())
+	testenv.FailJob(t, c, job, attempts, string(contract.FailureLine(agentError, code)))
 }
 
 // verification is a verify result over tables; bad ones differ.
@@ -340,21 +230,6 @@ func verification(method string, tables []string, bad map[string]string) *contra
 	return v
 }
 
-// events lists the Events about the MigrationJob name in ns.
-func eventReasons(ns, name string) func(Gomega) []string {
-	return func(g Gomega) []string {
-		list := &eventsv1.EventList{}
-		g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
-		var out []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Regarding.Kind == "MigrationJob" {
-				out = append(out, e.Type+"/"+e.Reason)
-			}
-		}
-		return out
-	}
-}
-
 func eventNotes(ns, name, reason string) func(Gomega) []string {
 	return func(g Gomega) []string {
 		list := &eventsv1.EventList{}
@@ -371,24 +246,7 @@ func eventNotes(ns, name, reason string) func(Gomega) []string {
 
 // kstatusOf computes mj's kstatus, as kubectl wait, Flux and Argo CD do.
 func kstatusOf(mj *migrationv1.MigrationJob) func(Gomega) status.Status {
-	return func(g Gomega) status.Status {
-		cur := current(g, mj)
-		cur.SetGroupVersionKind(migrationv1.GroupVersion.WithKind("MigrationJob"))
-		raw, err := json.Marshal(cur)
-		g.Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		g.Expect(u.UnmarshalJSON(raw)).To(Succeed())
-		res, err := status.Compute(u)
-		g.Expect(err).NotTo(HaveOccurred())
-		return res.Status
-	}
-}
-
-func gone(c client.Client, obj client.Object) func() bool {
-	return func() bool {
-		err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-		return apierrors.IsNotFound(err)
-	}
+	return func(g Gomega) status.Status { return testenv.KStatus(g, env.Client, mj) }
 }
 
 func approve(t *testing.T, mj *migrationv1.MigrationJob) {

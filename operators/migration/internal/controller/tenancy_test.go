@@ -18,7 +18,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/remote"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // refused polls create (RBAC takes a moment to apply) until it fails with

@@ -18,13 +18,6 @@ import (
 	"cairn.dev/libs/admit"
 )
 
-// Paths the webhook server serves; they match the markers below and the
-// generated manifests in deploy/migration/webhook/generated.
-const (
-	MutatePath   = "/mutate-migration-cairn-dev-v1-migrationjob"
-	ValidatePath = "/validate-migration-cairn-dev-v1-migrationjob"
-)
-
 // +kubebuilder:webhook:path=/mutate-migration-cairn-dev-v1-migrationjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=migration.cairn.dev,resources=migrationjobs,verbs=create,versions=v1,name=mmigrationjob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-migration-cairn-dev-v1-migrationjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=migration.cairn.dev,resources=migrationjobs,verbs=create;update,versions=v1,name=vmigrationjob.cairn.dev,admissionReviewVersions=v1
 

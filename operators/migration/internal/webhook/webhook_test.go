@@ -2,22 +2,15 @@ package webhook
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/testing/testenv"
 )
-
-func withOp(op admissionv1.Operation) context.Context {
-	return admission.NewContextWithRequest(context.Background(),
-		admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: op}})
-}
 
 func mj() *migrationv1.MigrationJob {
 	return &migrationv1.MigrationJob{
@@ -31,21 +24,10 @@ func mj() *migrationv1.MigrationJob {
 }
 
 func TestDefaulter(t *testing.T) {
-	m := mj()
-	if err := NewDefaulter(nil).Default(withOp(admissionv1.Create), m); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(m.Finalizers, migrationv1.CleanupFinalizer) || m.Spec.Source.Port != 5432 || m.Spec.Target.Port != 5432 ||
-		m.Spec.Mode != migrationv1.ModeFull || m.Spec.Verify != migrationv1.VerifyChecksum || m.Spec.Cutover.Mode != migrationv1.CutoverManual {
-		t.Errorf("create: not defaulted: %+v %v", m.Spec, m.Finalizers)
-	}
-	u := mj()
-	if err := NewDefaulter(nil).Default(withOp(admissionv1.Update), u); err != nil {
-		t.Fatal(err)
-	}
-	if len(u.Finalizers) > 0 || u.Spec.Mode != "" {
-		t.Error("update: changed")
-	}
+	testenv.CheckDefaulter(t, NewDefaulter(nil), mj, func(m *migrationv1.MigrationJob) bool {
+		return m.Spec.Source.Port == 5432 && m.Spec.Target.Port == 5432 && m.Spec.Mode == migrationv1.ModeFull &&
+			m.Spec.Verify == migrationv1.VerifyChecksum && m.Spec.Cutover.Mode == migrationv1.CutoverManual
+	})
 }
 
 func TestValidator(t *testing.T) {

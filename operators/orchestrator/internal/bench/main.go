@@ -1,106 +1,13 @@
 // Command bench measures the orchestrator against a real kube-apiserver +
-// etcd with the shared harness (libs/bench), like the backup operator's
-// bench: N ProtectionPlans (each its own database, backups to S3,
-// verification every 2 backups, an RPO). Neither the backup operator nor
-// pods run here: a plan has converged when its child BackupJob exists and
-// the plan's status, for its generation, reflects that BackupJob (its
-// BackupHealthy condition no longer says BackupJobMissing). It is a
+// etcd with the shared harness (libs/testing/bench, bench.ProtectionPlans: what it
+// creates, the operator's floor, when it has converged). It is a
 // measurement, not a test: `make bench BENCH_OPERATORS=orchestrator`.
 package main
 
 import (
-	"context"
-	"fmt"
-	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-
-	backupv1 "cairn.dev/apis/backup/v1"
-	cairnv1 "cairn.dev/apis/meta/v1"
-	platformv1 "cairn.dev/apis/platform/v1"
-	"cairn.dev/libs/bench"
-	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/bench"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/operator"
 )
 
-func plan(ns string, i int) client.Object {
-	return &platformv1.ProtectionPlan{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("db-%05d", i)},
-		Spec: platformv1.ProtectionPlanSpec{
-			Database: bench.Database("db.svc", fmt.Sprintf("app_%05d", i), "db"),
-			TimeZone: "Asia/Shanghai",
-			Backup: platformv1.BackupTemplate{
-				Schedule: "0 2 * * *",
-				Storage:  bench.S3Store("s3"),
-			},
-			Verification: platformv1.VerificationSpec{
-				EveryNBackups: ptr.To(int32(2)),
-				RestoreInto: platformv1.ScratchDatabase{Host: "scratch.svc", Database: fmt.Sprintf("verify_%05d", i),
-					CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "scratch"}},
-			},
-			Objectives: platformv1.Objectives{RPO: metav1.Duration{Duration: 26 * time.Hour}},
-		},
-	}
-}
-
-// prepare creates the Secrets the plans' children name (the orchestrator
-// itself reads no Secret; the child operators check them).
-func prepare(ctx context.Context, c client.Client, ns string, _ int) error {
-	return bench.CreateSecrets(ctx, c, ns, bench.Secrets{Database: []string{"db", "scratch"}, S3: []string{"s3"}})
-}
-
-// status sets the plan's status as the orchestrator writes it before any
-// backup ran, with BackupHealthy's reason and message as given.
-func status(p *platformv1.ProtectionPlan, reason, msg string) {
-	p.Status.ObservedGeneration = p.Generation
-	p.Status.Phase = platformv1.PhasePending
-	p.Status.LastBackup = &platformv1.BackupRecord{BackupJob: p.Name}
-	conditions.Set(p, platformv1.BackupHealthyCondition, metav1.ConditionUnknown, reason, msg)
-	conditions.Set(p, platformv1.RecoverabilityVerifiedCondition, metav1.ConditionUnknown, platformv1.NoVerificationYetReason,
-		"no verification yet: waiting for the first successful backup")
-	conditions.Set(p, platformv1.ObjectivesMetCondition, metav1.ConditionUnknown, "NotMeasured", "rpo: no successful backup yet")
-	conditions.MarkReconciling(p, reason, msg)
-}
-
-// floor makes the orchestrator's writes for one plan (its finalizer was
-// added by admission): the very BackupJob it renders, with its controller
-// reference, then the status mirroring that BackupJob, and its Event. The
-// operator's pass goes on with the BackupJob it created, so it writes the
-// status once (measured: 2.0 writes and 1.0 Event per plan).
-func floor(ctx context.Context, c client.Client, obj client.Object) error {
-	p := obj.(*platformv1.ProtectionPlan)
-	bj := controller.DesiredBackupJob(p)
-	if err := controllerutil.SetControllerReference(p, bj, c.Scheme()); err != nil {
-		return err
-	}
-	if err := c.Create(ctx, bj); err != nil {
-		return err
-	}
-	reason, msg := conditions.NotYetReportedReason, fmt.Sprintf("BackupJob %s has not reported Ready yet", p.Name)
-	orig := p.DeepCopy()
-	status(p, reason, msg)
-	if err := c.Status().Patch(ctx, p, client.MergeFrom(orig)); err != nil {
-		return err
-	}
-	return bench.Event(ctx, c, p, platformv1.GroupVersion.String(), "ProtectionPlan", corev1.EventTypeNormal, reason, "PhasePending", msg)
-}
-
-// done: a ProtectionPlan that has recorded its BackupJob for its
-// generation (bench.AllDone then wants every BackupJob there).
-func done(o client.Object) bool {
-	p := o.(*platformv1.ProtectionPlan)
-	bh := conditions.Get(p, platformv1.BackupHealthyCondition)
-	return p.Status.ObservedGeneration == p.Generation && bh != nil && bh.Reason != platformv1.BackupJobMissingReason
-}
-
-func main() {
-	bench.Main(bench.Kind{Title: "orchestrator", Object: "ProtectionPlan", Controller: "protectionplan", Bases: []string{"orchestrator", "backup", "restore", "migration"},
-		Operator: operator.New, Prepare: prepare, New: plan, Floor: floor,
-		Converged: bench.AllDone(&platformv1.ProtectionPlanList{}, &backupv1.BackupJobList{}, done),
-	})
-}
+func main() { bench.Main(bench.ProtectionPlans(operator.New, controller.DesiredBackupJob)) }

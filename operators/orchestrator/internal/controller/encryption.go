@@ -64,14 +64,14 @@ func setDecryption(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionP
 	}
 }
 
-// observeDecryption sets identityDecrypts from the plan's condition.
+// observeDecryption sets metrics.IdentityDecrypts from the plan's condition.
 func observeDecryption(plan *platformv1.ProtectionPlan, l prometheus.Labels) {
 	switch c := conditions.Get(plan, platformv1.DecryptionVerifiedCondition); {
 	case c != nil && c.Status == metav1.ConditionTrue:
-		identityDecrypts.With(l).Set(1)
+		metrics.IdentityDecrypts.With(l).Set(1)
 	case c != nil && c.Status == metav1.ConditionFalse:
-		identityDecrypts.With(l).Set(0)
+		metrics.IdentityDecrypts.With(l).Set(0)
 	default:
-		identityDecrypts.Delete(l)
+		metrics.IdentityDecrypts.Delete(l)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // A plan with encrypted backups passes its recipients to the BackupJob and
@@ -48,7 +49,9 @@ func TestDecryptionVerified(t *testing.T) {
 		Should(Equal("True/" + platformv1.IdentityDecryptsReason))
 	g.Expect(current(g, p).Status.LastVerification.Artifact.EncryptedTo).To(Equal(a1.EncryptedTo))
 	labels := map[string]string{"namespace": ns, "name": "vault"}
-	g.Eventually(func(g Gomega) float64 { return metricValue(g, "cairn_protectionplan_identity_decrypts", labels) }).
+	g.Eventually(func(g Gomega) float64 {
+		return testenv.MetricValue(g, "cairn_protectionplan_identity_decrypts", labels)
+	}).
 		WithTimeout(timeout).Should(Equal(1.0))
 
 	// The recipients were rotated; the plan's identity was not.
@@ -69,7 +72,9 @@ func TestDecryptionVerified(t *testing.T) {
 		}
 	}
 	g.Expect(condition(p, platformv1.RecoverabilityVerifiedCondition)(g)).To(Equal("False/" + platformv1.VerificationFailedReason))
-	g.Eventually(func(g Gomega) float64 { return metricValue(g, "cairn_protectionplan_identity_decrypts", labels) }).
+	g.Eventually(func(g Gomega) float64 {
+		return testenv.MetricValue(g, "cairn_protectionplan_identity_decrypts", labels)
+	}).
 		WithTimeout(timeout).Should(Equal(0.0))
 
 	// A verification that fails for another reason leaves the finding.

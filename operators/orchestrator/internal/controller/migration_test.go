@@ -12,6 +12,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // migrationTemplate migrates the plan's database into another server.
@@ -128,9 +129,9 @@ func TestMigrationJobCreatedOnStartDriftRevertedAndMirrored(t *testing.T) {
 
 	// Deleting the plan deletes it with the other children.
 	g.Expect(env.Client.Delete(ctx, current(g, p))).To(Succeed())
-	g.Eventually(gone(mj)).WithTimeout(timeout).Should(BeTrue())
-	g.Eventually(gone(bj)).WithTimeout(timeout).Should(BeTrue())
-	g.Eventually(gone(p)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, bj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, p)).WithTimeout(timeout).Should(BeTrue())
 }
 
 // A MigrationJob of the plan's name that the plan did not create is never

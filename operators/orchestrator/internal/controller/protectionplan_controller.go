@@ -22,10 +22,10 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/status"
 )
 
 // +kubebuilder:rbac:groups=platform.cairn.dev,resources=protectionplans,verbs=get;list;watch;patch
@@ -54,8 +54,7 @@ type ProtectionPlanReconciler struct {
 	// child missing from the cache that may just have been created.
 	reconcile.Base
 
-	applier  *ownership.Applier
-	skeleton *reconcile.Reconciler[*platformv1.ProtectionPlan, state]
+	applier *ownership.Applier
 }
 
 // pass is one reconcile of one ProtectionPlan.
@@ -75,35 +74,23 @@ type state struct {
 }
 
 // SetupWithManager registers the controller with mgr.
-func (r *ProtectionPlanReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if err := r.Init(mgr, "ProtectionPlan", DefaultCleanupDeadline); err != nil {
+func (r *ProtectionPlanReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	s, err := reconcile.Setup[*platformv1.ProtectionPlan, state](mgr, &r.Base, access.ProtectionPlan, DefaultCleanupDeadline)
+	if err != nil {
 		return err
 	}
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
-	s := reconcile.Skeleton[*platformv1.ProtectionPlan, state](&r.Base, "ProtectionPlan", platformv1.CleanupFinalizer, func() *platformv1.ProtectionPlan { return &platformv1.ProtectionPlan{} })
 	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "prepare", Run: r.prepare}, {Name: "backup", Run: r.ensureBackup},
 		{Name: "verification", Run: r.verification}, {Name: "history", Run: r.pruneHistory}, {Name: "migration", Run: r.migration},
 		{Name: "summarise", Run: r.summarise}}
 	s.Cleanup, s.Deleting, s.Transition, s.Observe, s.Forget = r.cleanup, deleting, transition, observe, forget
-	r.skeleton = s
 	// Owns maps a child's events (its status included: that is what the
 	// plan summarises) to exactly its one controller. The BackupJob's
 	// create event is the creating pass's own write (that pass goes on
 	// with the created object), so it is dropped: one pass per plan at
 	// creation.
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("protectionplan").
-		For(&platformv1.ProtectionPlan{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		Owns(&backupv1.BackupJob{}, builder.WithPredicates(ownership.SkipOwnCreate(backupJobAsCreated))).
-		Owns(&restorev1.RestoreJob{}).
-		Owns(&migrationv1.MigrationJob{}).
-		WithOptions(opts).
-		Complete(r)
-}
-
-// Reconcile runs one pass of the skeleton (libs/reconcile) with the plan's steps.
-func (r *ProtectionPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return r.skeleton.Reconcile(ctx, req)
+	return s.Complete(ctx, mgr, opts, reconcile.Owns(&backupv1.BackupJob{}, builder.WithPredicates(ownership.SkipOwnCreate(backupJobAsCreated))),
+		reconcile.Owns(&restorev1.RestoreJob{}), reconcile.Owns(&migrationv1.MigrationJob{}))
 }
 
 // cleanup is the finalizer's work: delete the plan's children and wait

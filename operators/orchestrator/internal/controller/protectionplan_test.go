@@ -16,6 +16,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/orchestrator/internal/controller"
 )
 
@@ -120,7 +121,7 @@ func TestForeignBackupJobRefused(t *testing.T) {
 
 	// Once the foreign object is gone, the plan creates its own.
 	g.Expect(env.Client.Delete(ctx, foreign)).To(Succeed())
-	g.Eventually(gone(foreign)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, foreign)).WithTimeout(timeout).Should(BeTrue())
 	// The plan is not woken by the deletion of an object it does not own;
 	// touching the plan (any spec change) brings it back.
 	updatePlan(g, p, func(cur *platformv1.ProtectionPlan) {
@@ -182,10 +183,10 @@ func TestVerificationPinsArtifactAndConditionsRollUp(t *testing.T) {
 	g.Eventually(eventReasons(p)).WithTimeout(timeout).Should(ContainElement("Normal/" + platformv1.VerificationSucceededReason))
 	labels := map[string]string{"namespace": ns, "name": "orders"}
 	g.Eventually(func(g Gomega) float64 {
-		return metricValue(g, "cairn_protectionplan_recovery_point_timestamp_seconds", labels)
+		return testenv.MetricValue(g, "cairn_protectionplan_recovery_point_timestamp_seconds", labels)
 	}).WithTimeout(timeout).Should(Equal(float64(t0.Add(-time.Hour).Unix())))
-	g.Expect(metricValue(g, "cairn_protectionplan_restore_duration_seconds", labels)).To(Equal(42.0))
-	g.Expect(metricValue(g, "cairn_protectionplan_verification_succeeded", labels)).To(Equal(1.0))
+	g.Expect(testenv.MetricValue(g, "cairn_protectionplan_restore_duration_seconds", labels)).To(Equal(42.0))
+	g.Expect(testenv.MetricValue(g, "cairn_protectionplan_verification_succeeded", labels)).To(Equal(1.0))
 
 	// The child's condition rolls up: a failing backup makes the plan not Ready.
 	updateBackupStatus(t, bj, func(cur *backupv1.BackupJob) {
@@ -213,7 +214,7 @@ func TestVerificationPinsArtifactAndConditionsRollUp(t *testing.T) {
 	g.Expect(current(g, p).Status.RecoveryPoint.Time).To(BeTemporally("==", t0.Add(-time.Hour)), "a failed verification does not move the recovery point")
 	g.Eventually(eventReasons(p)).WithTimeout(timeout).Should(ContainElement("Warning/" + platformv1.VerificationFailedReason))
 	g.Eventually(func(g Gomega) float64 {
-		return metricValue(g, "cairn_protectionplan_verification_succeeded", labels)
+		return testenv.MetricValue(g, "cairn_protectionplan_verification_succeeded", labels)
 	}).WithTimeout(timeout).Should(Equal(0.0))
 
 	// Two more backups, a third verification that succeeds: only one
@@ -264,8 +265,8 @@ func TestObjectivesViolatedWhenNewestBackupOlderThanRPO(t *testing.T) {
 	g.Expect(cur.Status.Phase).To(Equal(platformv1.PhaseAtRisk))
 	g.Eventually(eventReasons(p)).WithTimeout(timeout).Should(ContainElement("Warning/ObjectivesViolated"))
 	labels := map[string]string{"namespace": ns, "name": "orders"}
-	g.Expect(metricValue(g, "cairn_protectionplan_last_backup_timestamp_seconds", labels)).To(Equal(float64(backupAt.Unix())))
-	g.Expect(metricValue(g, "cairn_protectionplan_rpo_seconds", labels)).To(Equal(rpo.Seconds()))
+	g.Expect(testenv.MetricValue(g, "cairn_protectionplan_last_backup_timestamp_seconds", labels)).To(Equal(float64(backupAt.Unix())))
+	g.Expect(testenv.MetricValue(g, "cairn_protectionplan_rpo_seconds", labels)).To(Equal(rpo.Seconds()))
 
 	// A new backup meets the RPO again.
 	clock.SetTime(backupAt.Add(rpo + 2*time.Minute))
@@ -288,9 +289,9 @@ func TestDeletionLeavesNothing(t *testing.T) {
 	rj := restoreJob(t, ns, "orders-verify-1")
 
 	g.Expect(env.Client.Delete(ctx, current(g, p))).To(Succeed())
-	g.Eventually(gone(rj)).WithTimeout(timeout).Should(BeTrue())
-	g.Eventually(gone(bj)).WithTimeout(timeout).Should(BeTrue())
-	g.Eventually(gone(p)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, rj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, bj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, p)).WithTimeout(timeout).Should(BeTrue())
 	g.Expect(restoreJobNames(g, ns)).To(BeEmpty())
 }
 

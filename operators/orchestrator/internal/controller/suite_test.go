@@ -2,69 +2,38 @@ package controller_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/orchestrator/internal/controller"
 	"cairn.dev/operators/orchestrator/internal/operator"
 )
 
 var env *testenv.Env
 
+func TestMain(m *testing.M) {
+	testenv.OperatorMain(m, operator.New("test"), &env, "orchestrator", "backup", "restore", "migration")
+}
+
 const (
 	timeout = 30 * time.Second
 	tick    = 100 * time.Millisecond
 )
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(backupv1.AddToScheme(s))
-	utilruntime.Must(restorev1.AddToScheme(s))
-	utilruntime.Must(migrationv1.AddToScheme(s))
-	utilruntime.Must(platformv1.AddToScheme(s))
-	return s
-}
-
-func TestMain(m *testing.M) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	testenv.Main(m, testenv.Options{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "deploy", "orchestrator", "crd", "bases"),
-			filepath.Join(root, "deploy", "backup", "crd", "bases"),
-			filepath.Join(root, "deploy", "restore", "crd", "bases"),
-			filepath.Join(root, "deploy", "migration", "crd", "bases"),
-		},
-		WebhookManifestDirs: []string{filepath.Join(root, "deploy", "orchestrator", "webhook", "generated")},
-		Scheme:              scheme(),
-	}, &env)
-}
 
 // startOperator starts the orchestrator in-process as main wires it
 // (operator.New), as user — the generated ClusterRole and the
@@ -90,11 +59,7 @@ func startOperator(t *testing.T, now time.Time) *clocktesting.FakePassiveClock {
 
 func namespace(t *testing.T) string {
 	t.Helper()
-	ns, err := env.Namespace(context.Background(), "plan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return env.NamespaceWith(t, "plan", testenv.References{})
 }
 
 func protectedDB() cairnv1.DatabaseRef {
@@ -135,9 +100,7 @@ func get[T client.Object](g Gomega, obj T) T {
 
 // current reads the plan from the API server.
 func current(g Gomega, p *platformv1.ProtectionPlan) *platformv1.ProtectionPlan {
-	cur := &platformv1.ProtectionPlan{}
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), cur)).To(Succeed())
-	return cur
+	return testenv.Current(g, env.Client, p)
 }
 
 // updatePlan applies change to the newest p and updates it, again on a
@@ -273,51 +236,5 @@ func artifact(stamp string) cairnv1.Artifact {
 
 // eventReasons returns "Type/Reason" of each Event about the plan.
 func eventReasons(p *platformv1.ProtectionPlan) func(Gomega) []string {
-	return func(g Gomega) []string {
-		list := &eventsv1.EventList{}
-		g.Expect(env.Client.List(context.Background(), list, client.InNamespace(p.Namespace))).To(Succeed())
-		var out []string
-		for _, e := range list.Items {
-			if e.Regarding.Kind == "ProtectionPlan" && e.Regarding.Name == p.Name {
-				out = append(out, e.Type+"/"+e.Reason)
-			}
-		}
-		return out
-	}
-}
-
-// gone reports whether obj no longer exists.
-func gone(obj client.Object) func() bool {
-	return func() bool {
-		return apierrors.IsNotFound(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj))
-	}
-}
-
-// metricValue reads a gauge or counter of the operator's registry; -1 when
-// no such series exists.
-func metricValue(g Gomega, name string, labels map[string]string) float64 {
-	families, err := metrics.Registry.Gather()
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			if m.Counter != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return -1
+	return testenv.EventReasons(env.Client, p.Namespace, "ProtectionPlan", p.Name)
 }

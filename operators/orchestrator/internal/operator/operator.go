@@ -1,6 +1,6 @@
 // Package operator wires the orchestrator for libs/manager: its kinds,
 // flags, controller and webhooks. main.go runs it; tests start the same
-// wiring in-process (libs/testenv.StartOperator).
+// wiring in-process (libs/testing/testenv.StartOperator).
 package operator
 
 import (

@@ -18,13 +18,6 @@ import (
 	"cairn.dev/libs/admit"
 )
 
-// Paths the webhook server serves; they match the markers below and the
-// generated manifests in deploy/orchestrator/webhook/generated.
-const (
-	MutatePath   = "/mutate-platform-cairn-dev-v1-protectionplan"
-	ValidatePath = "/validate-platform-cairn-dev-v1-protectionplan"
-)
-
 // +kubebuilder:webhook:path=/mutate-platform-cairn-dev-v1-protectionplan,mutating=true,failurePolicy=fail,sideEffects=None,groups=platform.cairn.dev,resources=protectionplans,verbs=create;update,versions=v1,name=mprotectionplan.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-platform-cairn-dev-v1-protectionplan,mutating=false,failurePolicy=fail,sideEffects=None,groups=platform.cairn.dev,resources=protectionplans,verbs=create;update,versions=v1,name=vprotectionplan.cairn.dev,admissionReviewVersions=v1
 

@@ -5,53 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
-
-// warningRecorder collects the API server's warning headers.
-type warningRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *warningRecorder) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, text)
-}
-
-func (r *warningRecorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.msgs
-	r.msgs = nil
-	return m
-}
-
-func warningClient(t *testing.T) (client.Client, *warningRecorder) {
-	t.Helper()
-	rec := &warningRecorder{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandlerWithContext = rec
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, rec
-}
 
 // Each bad input is rejected at admission — by the CRD schema and its CEL
 // rules, or by the validating webhook — with a message that names the field.
@@ -142,7 +108,7 @@ func TestAdmittedWithWarnings(t *testing.T) {
 	ctx := context.Background()
 	startOperator(t, operatorOptions{})
 	ns := namespace(t)
-	c, warnings := warningClient(t)
+	c, warnings := env.WarningClient(t, nil)
 	last := artifactOf("orders-db", "20260102T030405.123Z")
 	createBackupJob(t, ns, "orders-db", sourceDB(), &last)
 
@@ -150,15 +116,15 @@ func TestAdmittedWithWarnings(t *testing.T) {
 	overwrite.Spec.Target = sourceDB()
 	overwrite.Spec.AllowOverwriteSource = true
 	g.Expect(c.Create(ctx, overwrite)).To(Succeed())
-	g.Expect(warnings.take()).To(ContainElement(ContainSubstring("overwrites the database its source BackupJob backs up")))
+	g.Expect(warnings.Take()).To(ContainElement(ContainSubstring("overwrites the database its source BackupJob backs up")))
 
 	early := restoreJob(ns, "early", fromBackupJob("not-yet", ""))
 	g.Expect(c.Create(ctx, early)).To(Succeed())
-	g.Expect(warnings.take()).To(ContainElement(ContainSubstring("BackupJob not-yet not found")))
+	g.Expect(warnings.Take()).To(ContainElement(ContainSubstring("BackupJob not-yet not found")))
 
 	plain := restoreJob(ns, "plain", fromBackupJob("orders-db", ""))
 	g.Expect(c.Create(ctx, plain)).To(Succeed())
-	g.Expect(warnings.take()).To(BeEmpty())
+	g.Expect(warnings.Take()).To(BeEmpty())
 	// Set values are kept, not defaulted over.
 	kept := restoreJob(ns, "kept", fromBackupJob("orders-db", ""))
 	kept.Spec.MaxRetries, kept.Spec.ActiveDeadlineSeconds, kept.Spec.Target.Port = new(int32(0)), new(int64(120)), 6543

@@ -14,6 +14,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // agentReport is the agent's termination message after restoring a with
@@ -65,7 +66,7 @@ func TestChecksReportedIntoStatus(t *testing.T) {
 	g.Expect(passed).To(HaveLen(2))
 	g.Expect(envOf(job, contract.EnvDropTargetAfterChecks)).To(Equal("true"))
 
-	completeJobWith(t, job, agentReport(t, newest, []contract.CheckResult{
+	testenv.CompleteJob(t, env.Client, job, agentReport(t, newest, []contract.CheckResult{
 		{Name: "has-orders", Passed: true, Value: "5000"}, {Name: "row-counts", Passed: true, Value: "2 tables, 8000 rows"}}, true, true, ""))
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseSucceeded))
 	cur := current(g, rj)
@@ -81,7 +82,7 @@ func TestChecksReportedIntoStatus(t *testing.T) {
 	rj = checkedRestoreJob(ns, "failed", checks)
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
 	job = waitForJob(t, rj)
-	completeJobWith(t, job, agentReport(t, newest, []contract.CheckResult{
+	testenv.CompleteJob(t, env.Client, job, agentReport(t, newest, []contract.CheckResult{
 		{Name: "has-orders", Passed: false, Value: "0", Message: "0 is less than 1"}, {Name: "row-counts", Passed: true}}, true, true, ""))
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseFailed))
 	cur = current(g, rj)
@@ -93,8 +94,8 @@ func TestChecksReportedIntoStatus(t *testing.T) {
 	g.Expect(ready.Reason).To(Equal(restorev1.RestoreJobChecksFailedReason))
 	g.Expect(ready.Message).To(ContainSubstring("1 of 2 check(s) failed: has-orders (0 is less than 1)"))
 	g.Expect(conditions.IsTrue(cur, cairnv1.StalledCondition)).To(BeTrue())
-	g.Eventually(eventReasons(ns, "failed")).WithTimeout(timeout).Should(ContainElement("Warning/" + restorev1.RestoreJobChecksFailedReason))
-	g.Expect(metricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Failed"})).To(Equal(1.0))
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "failed")).WithTimeout(timeout).Should(ContainElement("Warning/" + restorev1.RestoreJobChecksFailedReason))
+	g.Expect(testenv.MetricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Failed"})).To(Equal(1.0))
 
 	// An agent that knows no checks reports none.
 	rj = checkedRestoreJob(ns, "old-agent", checks)
@@ -110,13 +111,13 @@ func TestChecksReportedIntoStatus(t *testing.T) {
 	rj = checkedRestoreJob(ns, "kept", checks[:1])
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
 	job = waitForJob(t, rj)
-	completeJobWith(t, job, agentReport(t, newest, []contract.CheckResult{{Name: "has-orders", Passed: true, Value: "3"}}, false, false,
+	testenv.CompleteJob(t, env.Client, job, agentReport(t, newest, []contract.CheckResult{{Name: "has-orders", Passed: true, Value: "3"}}, false, false,
 		"the target database existed before the restore (or lost its marker); it is never dropped"))
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseSucceeded))
 	cur = current(g, rj)
 	g.Expect(cur.Status.TargetCreated).To(BeFalse())
 	g.Expect(cur.Status.TargetDropped).To(BeFalse())
 	g.Expect(conditions.Get(cur, cairnv1.ReadyCondition).Message).To(ContainSubstring("NOT dropped: the target database existed before"))
-	g.Eventually(eventReasons(ns, "kept")).WithTimeout(timeout).Should(ContainElement("Warning/" + restorev1.RestoreJobTargetNotDroppedReason))
-	g.Expect(eventReasons(ns, "passed")(g)).NotTo(ContainElement("Warning/" + restorev1.RestoreJobTargetNotDroppedReason))
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "kept")).WithTimeout(timeout).Should(ContainElement("Warning/" + restorev1.RestoreJobTargetNotDroppedReason))
+	g.Expect(testenv.EventReasons(env.Client, ns, "RestoreJob", "passed")(g)).NotTo(ContainElement("Warning/" + restorev1.RestoreJobTargetNotDroppedReason))
 }

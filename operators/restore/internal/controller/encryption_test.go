@@ -13,6 +13,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // An encrypted restore's Job gets the identity by reference, waits for the
@@ -60,8 +61,8 @@ func TestEncryptedRestore(t *testing.T) {
 			g.Expect(id.ValueFrom.SecretKeyRef.Key).To(Equal("identity"))
 
 			reason := "restore failed: artifact prod/x.pgdump.zst.age is encrypted to age-fp:0123456789abcdef (age1xyz); the target database was not touched"
-			agentPod(t, job, 1, contract.ExitUsage, string(contract.FailureLine(reason, tc.code)))
-			updateJobStatus(t, job, func(s *batchv1.JobStatus) {
+			testenv.AgentPod(t, env.Client, job, 1, contract.ExitUsage, string(contract.FailureLine(reason, tc.code)))
+			testenv.UpdateJobStatus(t, env.Client, job, func(s *batchv1.JobStatus) {
 				now := metav1.Now()
 				s.Failed, s.Active = 1, 0
 				s.Conditions = []batchv1.JobCondition{

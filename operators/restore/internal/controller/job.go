@@ -5,9 +5,7 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,13 +15,12 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/manager"
 )
 
 // Labels on every Job and Pod the operator creates. The operator's cache
 // holds only objects with ManagedByLabel=ManagedByValue.
 const (
-	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByLabel = agentjob.ManagedByLabel
 	ManagedByValue = "cairn-restore-operator"
 	NameLabel      = "app.kubernetes.io/name"
 	NameValue      = "cairn-agent"
@@ -37,14 +34,7 @@ const (
 // from the Job past the cache). RestoreJobs and BackupJobs, one or more per
 // RestoreJob, have their repeated short strings interned.
 func CacheByObject() map[client.Object]cache.ByObject {
-	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})
-	intern := manager.TransformStripAndIntern()
-	return map[client.Object]cache.ByObject{
-		&restorev1.RestoreJob{}: {Transform: intern},
-		&backupv1.BackupJob{}:   {Transform: intern},
-		&batchv1.Job{}:          {Label: sel, Transform: agentjob.TransformRun},
-		&corev1.Pod{}:           {Label: sel, Transform: agentjob.TransformRun},
-	}
+	return agentjob.Cache(ManagedByValue, []client.Object{&restorev1.RestoreJob{}, &backupv1.BackupJob{}})
 }
 
 // jobLabels are the labels of rj's Job and its pods.

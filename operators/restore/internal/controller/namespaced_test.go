@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // Namespace-scoped mode (platform/components/namespaced): the operator
@@ -31,6 +31,6 @@ func TestRunsNamespaceScoped(t *testing.T) {
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseSucceeded))
 
 	g.Expect(env.Client.Delete(ctx, rj)).To(Succeed())
-	g.Eventually(gone(job)).WithTimeout(timeout).Should(BeTrue())
-	g.Eventually(gone(rj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, job)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, rj)).WithTimeout(timeout).Should(BeTrue())
 }

@@ -8,7 +8,7 @@ import (
 
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // The operator runs with nothing but its generated ClusterRole and the base's
@@ -37,10 +37,10 @@ func TestRunsWithOnlyTheGeneratedRole(t *testing.T) {
 	job := waitForJob(t, rj)
 	completeJob(t, job, last)
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseSucceeded))
-	g.Eventually(eventReasons(ns, "rbac")).WithTimeout(timeout).Should(ContainElement("Normal/" + cairnv1.SucceededReason))
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "rbac")).WithTimeout(timeout).Should(ContainElement("Normal/" + cairnv1.SucceededReason))
 
 	// Deletion (the finalizer's Job cleanup) works with the role too.
 	g.Expect(env.Client.Delete(ctx, rj)).To(Succeed())
-	g.Eventually(gone(job)).WithTimeout(timeout).Should(BeTrue())
-	g.Eventually(gone(rj)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, job)).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, rj)).WithTimeout(timeout).Should(BeTrue())
 }

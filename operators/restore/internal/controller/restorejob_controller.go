@@ -10,24 +10,18 @@ import (
 	"fmt"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/finalizer"
-	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/references"
-	"cairn.dev/libs/status"
 )
 
 // +kubebuilder:rbac:groups=restore.cairn.dev,resources=restorejobs,verbs=get;list;watch;patch
@@ -60,8 +54,6 @@ type RestoreJobReconciler struct {
 	// WaitInterval is how soon to look again while waiting for a BackupJob
 	// or its first successful backup (BackupJob events also wake it).
 	WaitInterval time.Duration
-
-	skeleton *reconcile.Reconciler[*restorev1.RestoreJob, state]
 }
 
 // pass is one reconcile of one RestoreJob.
@@ -86,46 +78,22 @@ func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	if r.WaitInterval <= 0 {
 		r.WaitInterval = DefaultWaitInterval
 	}
-	if err := r.Init(mgr, "RestoreJob", DefaultCleanupDeadline); err != nil {
+	s, err := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, DefaultCleanupDeadline)
+	if err != nil {
 		return err
 	}
-	s := reconcile.Skeleton[*restorev1.RestoreJob, state](&r.Base, "RestoreJob", restorev1.CleanupFinalizer, func() *restorev1.RestoreJob { return &restorev1.RestoreJob{} })
 	s.Steps = []reconcile.Step[*restorev1.RestoreJob, state]{{Name: "prepare", Run: r.prepare}, {Name: "start", Run: r.start}, {Name: "run", Run: r.run}}
 	s.Summarize, s.Cleanup, s.Transition = r.summarize, r.cleanup, transition
-	r.skeleton = s
-	// One index of everything a RestoreJob refers to: its source BackupJob
-	// (whose first backup it may wait for) and the Secrets and PVC a restore
-	// needs. Their events wake exactly the RestoreJobs that refer to them.
-	if err := ownership.IndexReferences(ctx, mgr.GetFieldIndexer(), &restorev1.RestoreJob{}, references.IndexField, restoreJobIndex); err != nil {
-		return err
-	}
-	referrers := func(gk schema.GroupKind, keep ...func(client.Object) bool) handler.EventHandler {
-		return ownership.EnqueueReferrers(r.Client, references.IndexField, &restorev1.RestoreJobList{}, gk, keep...)
-	}
 	if err := setupScratchPods(mgr, r, opts); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("restorejob").
-		For(&restorev1.RestoreJob{}, builder.WithPredicates(status.IgnoreStatusUpdates())).
-		// The Job's create event is this controller's own write (the pass
-		// that created it goes on to observe it): skipped while the Job is as
-		// created. Its status changes and its deletion bring the RestoreJob
-		// back.
-		Owns(&batchv1.Job{}, builder.WithPredicates(ownership.SkipOwnCreate(agentjob.JobAsCreated))).
-		Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(restorev1.RestoreJobLabel)).
+	// One index of everything a RestoreJob refers to: its source BackupJob
+	// (whose first backup it may wait for) and the Secrets and PVC a restore
+	// needs. Their events wake exactly the RestoreJobs that refer to them.
+	return s.Complete(ctx, mgr, opts, agentjob.Watch(restorev1.RestoreJobLabel),
+		reconcile.Referrers(restoreJobIndex, nil, references.Secret, references.PVC),
 		// A started RestoreJob no longer depends on its BackupJob.
-		Watches(&backupv1.BackupJob{}, referrers(backupv1.GroupVersion.WithKind("BackupJob").GroupKind(), notStarted)).
-		Watches(&corev1.Secret{}, referrers(references.GroupKind(references.Secret)), builder.OnlyMetadata).
-		Watches(&corev1.PersistentVolumeClaim{}, referrers(references.GroupKind(references.PVC)), builder.OnlyMetadata).
-		WithOptions(opts).
-		Complete(r)
-}
-
-// Reconcile runs one pass of the skeleton (libs/reconcile) with the
-// RestoreJob's steps.
-func (r *RestoreJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return r.skeleton.Reconcile(ctx, req)
+		reconcile.ReferrersOf(&backupv1.BackupJob{}, notStarted))
 }
 
 // cleanup is the finalizer's work: remove the restore Job (and, by

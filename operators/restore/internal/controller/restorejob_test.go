@@ -17,6 +17,7 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // The newest successful artifact of a BackupJob is resolved, recorded, given
@@ -88,12 +89,12 @@ func TestRestoreNewestArtifactOfBackupJob(t *testing.T) {
 	g.Expect(conditions.Get(cur, cairnv1.ReconcilingCondition)).To(BeNil())
 	g.Expect(conditions.Get(cur, cairnv1.StalledCondition)).To(BeNil())
 	g.Expect(kstatusOf(rj)(g)).To(Equal(status.CurrentStatus))
-	g.Eventually(eventReasons(ns, "verify")).WithTimeout(timeout).Should(ContainElements(
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "verify")).WithTimeout(timeout).Should(ContainElements(
 		"Normal/"+restorev1.RestoreJobArtifactResolvedReason, "Normal/"+restorev1.RestoreJobRunningReason, "Normal/"+cairnv1.SucceededReason))
 	g.Expect(jobs(g, ns)).To(HaveLen(1))
-	g.Expect(metricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(1.0))
-	g.Expect(metricValue(g, "cairn_restorejob_duration_seconds", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(1.0))
-	g.Expect(metricValue(g, "cairn_restorejob_last_success_timestamp_seconds", map[string]string{"namespace": ns, "source": "backupjob/orders-db"})).
+	g.Expect(testenv.MetricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(1.0))
+	g.Expect(testenv.MetricValue(g, "cairn_restorejob_duration_seconds", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(1.0))
+	g.Expect(testenv.MetricValue(g, "cairn_restorejob_last_success_timestamp_seconds", map[string]string{"namespace": ns, "source": "backupjob/orders-db"})).
 		To(BeNumerically("~", float64(cur.Status.CompletionTime.Unix()), 1))
 }
 
@@ -172,7 +173,7 @@ func TestWaitsForBackupJobAndFirstArtifact(t *testing.T) {
 	g.Expect(envOf(job, "CAIRN_ARTIFACT")).To(Equal(first.Path))
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseRunning))
 	g.Expect(current(g, rj).Status.Artifact).To(Equal(&first))
-	g.Eventually(eventReasons(ns, "early")).WithTimeout(timeout).Should(ContainElements(
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "early")).WithTimeout(timeout).Should(ContainElements(
 		"Normal/"+restorev1.RestoreJobBackupJobNotFoundReason, "Normal/"+restorev1.RestoreJobNoArtifactReason))
 }
 
@@ -202,12 +203,12 @@ func TestFailureAfterRetries(t *testing.T) {
 	g.Expect(stalled.Message).To(ContainSubstring("artifact is corrupted"))
 	g.Expect(conditions.IsTrue(cur, cairnv1.ReadyCondition)).To(BeFalse())
 	g.Expect(kstatusOf(rj)(g)).To(Equal(status.FailedStatus))
-	g.Eventually(eventReasons(ns, "doomed")).WithTimeout(timeout).Should(ContainElement("Warning/" + cairnv1.FailedReason))
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "doomed")).WithTimeout(timeout).Should(ContainElement("Warning/" + cairnv1.FailedReason))
 	// Final: no new Job, the phase stays.
 	g.Consistently(func(g Gomega) int { return len(jobs(g, ns)) }).WithTimeout(2 * time.Second).Should(Equal(1))
 	g.Expect(current(g, rj).Status.Phase).To(Equal(restorev1.PhaseFailed))
-	g.Expect(metricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Failed"})).To(Equal(1.0))
-	g.Expect(metricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(-1.0))
+	g.Expect(testenv.MetricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Failed"})).To(Equal(1.0))
+	g.Expect(testenv.MetricValue(g, "cairn_restorejob_finished_total", map[string]string{"namespace": ns, "result": "Succeeded"})).To(Equal(-1.0))
 }
 
 // An operator restart in the middle of a restore creates no second Job and
@@ -259,8 +260,8 @@ func TestDeletionMidRun(t *testing.T) {
 	g.Eventually(phaseOf(rj)).WithTimeout(timeout).Should(Equal(restorev1.PhaseRunning))
 
 	g.Expect(env.Client.Delete(ctx, rj)).To(Succeed())
-	g.Eventually(gone(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job.Name}})).WithTimeout(timeout).Should(BeTrue())
-	g.Eventually(gone(&restorev1.RestoreJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rj.Name}})).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job.Name}})).WithTimeout(timeout).Should(BeTrue())
+	g.Eventually(testenv.Gone(env.Client, &restorev1.RestoreJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rj.Name}})).WithTimeout(timeout).Should(BeTrue())
 	// The BackupJob is untouched.
 	bj := &backupv1.BackupJob{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orders-db"}, bj)).To(Succeed())
@@ -296,13 +297,7 @@ func TestForeignJobIsNotAdopted(t *testing.T) {
 	ns := namespace(t)
 	last := artifactOf("orders-db", "20260102T030405.123Z")
 	createBackupJob(t, ns, "orders-db", sourceDB(), &last)
-	foreign := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken-restore"},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "x", Image: "busybox"}},
-		}}},
-	}
+	foreign := testenv.ForeignJob(ns, "taken-restore")
 	g.Expect(env.Client.Create(ctx, foreign)).To(Succeed())
 	rj := restoreJob(ns, "taken", fromBackupJob("orders-db", ""))
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
@@ -314,7 +309,7 @@ func TestForeignJobIsNotAdopted(t *testing.T) {
 	g.Expect(kstatusOf(rj)(g)).To(Equal(status.FailedStatus))
 	get(g, foreign)
 	g.Expect(foreign.OwnerReferences).To(BeEmpty())
-	g.Eventually(eventReasons(ns, "taken")).WithTimeout(timeout).Should(ContainElement("Warning/" + cairnv1.NotControlledReason))
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "taken")).WithTimeout(timeout).Should(ContainElement("Warning/" + cairnv1.NotControlledReason))
 }
 
 // The controller applies the overwrite guard itself: a BackupJob created
@@ -349,7 +344,7 @@ func TestControllerRefusesToOverwriteSource(t *testing.T) {
 	g.Expect(conditions.Get(cur, cairnv1.StalledCondition).Message).To(ContainSubstring("allowOverwriteSource"))
 	g.Expect(cur.Status.Artifact).To(BeNil())
 	g.Consistently(func(g Gomega) []batchv1.Job { return jobs(g, ns) }).WithTimeout(2 * time.Second).Should(BeEmpty())
-	g.Eventually(eventReasons(ns, "oops")).WithTimeout(timeout).Should(ContainElement("Warning/" + restorev1.RestoreJobOverwritesSourceReason))
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "oops")).WithTimeout(timeout).Should(ContainElement("Warning/" + restorev1.RestoreJobOverwritesSourceReason))
 }
 
 // A RestoreJob whose target credentials Secret is missing is Stalled with a
@@ -371,7 +366,7 @@ func TestMissingReferenceIsReportedAndRecovers(t *testing.T) {
 		g.Expect(c.Reason).To(Equal(cairnv1.ReferenceNotFoundReason))
 		g.Expect(c.Message).To(ContainSubstring("Secret " + ns + "/later-credentials (spec.target.credentialsSecretRef) not found"))
 	}).WithTimeout(timeout).Should(Succeed())
-	g.Eventually(eventReasons(ns, "norefs")).WithTimeout(timeout).Should(ContainElement("Warning/" + cairnv1.ReferenceNotFoundReason))
+	g.Eventually(testenv.EventReasons(env.Client, ns, "RestoreJob", "norefs")).WithTimeout(timeout).Should(ContainElement("Warning/" + cairnv1.ReferenceNotFoundReason))
 	g.Consistently(func(g Gomega) []batchv1.Job { return jobs(g, ns) }).WithTimeout(2 * time.Second).Should(BeEmpty())
 	g.Expect(env.Secret(ctx, ns, "later-credentials", "username", "password")).To(Succeed())
 	waitForJob(t, rj)

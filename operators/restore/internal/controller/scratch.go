@@ -8,18 +8,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"cairn.dev/agent/contract"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/hold"
 )
 
 // A verification restore (spec.dropTargetAfterChecks) creates a scratch
@@ -231,33 +228,14 @@ func (s *scratchPods) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 }
 
 // setupScratchPods registers the scratch-pod controller: held pods (the
-// operator's cached pods), and RestoreJob changes mapped to their pods.
+// operator's cached pods), and verification RestoreJobs' changes mapped to
+// their held pods.
 func setupScratchPods(mgr ctrl.Manager, r *RestoreJobReconciler, opts controller.Options) error {
-	c := r.Client
-	held := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return controllerutil.ContainsFinalizer(o, ScratchReportFinalizer)
-	})
-	pods := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []crreconcile.Request {
-		rj, ok := o.(*restorev1.RestoreJob)
-		if !ok || !rj.Spec.DropTargetAfterChecks {
-			return nil
-		}
-		list := &corev1.PodList{}
-		if err := c.List(ctx, list, client.InNamespace(rj.Namespace), client.MatchingLabels{restorev1.RestoreJobLabel: rj.Name}); err != nil {
-			return nil
-		}
-		var reqs []crreconcile.Request
-		for _, p := range list.Items {
-			if controllerutil.ContainsFinalizer(&p, ScratchReportFinalizer) {
-				reqs = append(reqs, crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-			}
-		}
-		return reqs
-	})
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("restorejob-scratch-pods").
-		WithOptions(opts).
-		For(&corev1.Pod{}, builder.WithPredicates(held)).
-		Watches(&restorev1.RestoreJob{}, pods).
-		Complete(&scratchPods{r: r})
+	pods := &hold.Children{Finalizer: ScratchReportFinalizer, Label: restorev1.RestoreJobLabel,
+		Object: &corev1.Pod{}, List: &corev1.PodList{}, Owner: &restorev1.RestoreJob{},
+		Has: func(o client.Object) bool {
+			rj, ok := o.(*restorev1.RestoreJob)
+			return ok && rj.Spec.DropTargetAfterChecks
+		}}
+	return pods.Setup(mgr, r.Client, &scratchPods{r: r}, "restorejob-scratch-pods", opts)
 }

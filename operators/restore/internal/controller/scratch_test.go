@@ -9,7 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +16,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/restore/internal/controller"
 )
 
@@ -103,11 +103,7 @@ func TestStoppedVerificationReportsItsScratchDatabase(t *testing.T) {
 
 			// The namespace controller's sweep: the namespace refuses new
 			// objects, the RestoreJob and the pod are deleted.
-			g.Expect(env.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-			g.Eventually(func() bool {
-				err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"}})
-				return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
-			}).WithTimeout(30 * time.Second).Should(BeTrue())
+			env.TerminateNamespace(t, ns)
 			g.Expect(env.Client.Delete(ctx, current(g, rj))).To(Succeed())
 			g.Expect(env.Client.Delete(ctx, pod.DeepCopy())).To(Succeed())
 			// While the agent is being stopped, the RestoreJob waits for its word.
@@ -115,8 +111,8 @@ func TestStoppedVerificationReportsItsScratchDatabase(t *testing.T) {
 				WithTimeout(3 * time.Second).Should(Succeed())
 			stopped(g, pod, c.message)
 
-			g.Eventually(gone(rj)).WithTimeout(30 * time.Second).Should(BeTrue())
-			g.Eventually(gone(pod)).WithTimeout(30*time.Second).Should(BeTrue(), "the pod is still held")
+			g.Eventually(testenv.Gone(env.Client, rj)).WithTimeout(30 * time.Second).Should(BeTrue())
+			g.Eventually(testenv.Gone(env.Client, pod)).WithTimeout(30*time.Second).Should(BeTrue(), "the pod is still held")
 			g.Eventually(func(g Gomega) {
 				g.Expect(namespaceEventsOf(g, ns, c.reason)).To(ContainElement(And(
 					HavePrefix(c.typ+": RestoreJob "+ns+"/verify: "), ContainSubstring(c.note), ContainSubstring(`"orders_verify"`))))
@@ -143,7 +139,7 @@ func TestFinishedVerificationReleasesItsPods(t *testing.T) {
 		g.Expect(pod.Finalizers).To(ContainElement(controller.ScratchReportFinalizer))
 	}).WithTimeout(2 * time.Second).Should(Succeed())
 	stopped(g, pod, agentReport(t, newest, []contract.CheckResult{{Name: "row-counts", Passed: true}}, true, true, ""))
-	updateJobStatus(t, job, func(s *batchv1.JobStatus) {
+	testenv.UpdateJobStatus(t, env.Client, job, func(s *batchv1.JobStatus) {
 		now := metav1.Now()
 		s.StartTime, s.CompletionTime, s.Succeeded = &now, &now, 1
 		s.Conditions = []batchv1.JobCondition{

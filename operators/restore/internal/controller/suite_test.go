@@ -2,28 +2,17 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -31,41 +20,22 @@ import (
 	restorev1 "cairn.dev/apis/restore/v1"
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/restore/internal/controller"
 	"cairn.dev/operators/restore/internal/operator"
 )
 
 var env *testenv.Env
 
+func TestMain(m *testing.M) {
+	testenv.OperatorMain(m, operator.New("test"), &env, "restore", "backup")
+}
+
 const (
 	agentImage = "registry.test/cairn/agent:test"
 	timeout    = 30 * time.Second
 	tick       = 100 * time.Millisecond
 )
-
-func scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(backupv1.AddToScheme(s))
-	utilruntime.Must(restorev1.AddToScheme(s))
-	return s
-}
-
-func TestMain(m *testing.M) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		panic(err)
-	}
-	testenv.Main(m, testenv.Options{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "deploy", "restore", "crd", "bases"),
-			filepath.Join(root, "deploy", "backup", "crd", "bases"),
-		},
-		WebhookManifestDirs: []string{filepath.Join(root, "deploy", "restore", "webhook", "generated")},
-		Scheme:              scheme(),
-	}, &env)
-}
 
 // operatorOptions tune startOperator.
 type operatorOptions struct {
@@ -92,25 +62,10 @@ func startOperator(t *testing.T, oo operatorOptions) *testenv.Operator {
 
 func namespace(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	ns, err := env.Namespace(ctx, "restore")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The objects the tests' RestoreJobs name: a RestoreJob whose references
 	// are missing runs nothing (TestMissingReference*).
-	for _, name := range []string{"orders-db-credentials", "scratch-db-credentials"} {
-		if err := env.Secret(ctx, ns, name, "username", "password"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := env.Secret(ctx, ns, "s3-credentials", "accessKeyID", "secretAccessKey"); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.PVC(ctx, ns, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return env.NamespaceWith(t, "restore", testenv.References{Database: []string{"orders-db-credentials", "scratch-db-credentials"},
+		S3: []string{"s3-credentials"}, PVCs: []string{"backups"}})
 }
 
 func sourceDB() cairnv1.DatabaseRef {
@@ -191,9 +146,7 @@ func get(g Gomega, obj client.Object) client.Object {
 
 // current reads rj from the API server.
 func current(g Gomega, rj *restorev1.RestoreJob) *restorev1.RestoreJob {
-	cur := &restorev1.RestoreJob{}
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(rj), cur)).To(Succeed())
-	return cur
+	return testenv.Current(g, env.Client, rj)
 }
 
 // phaseOf polls rj's phase.
@@ -227,50 +180,6 @@ func envOf(job *batchv1.Job, name string) string {
 	return ""
 }
 
-// agentPod creates a pod of job whose agent container terminated with the
-// given exit code and termination message — as the job controller and the
-// kubelet would.
-func agentPod(t *testing.T, job *batchv1.Job, n int, exitCode int32, message string) {
-	t.Helper()
-	ctx := context.Background()
-	labels := map[string]string{}
-	for k, v := range job.Spec.Template.Labels {
-		labels[k] = v
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: job.Namespace, Name: fmt.Sprintf("%s-%d", job.Name, n), Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID,
-				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	pod.Spec.NodeName = "node-1"
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.Now()
-	phase := corev1.PodSucceeded
-	if exitCode != 0 {
-		phase = corev1.PodFailed
-	}
-	pod.Status = corev1.PodStatus{
-		Phase: phase,
-		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: "agent", Image: pod.Spec.Containers[0].Image, ImageID: "sha256:abc", ContainerID: "containerd://abc",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: exitCode, Reason: map[bool]string{true: "Completed", false: "Error"}[exitCode == 0],
-				Message: message, StartedAt: now, FinishedAt: metav1.NewTime(now.Add(time.Duration(n) * time.Millisecond)),
-			}},
-		}},
-	}
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // agentSuccess is the agent's termination message after restoring a.
 func agentSuccess(t *testing.T, a cairnv1.Artifact) string {
 	t.Helper()
@@ -286,140 +195,22 @@ func agentSuccess(t *testing.T, a cairnv1.Artifact) string {
 // completeJob marks job Complete after one successful pod, as the job controller would.
 func completeJob(t *testing.T, job *batchv1.Job, restored cairnv1.Artifact) {
 	t.Helper()
-	completeJobWith(t, job, agentSuccess(t, restored))
-}
-
-// completeJobWith marks job Complete after one successful pod that reported
-// message.
-func completeJobWith(t *testing.T, job *batchv1.Job, message string) {
-	t.Helper()
-	agentPod(t, job, 1, 0, message)
-	updateJobStatus(t, job, func(s *batchv1.JobStatus) {
-		now := metav1.Now()
-		s.Succeeded, s.Active = 1, 0
-		s.CompletionTime = &now
-		s.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: "CompletionsReached", LastTransitionTime: now, LastProbeTime: now},
-		}
-	})
+	testenv.CompleteJob(t, env.Client, job, agentSuccess(t, restored))
 }
 
 // failJob marks job Failed after attempts failed pods (BackoffLimitExceeded).
 func failJob(t *testing.T, job *batchv1.Job, attempts int32, agentError string) {
 	t.Helper()
-	for i := range attempts {
-		agentPod(t, job, int(i)+1, 1, string(contract.FailureLine(agentError, "")))
-	}
-	updateJobStatus(t, job, func(s *batchv1.JobStatus) {
-		now := metav1.Now()
-		s.Failed, s.Active = attempts, 0
-		msg := "Job has reached the specified backoff limit"
-		s.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, Message: msg, LastTransitionTime: now, LastProbeTime: now},
-		}
-	})
+	testenv.FailJob(t, env.Client, job, attempts, string(contract.FailureLine(agentError, "")))
 }
 
 // startJob marks job as running one pod.
 func startJob(t *testing.T, job *batchv1.Job) {
 	t.Helper()
-	updateJobStatus(t, job, func(s *batchv1.JobStatus) { s.Active = 1 })
-}
-
-func updateJobStatus(t *testing.T, job *batchv1.Job, mutate func(*batchv1.JobStatus)) {
-	t.Helper()
-	NewWithT(t).Eventually(func() error {
-		cur := &batchv1.Job{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), cur); err != nil {
-			return err
-		}
-		if cur.Status.StartTime == nil {
-			st := metav1.NewTime(time.Now().Add(-time.Second))
-			cur.Status.StartTime = &st
-		}
-		mutate(&cur.Status)
-		return env.Client.Status().Update(context.Background(), cur)
-	}).WithTimeout(timeout).Should(Succeed())
-}
-
-// events lists the Events about the object named name in ns.
-func events(g Gomega, ns, name string) []eventsv1.Event {
-	list := &eventsv1.EventList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Regarding.Kind == "RestoreJob" {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// eventReasons returns "Type/Reason" of each Event about name.
-func eventReasons(ns, name string) func(Gomega) []string {
-	return func(g Gomega) []string {
-		var out []string
-		for _, e := range events(g, ns, name) {
-			out = append(out, e.Type+"/"+e.Reason)
-		}
-		return out
-	}
+	testenv.UpdateJobStatus(t, env.Client, job, func(s *batchv1.JobStatus) { s.Active = 1 })
 }
 
 // kstatusOf computes rj's kstatus, as kubectl wait, Flux and Argo CD do.
 func kstatusOf(rj *restorev1.RestoreJob) func(Gomega) status.Status {
-	return func(g Gomega) status.Status {
-		cur := current(g, rj)
-		cur.SetGroupVersionKind(restorev1.GroupVersion.WithKind("RestoreJob"))
-		raw, err := json.Marshal(cur)
-		g.Expect(err).NotTo(HaveOccurred())
-		u := &unstructured.Unstructured{}
-		g.Expect(u.UnmarshalJSON(raw)).To(Succeed())
-		res, err := status.Compute(u)
-		g.Expect(err).NotTo(HaveOccurred())
-		return res.Status
-	}
-}
-
-// gone reports whether obj no longer exists.
-func gone(obj client.Object) func() bool {
-	return func() bool {
-		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)
-		return apierrors.IsNotFound(err)
-	}
-}
-
-// metricValue reads a counter or gauge of the operator's registry by name and
-// labels; -1 when no such series exists.
-func metricValue(g Gomega, name string, labels map[string]string) float64 {
-	families, err := metrics.Registry.Gather()
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return -1
+	return func(g Gomega) status.Status { return testenv.KStatus(g, env.Client, rj) }
 }

@@ -1,6 +1,6 @@
 // Package operator wires the restore operator for libs/manager: its kinds,
 // flags, cache, controller and webhooks. main.go runs it; tests start the
-// same wiring in-process (libs/testenv.StartOperator).
+// same wiring in-process (libs/testing/testenv.StartOperator).
 package operator
 
 import (

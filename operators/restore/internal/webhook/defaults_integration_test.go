@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,17 +9,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
-	"cairn.dev/libs/access"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/manager"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // TestDefaultsWithoutWebhooks: a RestoreJob created while no Cairn webhook is
@@ -35,57 +30,14 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, restorev1.AddToScheme, backupv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env, err := testenv.Start(testenv.Options{
-		CRDDirectoryPaths: []string{
-			filepath.Join(root, "deploy", "restore", "crd", "bases"),
-			filepath.Join(root, "deploy", "backup", "crd", "bases"),
-		},
-		WebhookManifestDirs: []string{filepath.Join(root, "deploy", "restore", "webhook", "generated")},
-		Scheme:              scheme,
-	})
+	opts, err := testenv.ForOperator(manager.Operator{Name: "restore",
+		AddToScheme: []func(*runtime.Scheme) error{restorev1.AddToScheme, backupv1.AddToScheme}}, "restore", "backup")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping the test API server: %v", err)
-		}
-	})
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer: crwebhook.NewServer(crwebhook.Options{
-			Host: env.Webhook.LocalServingHost, Port: env.Webhook.LocalServingPort, CertDir: env.Webhook.LocalServingCertDir,
-		}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := access.Options{KeySecret: "cairn-restore-approval-key"}
-	if err := keys.Prepare(t.Context(), mgr, "default"); err != nil {
-		t.Fatal(err)
-	}
-	if err := Setup(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	started := mgr.GetWebhookServer().StartedChecker()
-	poll(t, 30*time.Second, "the webhook server to listen", func() error { return started(nil) })
+	env := testenv.StartForTest(t, opts)
+	env.ServeWebhooks(t, "cairn-restore-approval-key", Setup)
+	ctx := t.Context()
 	c := env.Client
 	ns, err := env.Namespace(ctx, "defaults")
 	if err != nil {
@@ -106,7 +58,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 	engines := []cairnv1.DatabaseEngine{cairnv1.PostgresEngine, cairnv1.MySQLEngine}
 
 	hooks := testenv.TakeWebhooks(t, c)
-	poll(t, 30*time.Second, "the API server to admit without webhooks, with the port policy", func() error {
+	testenv.Poll(t, 30*time.Second, "the API server to admit without webhooks, with the port policy", func() error {
 		probe := restoreJob("probe", cairnv1.PostgresEngine)
 		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
 			return err
@@ -130,7 +82,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	poll(t, 30*time.Second, "the API server to call the webhooks again", func() error {
+	testenv.Poll(t, 30*time.Second, "the API server to call the webhooks again", func() error {
 		probe := restoreJob("probe", cairnv1.PostgresEngine)
 		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
 			return err
@@ -157,26 +109,6 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 		}
 		for _, d := range testenv.FieldDiff("spec", want, plain[e].Spec) {
 			t.Errorf("%s: API defaults vs without webhooks: %s", e, d)
-		}
-	}
-}
-
-// poll calls f until it returns nil, failing the test after timeout.
-func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
 		}
 	}
 }

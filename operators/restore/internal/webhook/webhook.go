@@ -18,13 +18,6 @@ import (
 	"cairn.dev/libs/admit"
 )
 
-// Paths the webhook server serves; they match the markers below and the
-// generated manifests in deploy/restore/webhook/generated.
-const (
-	MutatePath   = "/mutate-restore-cairn-dev-v1-restorejob"
-	ValidatePath = "/validate-restore-cairn-dev-v1-restorejob"
-)
-
 // +kubebuilder:webhook:path=/mutate-restore-cairn-dev-v1-restorejob,mutating=true,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create,versions=v1,name=mrestorejob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-restore-cairn-dev-v1-restorejob,mutating=false,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create,versions=v1,name=vrestorejob.cairn.dev,admissionReviewVersions=v1
 

@@ -1,5 +1,5 @@
 // Package bench is the harness of the operator benchmarks (`make bench`):
-// one operator on a real kube-apiserver + etcd (libs/testenv), in-process
+// one operator on a real kube-apiserver + etcd (libs/testing/testenv), in-process
 // with its webhooks, restricted to the bench namespace. For N objects of the
 // operator's kind it measures:
 //
@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -39,18 +38,25 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
+
+// AgentImage is the agent image an operator that runs the agent is given
+// (--agent-image, unless Kind.Args say otherwise): no pod runs here.
+const AgentImage = "agent:bench"
 
 // Kind is what one operator's bench supplies.
 type Kind struct {
-	// Title heads the output, e.g. "backup operator".
+	// Title heads the output; empty: "<operator's name> operator".
 	Title string
-	// Object is the kind's name, e.g. "BackupJob".
+	// Object is the kind's name; empty: New's kind (e.g. "BackupJob").
 	Object string
-	// Controller is the controller's name in the reconcile metrics.
+	// Controller is the controller's name in the reconcile metrics; empty:
+	// Object in lower case (libs/reconcile names every controller so).
 	Controller string
 	// Bases are the deploy bases (deploy/<base>) whose CRDs the control
 	// plane installs; the first one's webhook configurations are served by
@@ -60,8 +66,9 @@ type Kind struct {
 	// webhooks, scheme).
 	Env testenv.Options
 	// Operator is the operator as its main wires it (operator.New, given
-	// the version "bench"); Args are its flags (e.g. --agent-image). The
-	// harness adds --watch-namespaces and --max-concurrent-reconciles.
+	// the version "bench"); Args are its flags, nil: --agent-image=AgentImage
+	// for an operator that declares that flag. The harness adds
+	// --watch-namespaces and --max-concurrent-reconciles.
 	Operator func(version string) manager.Operator
 	Args     []string
 	// Prepare creates, untimed, what the objects of namespace ns refer to
@@ -87,19 +94,34 @@ func (k Kind) envOptions() (testenv.Options, error) {
 	if len(k.Bases) == 0 {
 		return k.Env, nil
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return testenv.Options{}, err
+	return testenv.ForOperator(k.Operator("bench"), k.Bases...)
+}
+
+// complete fills what k leaves to its defaults (Title, Object, Controller,
+// Args).
+func (k Kind) complete() (Kind, error) {
+	op := k.Operator("bench")
+	if k.Title == "" {
+		k.Title = op.Name + " operator"
 	}
-	scheme, err := k.Operator("bench").Scheme()
-	if err != nil {
-		return testenv.Options{}, err
+	if k.Args == nil && op.AgentImage != "" {
+		k.Args = []string{"--agent-image=" + AgentImage}
 	}
-	o := testenv.Options{Scheme: scheme, WebhookManifestDirs: []string{filepath.Join(root, "deploy", k.Bases[0], "webhook", "generated")}}
-	for _, b := range k.Bases {
-		o.CRDDirectoryPaths = append(o.CRDDirectoryPaths, filepath.Join(root, "deploy", b, "crd", "bases"))
+	if k.Object == "" {
+		scheme, err := op.Scheme()
+		if err != nil {
+			return k, err
+		}
+		gvk, err := apiutil.GVKForObject(k.New("bench", 0), scheme)
+		if err != nil {
+			return k, err
+		}
+		k.Object = gvk.Kind
 	}
-	return o, nil
+	if k.Controller == "" {
+		k.Controller = strings.ToLower(k.Object)
+	}
+	return k, nil
 }
 
 // FromCache lists namespace ns from the API server's watch cache
@@ -137,6 +159,33 @@ func AllDone(list, children client.ObjectList, done func(client.Object) bool) fu
 		}
 		return meta.LenList(ch) == n, nil
 	}
+}
+
+// CreateOwned creates child with owner as its controller (the floor's
+// children, as an operator's applier creates them).
+func CreateOwned(ctx context.Context, c client.Client, owner, child client.Object) error {
+	if err := controllerutil.SetControllerReference(owner, child, c.Scheme()); err != nil {
+		return err
+	}
+	return c.Create(ctx, child)
+}
+
+// PatchStatus applies change to obj's status and writes it with a merge
+// patch (the floor's status writes).
+func PatchStatus(ctx context.Context, c client.Client, obj client.Object, change func()) error {
+	orig := obj.DeepCopyObject().(client.Object)
+	change()
+	return c.Status().Patch(ctx, obj, client.MergeFrom(orig))
+}
+
+// Transition creates the Normal Event an operator's transition writes
+// about obj (Event, with obj's kind from c's scheme).
+func Transition(ctx context.Context, c client.Client, obj client.Object, reason, action, note string) error {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return err
+	}
+	return Event(ctx, c, obj, gvk.GroupVersion().String(), gvk.Kind, corev1.EventTypeNormal, reason, action, note)
 }
 
 // Event creates, with c, an events.k8s.io Event about obj as an operator's
@@ -218,6 +267,11 @@ func (r Row) String() string {
 // then the CPU notes. It exits 1 on any failure, with the control plane
 // stopped.
 func Main(k Kind) {
+	k, err := k.complete()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
 	sizes := flag.String("n", "100,1000", "comma-separated numbers of "+k.Object+"s")
 	o := Options{Out: os.Stdout, Timeout: 30 * time.Minute}
 	flag.IntVar(&o.Workers, "workers", 4, "operator --max-concurrent-reconciles, and client parallelism")

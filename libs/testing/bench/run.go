@@ -20,12 +20,16 @@ import (
 
 	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // Run measures k on env at every size of o, printing the table to o.Out as
 // it goes, and returns the rows.
 func Run(ctx context.Context, env *testenv.Env, k Kind, o Options) ([]Row, error) {
+	k, err := k.complete()
+	if err != nil {
+		return nil, err
+	}
 	if o.Workers <= 0 {
 		o.Workers = 4
 	}

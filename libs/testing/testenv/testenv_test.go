@@ -21,7 +21,7 @@ import (
 
 	"cairn.dev/libs/internal/testtype"
 	"cairn.dev/libs/manager"
-	"cairn.dev/libs/testenv"
+	"cairn.dev/libs/testing/testenv"
 )
 
 var env *testenv.Env

@@ -1,0 +1,153 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	"cairn.dev/libs/access"
+	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/references"
+	"cairn.dev/libs/status"
+)
+
+// Setup is how every controller's SetupWithManager begins: b's defaults
+// for the controller of kind (Init, with defaultDeadline), then the
+// skeleton of kind (its descriptor: the kind's name, its cleanup
+// finalizer) with b's client, recorder, deadline and clock. The
+// controller sets the skeleton's Steps, Summarize, Cleanup and the rest,
+// then registers it with Complete.
+func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], defaultDeadline time.Duration) (*Reconciler[T, S], error) {
+	name := kind.GroupKind.Kind
+	if err := b.Init(mgr, name, defaultDeadline); err != nil {
+		return nil, err
+	}
+	return &Reconciler[T, S]{Kind: name, Client: b.Client, Recorder: b.Recorder, New: newObject[T],
+		Finalizer: &finalizer.Finalizer{Name: kind.Finalizer, Deadline: b.CleanupDeadline,
+			PollInterval: 2 * time.Second, Client: b.Client, Recorder: b.Recorder, Now: b.Clock.Now}}, nil
+}
+
+// newObject is an empty object of T (a pointer to a struct).
+func newObject[T Object]() T {
+	return reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
+}
+
+// Wiring is what a Watch adds to: the controller's builder, its manager,
+// an object of the kind it reconciles and the kind's list (for the
+// referrers' lookups), and the controller's client.
+type Wiring struct {
+	Ctx     context.Context
+	Manager ctrl.Manager
+	Builder *builder.Builder
+	For     client.Object
+	List    client.ObjectList
+	Client  client.Client
+}
+
+// A Watch adds to a controller what it watches besides its own kind.
+type Watch func(w *Wiring) error
+
+// Complete registers r with mgr as the controller of its kind, named after
+// it in lower case ("restorejob"): For the kind (status-only updates
+// ignored: the skeleton writes status itself), with opts, and what
+// watches add, in order.
+func (r *Reconciler[T, S]) Complete(ctx context.Context, mgr ctrl.Manager, opts controller.Options, watches ...Watch) error {
+	obj := r.New()
+	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
+	if err != nil {
+		return fmt.Errorf("%s controller: %w", r.Kind, err)
+	}
+	list, err := mgr.GetScheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return fmt.Errorf("%s controller: %w", r.Kind, err)
+	}
+	w := &Wiring{Ctx: ctx, Manager: mgr, For: obj, List: list.(client.ObjectList), Client: r.Client,
+		Builder: ctrl.NewControllerManagedBy(mgr).Named(strings.ToLower(r.Kind)).WithOptions(opts).
+			For(obj, builder.WithPredicates(status.IgnoreStatusUpdates()))}
+	for _, watch := range watches {
+		if err := watch(w); err != nil {
+			return err
+		}
+	}
+	return w.Builder.Complete(r)
+}
+
+// Owns: the kind controls objects of obj's kind; their events go to their
+// one controller.
+func Owns(obj client.Object, opts ...builder.OwnsOption) Watch {
+	return func(w *Wiring) error {
+		w.Builder.Owns(obj, opts...)
+		return nil
+	}
+}
+
+// Watches: obj's kind's events go through h.
+func Watches(obj client.Object, h handler.EventHandler, opts ...builder.WatchesOption) Watch {
+	return func(w *Wiring) error {
+		w.Builder.Watches(obj, h, opts...)
+		return nil
+	}
+}
+
+// Referrers indexes what each object of the kind refers to (refs, under
+// references.IndexField, ownership.IndexReferences) and watches the
+// referenced kinds (references.Secret, PVC, ConfigMap) as metadata only:
+// an event of one wakes exactly the objects that refer to it and that
+// keep keeps (nil: all).
+func Referrers(refs func(client.Object) []ownership.Reference, keep func(client.Object) bool, kinds ...string) Watch {
+	return func(w *Wiring) error {
+		if err := ownership.IndexReferences(w.Ctx, w.Manager.GetFieldIndexer(), w.For, references.IndexField, refs); err != nil {
+			return err
+		}
+		for _, kind := range kinds {
+			if err := ReferrersOf(references.Metadata(kind), keep, builder.OnlyMetadata)(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// ReferrersOf watches obj's kind: an event of one wakes the objects that
+// refer to it by the index Referrers registers and that keep keeps (nil:
+// all).
+func ReferrersOf(obj client.Object, keep func(client.Object) bool, opts ...builder.WatchesOption) Watch {
+	return func(w *Wiring) error {
+		gvk, err := apiutil.GVKForObject(obj, w.Manager.GetScheme())
+		if err != nil {
+			return err
+		}
+		w.Builder.Watches(obj, ownership.EnqueueReferrers(w.Client, references.IndexField, w.List, gvk.GroupKind(), keeps(keep)...), opts...)
+		return nil
+	}
+}
+
+// ReferrersInNamespace is Referrers without an index, for a kind whose
+// references all lie in its own namespace: an event of a referenced object
+// scans that namespace's cached objects of the kind
+// (ownership.EnqueueReferrersInNamespace).
+func ReferrersInNamespace(refs func(client.Object) []ownership.Reference, kinds ...string) Watch {
+	return func(w *Wiring) error {
+		for _, kind := range kinds {
+			w.Builder.Watches(references.Metadata(kind), ownership.EnqueueReferrersInNamespace(w.Client, w.List, references.GroupKind(kind), refs), builder.OnlyMetadata)
+		}
+		return nil
+	}
+}
+
+func keeps(keep func(client.Object) bool) []func(client.Object) bool {
+	if keep == nil {
+		return nil
+	}
+	return []func(client.Object) bool{keep}
+}
