@@ -52,8 +52,13 @@ func TestBackupListRestoreAsATenant(t *testing.T) {
 	st := fixtures.Get(g, env.Client, bj).Status
 	g.Expect(out).To(ContainSubstring(st.LastArtifact.Path))
 	first := st.LastArtifact.Path
-	between := time.Now().UTC().Format(time.RFC3339)
+	// --at takes whole seconds and artifact times are listed in whole
+	// seconds: a second strictly after the first backup ended, and the
+	// second backup starting in a later second.
 	g.Eventually(func() bool { return time.Now().After(st.LastSuccessfulTime.Add(time.Second)) }).Should(BeTrue())
+	at := time.Now().UTC().Truncate(time.Second)
+	between := at.Format(time.RFC3339)
+	g.Eventually(func() bool { return time.Now().After(at.Add(time.Second)) }).Should(BeTrue())
 	ok(t, "alice", ns, "backup", "shop", "--wait", "--timeout", "4m")
 	g.Expect(runNow()).To(Equal(2), "a second call, a second Job")
 	g.Expect(fixtures.Get(g, env.Client, bj).Status.LastArtifact.Path).NotTo(Equal(first))
