@@ -24,11 +24,7 @@ import (
 // what is not locked.
 func ObjectLock(t *testing.T, e *Env) {
 	ctx := context.Background()
-	s3, err := testenv.StartS3Versioned(t.TempDir(), t.TempDir(), S3AccessKey, S3SecretKey)
-	check(t, err)
-	t.Cleanup(s3.Stop)
-	check(t, s3.Client().MakeBucket(ctx, Bucket, minio.MakeBucketOptions{ObjectLocking: true}))
-	st := S3Store(t, s3, "locked")
+	st, s3 := lockedBucket(t, "locked")
 	db := "lock_s3"
 	job := naming.Job{Namespace: "shop", Name: "locked"}
 	check(t, e.DB.Seed(db))
@@ -97,4 +93,31 @@ func ObjectLock(t *testing.T, e *Env) {
 	bad := e.agent(t, pvc, db, job, lock("GOVERNANCE"), "backup")
 	mustFail(t, bad, "needs an S3 store")
 	mustExit(t, bad, contract.ExitUsage)
+}
+
+// lockedBucket starts a versitygw with versioning, makes an Object Lock
+// bucket and returns a store under prefix in it.
+func lockedBucket(t *testing.T, prefix string) (*Store, *testenv.S3) {
+	t.Helper()
+	s3, err := testenv.StartS3Versioned(t.TempDir(), t.TempDir(), S3AccessKey, S3SecretKey)
+	check(t, err)
+	t.Cleanup(s3.Stop)
+	check(t, s3.Client().MakeBucket(context.Background(), Bucket, minio.MakeBucketOptions{ObjectLocking: true}))
+	return S3Store(t, s3, prefix), s3
+}
+
+// lockOf reads an object's Object Lock (mode and retain-until, from HEAD:
+// versitygw's GetObjectRetention reply is not one minio-go parses) and its
+// version id; key is the full object key.
+func lockOf(t *testing.T, cl *minio.Client, key string) (string, time.Time, string) {
+	t.Helper()
+	info, err := cl.StatObject(context.Background(), Bucket, key, minio.StatObjectOptions{})
+	check(t, err)
+	v := info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")
+	if v == "" {
+		return "", time.Time{}, info.VersionID
+	}
+	u, err := time.Parse(time.RFC3339, v)
+	check(t, err)
+	return info.Metadata.Get("X-Amz-Object-Lock-Mode"), u, info.VersionID
 }

@@ -12,7 +12,6 @@ import (
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
 	"cairn.dev/agent/internal/naming"
-	"cairn.dev/agent/internal/testenv"
 )
 
 // ObjectLockParts (MySQL, versitygw with an Object Lock bucket): a
@@ -23,18 +22,15 @@ import (
 // delete a part's data (a version delete is refused).
 func ObjectLockParts(t *testing.T, e *Env) {
 	ctx := context.Background()
-	s3, err := testenv.StartS3Versioned(t.TempDir(), t.TempDir(), S3AccessKey, S3SecretKey)
-	check(t, err)
-	t.Cleanup(s3.Stop)
+	st, s3 := lockedBucket(t, "partlock")
 	cl := s3.Client()
-	check(t, cl.MakeBucket(ctx, Bucket, minio.MakeBucketOptions{ObjectLocking: true}))
-	st := S3Store(t, s3, "partlock")
 	db := "lock_parts"
 	job := naming.Job{Namespace: "shop", Name: "parts-locked"}
 	t.Cleanup(func() { e.DB.Drop(db) })
 	env := []string{contract.EnvS3ObjectLock + "=GOVERNANCE", contract.EnvS3ObjectLockDays + "=2",
 		contract.EnvRetention + `={"keepMonthly":12}`, contract.EnvTimeZone + "=UTC"}
 	today, _ := partsBackup(t, e, st, db, job, 3, env...)
+	var err error
 	entry, ok := st.Index(t, job).Find(today.Artifact)
 	if !ok {
 		t.Fatalf("%s is not in the catalog", today.Artifact)
@@ -70,15 +66,7 @@ func ObjectLockParts(t *testing.T, e *Env) {
 	full := func(key string) string { return st.Open.Path(key) }
 	lockOf := func(key string) (string, time.Time, string) {
 		t.Helper()
-		info, err := cl.StatObject(ctx, Bucket, full(key), minio.StatObjectOptions{})
-		check(t, err)
-		v := info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")
-		if v == "" {
-			return "", time.Time{}, info.VersionID
-		}
-		u, err := time.Parse(time.RFC3339, v)
-		check(t, err)
-		return info.Metadata.Get("X-Amz-Object-Lock-Mode"), u, info.VersionID
+		return lockOf(t, cl, full(key))
 	}
 	if mode, _, _ := lockOf(partKeys[0]); mode != "" {
 		t.Fatalf("the planted part is locked (%s) before the prune", mode)

@@ -11,7 +11,6 @@ import (
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/naming"
-	"cairn.dev/agent/internal/testenv"
 )
 
 // ObjectLockExtendedByTiers, against versitygw with an Object Lock bucket:
@@ -25,12 +24,8 @@ import (
 // gives every kept artifact's date.
 func ObjectLockExtendedByTiers(t *testing.T, e *Env) {
 	ctx := context.Background()
-	s3, err := testenv.StartS3Versioned(t.TempDir(), t.TempDir(), S3AccessKey, S3SecretKey)
-	check(t, err)
-	t.Cleanup(s3.Stop)
+	st, s3 := lockedBucket(t, "tiers")
 	cl := s3.Client()
-	check(t, cl.MakeBucket(ctx, Bucket, minio.MakeBucketOptions{ObjectLocking: true}))
-	st := S3Store(t, s3, "tiers")
 	db := "lock_tiers"
 	job := naming.Job{Namespace: "shop", Name: "monthly"}
 	check(t, e.DB.Seed(db))
@@ -62,15 +57,8 @@ func ObjectLockExtendedByTiers(t *testing.T, e *Env) {
 
 	lockOf := func(key string) (string, time.Time) {
 		t.Helper()
-		info, err := cl.StatObject(ctx, Bucket, key, minio.StatObjectOptions{})
-		check(t, err)
-		v := info.Metadata.Get("X-Amz-Object-Lock-Retain-Until-Date")
-		if v == "" {
-			return "", time.Time{}
-		}
-		u, err := time.Parse(time.RFC3339, v)
-		check(t, err)
-		return info.Metadata.Get("X-Amz-Object-Lock-Mode"), u
+		mode, until, _ := lockOf(t, cl, key)
+		return mode, until
 	}
 	want := map[string]struct {
 		mode  string
