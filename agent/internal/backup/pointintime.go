@@ -58,7 +58,7 @@ func (b *Runner) prepareReplay(ctx context.Context, st store.Store, entry catalo
 			entry.Name, entry.End.UTC().Format(time.RFC3339), cfg.RecoveryTarget.Format(time.RFC3339), pitr.ErrOutsideWindow)
 	}
 	base := pitr.Base{File: entry.BinlogBase.File, Pos: entry.BinlogBase.Pos}
-	return pitr.Prepare(ctx, st, cfg.BackupJob.BinlogDir(), base, cfg.RecoveryTarget)
+	return pitr.Prepare(ctx, st, cfg.BackupJob.BinlogDir(), base, cfg.RecoveryTarget, entry.Source.Database, cfg.DB.Database, "")
 }
 
 // Archive streams the source's binary log into the store until ctx ends

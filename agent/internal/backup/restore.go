@@ -132,8 +132,7 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 	var reached time.Time
 	if replay != nil {
 		b.log.Info("replaying the binary log", "segments", replay.Segments(), "to", replay.Reached())
-		if reached, err = replay.Apply(ctx, pitr.Target{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password},
-			entry.Source.Database, cfg.DB.Database, "", ""); err != nil {
+		if reached, err = replay.Apply(ctx, pitr.Target{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password}, ""); err != nil {
 			return nil, err
 		}
 	}

@@ -286,3 +286,45 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+// Hostile: a statement in the log that names the source database itself
+// (`TRUNCATE TABLE hostile . scratch`) is not renamed by --rewrite-db.
+// Replayed into a new database on the source's own server it would empty
+// the source's live table: the replay is refused before anything is
+// applied, and the source keeps its row.
+func TestReplayRefusesStatementsNamingTheSource(t *testing.T) {
+	st, err := store.NewPVC(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dir = "pitr/hostile"
+	sql(t, "", "CREATE DATABASE hostile")
+	sql(t, "hostile", "CREATE TABLE orders (id INT PRIMARY KEY); INSERT INTO orders VALUES (1)")
+	startArchiver(t, st, dir)
+	baseFile := dump(t, "hostile")
+	f, err := os.Open(baseFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := pitr.ReadBase(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Logged as typed, with default database hostile, naming it explicitly
+	// (the server rewrites a DROP TABLE unqualified, not a TRUNCATE).
+	sql(t, "hostile", "CREATE TABLE scratch (v INT); INSERT INTO scratch VALUES (7); TRUNCATE TABLE hostile . scratch; INSERT INTO scratch VALUES (42)")
+	archivedPast(t, st, dir, time.Now().Truncate(time.Second).Add(time.Second))
+
+	restoreBase(t, baseFile, "hostile_copy")
+	_, err = replay(t, st, dir, base, time.Time{}, "hostile", "hostile_copy")
+	if !errors.Is(err, pitr.ErrNamesSource) {
+		t.Errorf("replaying a log that truncates hostile.scratch into hostile_copy: %v, want it refused", err)
+	}
+	if got := sql(t, "hostile", "SELECT v FROM scratch"); got != "42" {
+		t.Fatalf("the source's table after the refused replay: %q, want its row 42", got)
+	}
+	if got := sql(t, "hostile_copy", "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'hostile_copy' AND table_name = 'scratch'"); got != "0" {
+		t.Errorf("a refused replay applied statements to its target (%s scratch table)", got)
+	}
+}

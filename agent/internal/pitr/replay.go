@@ -64,29 +64,36 @@ type Target struct {
 // reached: until, or the newest archived second. It is Prepare, then
 // Apply.
 func Replay(ctx context.Context, st store.Store, dir string, base Base, until time.Time, target Target, from, to, binlog, client string) (time.Time, error) {
-	r, err := Prepare(ctx, st, dir, base, until)
+	r, err := Prepare(ctx, st, dir, base, until, from, to, binlog)
 	if err != nil {
 		return time.Time{}, err
 	}
 	defer r.Close()
-	return r.Apply(ctx, target, from, to, binlog, client)
+	return r.Apply(ctx, target, client)
 }
 
 // Replayer holds the checked segments of one replay.
 type Replayer struct {
-	base    Base
-	until   time.Time
-	chain   []Segment
-	files   []string
-	tmp     string
-	reached time.Time
+	from, to, binlog string
+	base             Base
+	until            time.Time
+	chain            []Segment
+	files            []string
+	tmp              string
+	reached          time.Time
 }
 
 // Prepare finds the whole chain from base to until and fetches every
 // segment, checked against its checksum, into a local folder — before
 // anything is written anywhere: a gap, an unreadable or corrupt segment or
-// a time outside the window is refused here.
-func Prepare(ctx context.Context, st store.Store, dir string, base Base, until time.Time) (_ *Replayer, err error) {
+// a time outside the window is refused here. So is a log with a statement
+// that names database from itself while the replay goes into another
+// (to): --rewrite-db renames the default database, not `from`.table or
+// DROP DATABASE from, which replayed would change the source.
+func Prepare(ctx context.Context, st store.Store, dir string, base Base, until time.Time, from, to, binlog string) (_ *Replayer, err error) {
+	if binlog == "" {
+		binlog = "mariadb-binlog"
+	}
 	ix, err := LoadIndex(ctx, st, dir)
 	if err != nil {
 		return nil, err
@@ -95,7 +102,7 @@ func Prepare(ctx context.Context, st store.Store, dir string, base Base, until t
 	if err != nil {
 		return nil, err
 	}
-	r := &Replayer{base: base, until: until, chain: chain, reached: chain[len(chain)-1].covers()}
+	r := &Replayer{from: from, to: to, binlog: binlog, base: base, until: until, chain: chain, reached: chain[len(chain)-1].covers()}
 	if !until.IsZero() {
 		r.reached = until.UTC()
 	}
@@ -114,7 +121,46 @@ func Prepare(ctx context.Context, st store.Store, dir string, base Base, until t
 		}
 		r.files = append(r.files, local)
 	}
+	if from != to {
+		// Decoded once before anything is applied.
+		dec := r.decoder(ctx)
+		out, err := dec.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		var decErr strings.Builder
+		dec.Stderr = &decErr
+		if err := dec.Start(); err != nil {
+			return nil, err
+		}
+		serr := copyChecked(io.Discard, out, sourceGuard(from))
+		if serr != nil {
+			_ = dec.Process.Kill()
+		}
+		derr := dec.Wait()
+		if serr != nil {
+			return nil, serr
+		}
+		if derr != nil {
+			return nil, fmt.Errorf("decoding the binary log: %w: %s", derr, strings.TrimSpace(decErr.String()))
+		}
+	}
 	return r, nil
+}
+
+// decoder is the mariadb-binlog command of the replay: the base's
+// database only, renamed to the target's, up to the recovery target.
+func (r *Replayer) decoder(ctx context.Context) *exec.Cmd {
+	args := []string{"--no-defaults", "--start-position=" + strconv.FormatInt(r.base.Pos, 10)}
+	if !r.until.IsZero() {
+		args = append(args, "--stop-datetime="+r.until.UTC().Format("2006-01-02 15:04:05"))
+	}
+	// mariadb-binlog filters on the name as logged, before the rewrite.
+	args = append(args, "--rewrite-db="+r.from+"->"+r.to, "--database="+r.from)
+	dec := exec.CommandContext(ctx, r.binlog, append(args, r.files...)...)
+	// --stop-datetime is read in the program's local zone: UTC here.
+	dec.Env = append(os.Environ(), "TZ=UTC")
+	return dec
 }
 
 // Reached is the recovery point the replay reaches.
@@ -137,23 +183,11 @@ func (r *Replayer) Close() { os.RemoveAll(r.tmp) }
 // transaction; a failure midway leaves the target at the last applied
 // transaction (the RestoreJob reports it failed; its target is a new
 // database, never the source).
-func (r *Replayer) Apply(ctx context.Context, target Target, from, to, binlog, client string) (time.Time, error) {
-	if binlog == "" {
-		binlog = "mariadb-binlog"
-	}
+func (r *Replayer) Apply(ctx context.Context, target Target, client string) (time.Time, error) {
 	if client == "" {
 		client = "mariadb"
 	}
-	args := []string{"--no-defaults", "--start-position=" + strconv.FormatInt(r.base.Pos, 10)}
-	if !r.until.IsZero() {
-		args = append(args, "--stop-datetime="+r.until.UTC().Format("2006-01-02 15:04:05"))
-	}
-	// Only the base's database, renamed to the target's (mariadb-binlog
-	// filters on the name as logged, before the rewrite).
-	args = append(args, "--rewrite-db="+from+"->"+to, "--database="+from)
-	dec := exec.CommandContext(ctx, binlog, append(args, r.files...)...)
-	// --stop-datetime is read in the program's local zone: UTC here.
-	dec.Env = append(os.Environ(), "TZ=UTC")
+	dec := r.decoder(ctx)
 	apply := exec.CommandContext(ctx, client, "--no-defaults", "--host="+target.Host, "--port="+strconv.Itoa(target.Port),
 		"--user="+target.User, "--binary-mode")
 	apply.Env = append(os.Environ(), "MYSQL_PWD="+target.Password)
@@ -175,7 +209,15 @@ func (r *Replayer) Apply(ctx context.Context, target Target, from, to, binlog, c
 		_ = apply.Wait()
 		return time.Time{}, err
 	}
-	ferr := withoutSourceGTIDs(in, decoded)
+	guard := func([]byte) error { return nil }
+	if r.from != r.to {
+		guard = sourceGuard(r.from) // checked by Prepare; again on the way
+	}
+	ferr := copyChecked(in, decoded, guard)
+	if ferr != nil {
+		_ = dec.Process.Kill()
+		_ = apply.Process.Kill()
+	}
 	in.Close()
 	derr := dec.Wait()
 	aerr := apply.Wait()
@@ -195,19 +237,26 @@ func (r *Replayer) Apply(ctx context.Context, target Target, from, to, binlog, c
 // number).
 var sourceGTID = regexp.MustCompile(`^/\*M?!100001 SET @@session\.(gtid_domain_id|server_id|gtid_seq_no)=[0-9]+\*//\*!\*/;$`)
 
-// withoutSourceGTIDs copies the decoded log to the client without the
-// lines that set the source's GTID: the target gives each replayed
-// transaction its own, so a restore into the source's server (or one of
-// its replicas) never writes the source's old GTIDs out of order into its
-// binary log, which would break replicas in strict mode.
-func withoutSourceGTIDs(w io.Writer, r io.Reader) error {
+// copyChecked copies the decoded log to the client without the lines that
+// set the source's GTID (the target gives each replayed transaction its
+// own, so a restore into the source's server, or one of its replicas,
+// never writes the source's old GTIDs out of order into its binary log,
+// which would break replicas in strict mode), and stops, before writing
+// it, at the first line check refuses.
+func copyChecked(w io.Writer, r io.Reader, check func(line []byte) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	bw := bufio.NewWriterSize(w, 1<<20)
 	for {
 		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && !sourceGTID.Match(bytes.TrimRight(line, "\r\n")) {
-			if _, werr := bw.Write(line); werr != nil {
-				return werr
+		if len(line) > 0 {
+			trimmed := bytes.TrimRight(line, "\r\n")
+			if cerr := check(trimmed); cerr != nil {
+				return cerr
+			}
+			if !sourceGTID.Match(trimmed) {
+				if _, werr := bw.Write(line); werr != nil {
+					return werr
+				}
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -216,5 +265,35 @@ func withoutSourceGTIDs(w io.Writer, r io.Reader) error {
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// ErrNamesSource: the log holds a statement naming the source database.
+var ErrNamesSource = errors.New("the binary log names the source database explicitly")
+
+// sourceGuard refuses a decoded line (comments aside) that names database
+// db itself: db.table (also across a line break, with spaces or
+// backticks), or DATABASE/SCHEMA db. Row events are base64 (no '.') and
+// already renamed; what is left are statements (DDL), which --rewrite-db
+// renames only through their default database. Case-insensitive: a false
+// match refuses a restore, a miss could change the source.
+func sourceGuard(db string) func([]byte) error {
+	name := "`?" + regexp.QuoteMeta(db) + "`?"
+	qualified := regexp.MustCompile(`(?i)(^|[^0-9a-z_$])` + name + `\s*\.`)
+	trailing := regexp.MustCompile(`(?i)(^|[^0-9a-z_$])` + name + `\s*$`)
+	leadingDot := regexp.MustCompile(`^\s*\.`)
+	database := regexp.MustCompile(`(?i)\b(database|schema)\s+(if\s+(not\s+)?exists\s+)?` + name + `($|[^0-9a-z_$])`)
+	prevEnds := false
+	return func(line []byte) error {
+		if len(line) > 0 && line[0] == '#' {
+			return nil // mariadb-binlog's comments (event headers, #Q> annotations)
+		}
+		hit := qualified.Match(line) || database.Match(line) || prevEnds && leadingDot.Match(line)
+		prevEnds = trailing.Match(line)
+		if hit {
+			return fmt.Errorf("%w (%q in %.200q): replayed into another database it would change the source; restore refused (restore to a time before that statement, or into the source's own name on another server)",
+				ErrNamesSource, db, line)
+		}
+		return nil
 	}
 }
