@@ -19,14 +19,12 @@ func TestCRDDefaultsAreTheAPIConstants(t *testing.T) {
 		"backupjobs.backup.cairn.dev": {
 			"v1": {
 				"timeZone":              backupv1.DefaultTimeZone,
-				"retentionDays":         backupv1.DefaultRetentionDays,
 				"maxRetries":            backupv1.DefaultMaxRetries,
 				"activeDeadlineSeconds": backupv1.DefaultActiveDeadlineSeconds,
 				"deletionPolicy":        backupv1.DefaultDeletionPolicy,
 			},
 			"v1alpha1": {
-				"retentionDays": backupv1.DefaultRetentionDays,
-				"maxRetries":    backupv1.DefaultMaxRetries,
+				"maxRetries": backupv1.DefaultMaxRetries,
 			},
 		},
 		"restorejobs.restore.cairn.dev": {

@@ -217,7 +217,7 @@ type KeptArtifact struct {
 // BackupJobSpec is the desired state: what to back up, when, and where to.
 // +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || has(self.storage.s3)",message="objectLock: S3 Object Lock needs an S3 store (storage.s3)"
 // +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || !has(self.retention) || has(self.objectLock.days)",message="objectLock.days: required with retention (calendar tiers): how long each artifact stays locked"
-// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || self.retentionDays == 7",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both; retentionDays defaults to 7 and is ignored when retention is set"
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || (oldSelf.hasValue() && has(oldSelf.value().retention) && has(oldSelf.value().retentionDays) && oldSelf.value().retentionDays == self.retentionDays)",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
 type BackupJobSpec struct {
 	// Database to back up.
@@ -243,11 +243,14 @@ type BackupJobSpec struct {
 	TimeZone string `json:"timeZone,omitempty"`
 
 	// RetentionDays is how long stored artifacts are kept: the simple form
-	// of retention. The newest successful artifact is always kept. Defaults
-	// to 7; ignored when retention (calendar tiers) is set, and then any
-	// other value is refused: set one or the other.
+	// of retention. The newest successful artifact is always kept. When
+	// neither retentionDays nor retention is set, artifacts are kept 7 days.
+	// Set one or the other: both together are refused. (An object stored
+	// with both before this rule — retentionDays was defaulted to 7 — may
+	// keep them while retentionDays is unchanged; retention wins.) No
+	// schema default: a default would make an explicit value beside
+	// retention indistinguishable from an omitted one.
 	// +optional
-	// +kubebuilder:default=7
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3650
 	RetentionDays int32 `json:"retentionDays,omitempty"`

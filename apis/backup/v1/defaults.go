@@ -5,7 +5,8 @@ package v1
 // server applies them to every BackupJob — with or without the backup
 // operator's webhooks — and to objects stored before a default existed (when
 // they are read). The database port, which depends on the engine, comes from
-// cairnv1.DefaultPort (see cairn.dev/apis/meta/v1).
+// cairnv1.DefaultPort (see cairn.dev/apis/meta/v1). DefaultRetentionDays is
+// the one that is not a schema default: see RetentionDaysOrDefault.
 //
 // deploy/deploy_test checks that the generated CRD carries exactly these
 // values, and the webhook integration test that a BackupJob created without
@@ -20,13 +21,13 @@ const (
 
 // SetDefaults fills the spec fields s leaves empty with the defaults above
 // (what the API server does), and the database port with its engine's. Fields
-// that are set are never changed.
+// that are set are never changed. retentionDays is not filled: it has no
+// schema default (retentionDays and retention are one or the other, and a
+// default would hide which one the user chose); RetentionDaysOrDefault
+// reads it.
 func (s *BackupJobSpec) SetDefaults() {
 	if s.TimeZone == "" {
 		s.TimeZone = DefaultTimeZone
-	}
-	if s.RetentionDays == 0 {
-		s.RetentionDays = DefaultRetentionDays
 	}
 	if s.MaxRetries == nil {
 		s.MaxRetries = new(DefaultMaxRetries)
@@ -38,4 +39,17 @@ func (s *BackupJobSpec) SetDefaults() {
 		s.DeletionPolicy = DefaultDeletionPolicy
 	}
 	s.Database.SetDefaults()
+}
+
+// RetentionDaysOrDefault is how many days the simple form of retention
+// keeps artifacts: retentionDays, or DefaultRetentionDays when it is absent;
+// 0 when calendar tiers (spec.retention) replace it.
+func (s *BackupJobSpec) RetentionDaysOrDefault() int32 {
+	switch {
+	case s.Retention != nil:
+		return 0
+	case s.RetentionDays == 0:
+		return DefaultRetentionDays
+	}
+	return s.RetentionDays
 }

@@ -18,27 +18,27 @@ func TestSetDefaults(t *testing.T) {
 		name: "postgres, everything empty",
 		in:   BackupJobSpec{Database: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine}},
 		want: BackupJobSpec{
-			Database:      cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Port: 5432},
-			TimeZone:      "UTC",
-			RetentionDays: 7, MaxRetries: new(int32(3)), ActiveDeadlineSeconds: new(int64(3600)),
+			Database:   cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Port: 5432},
+			TimeZone:   "UTC",
+			MaxRetries: new(int32(3)), ActiveDeadlineSeconds: new(int64(3600)),
 			DeletionPolicy: DeletionPolicyRetain,
 		},
 	}, {
 		name: "mysql port",
 		in:   BackupJobSpec{Database: cairnv1.DatabaseRef{Engine: cairnv1.MySQLEngine}},
 		want: BackupJobSpec{
-			Database:      cairnv1.DatabaseRef{Engine: cairnv1.MySQLEngine, Port: 3306},
-			TimeZone:      "UTC",
-			RetentionDays: 7, MaxRetries: new(int32(3)), ActiveDeadlineSeconds: new(int64(3600)),
+			Database:   cairnv1.DatabaseRef{Engine: cairnv1.MySQLEngine, Port: 3306},
+			TimeZone:   "UTC",
+			MaxRetries: new(int32(3)), ActiveDeadlineSeconds: new(int64(3600)),
 			DeletionPolicy: DeletionPolicyRetain,
 		},
 	}, {
 		name: "unknown engine gets no port",
 		in:   BackupJobSpec{Database: cairnv1.DatabaseRef{Engine: "oracle"}},
 		want: BackupJobSpec{
-			Database:      cairnv1.DatabaseRef{Engine: "oracle"},
-			TimeZone:      "UTC",
-			RetentionDays: 7, MaxRetries: new(int32(3)), ActiveDeadlineSeconds: new(int64(3600)),
+			Database:   cairnv1.DatabaseRef{Engine: "oracle"},
+			TimeZone:   "UTC",
+			MaxRetries: new(int32(3)), ActiveDeadlineSeconds: new(int64(3600)),
 			DeletionPolicy: DeletionPolicyRetain,
 		},
 	}, {
@@ -64,5 +64,22 @@ func TestSetDefaults(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff.Diff(tc.want, bj.Spec))
 			}
 		})
+	}
+}
+
+func TestRetentionDaysOrDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec BackupJobSpec
+		want int32
+	}{
+		{"absent: 7 days", BackupJobSpec{}, 7},
+		{"set", BackupJobSpec{RetentionDays: 30}, 30},
+		{"calendar tiers replace it", BackupJobSpec{Retention: &RetentionPolicy{KeepDaily: 7}}, 0},
+		{"an object stored with both: the tiers win", BackupJobSpec{RetentionDays: 7, Retention: &RetentionPolicy{KeepLast: 1}}, 0},
+	} {
+		if got := tc.spec.RetentionDaysOrDefault(); got != tc.want {
+			t.Errorf("%s: got %d, want %d", tc.name, got, tc.want)
+		}
 	}
 }

@@ -20,9 +20,9 @@ type BackupJobSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	Schedule string `json:"schedule"`
-	// RetentionDays is how long stored artifacts are kept. Defaults to 7.
+	// RetentionDays is how long stored artifacts are kept; 7 days when
+	// absent (v1's spec.retentionDays: no schema default there either).
 	// +optional
-	// +kubebuilder:default=7
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3650
 	RetentionDays int32 `json:"retentionDays,omitempty"`

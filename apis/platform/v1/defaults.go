@@ -12,7 +12,6 @@ import (
 // orchestrator's webhook and controller fill them in.
 const (
 	DefaultTimeZone               = "UTC"
-	DefaultRetentionDays          = backupv1.DefaultRetentionDays
 	DefaultMaxRetries             = backupv1.DefaultMaxRetries
 	DefaultActiveDeadlineSeconds  = backupv1.DefaultActiveDeadlineSeconds
 	DefaultDeletionPolicy         = backupv1.DeletionPolicyRetain
@@ -33,9 +32,6 @@ func (s *ProtectionPlanSpec) SetDefaults() {
 	}
 	s.Database.SetDefaults()
 	b := &s.Backup
-	if b.RetentionDays == 0 {
-		b.RetentionDays = DefaultRetentionDays
-	}
 	if b.MaxRetries == nil {
 		b.MaxRetries = new(DefaultMaxRetries)
 	}

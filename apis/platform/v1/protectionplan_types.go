@@ -50,7 +50,7 @@ type ProtectionPlanSpec struct {
 
 // BackupTemplate is the part of a BackupJob spec the plan lets you set; the
 // database, time zone and deletion policy come from the plan.
-// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || self.retentionDays == 7",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both; retentionDays defaults to 7 and is ignored when retention is set"
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || (oldSelf.hasValue() && has(oldSelf.value().retention) && has(oldSelf.value().retentionDays) && oldSelf.value().retentionDays == self.retentionDays)",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
 // +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || has(self.storage.s3)",message="objectLock: S3 Object Lock needs an S3 store (storage.s3)"
 // +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || !has(self.retention) || has(self.objectLock.days)",message="objectLock.days: required with retention (calendar tiers): how long each backup stays locked before the tiers' prune extends it"
@@ -61,11 +61,12 @@ type BackupTemplate struct {
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:XValidation:rule=`self.matches(r'^\s*(@[a-z]+|\S+(\s+\S+){4})\s*$')`,message="schedule: use 5 fields \"minute hour day-of-month month day-of-week\" (e.g. \"0 2 * * *\") or a macro such as @daily; no seconds field, and no CRON_TZ= prefix (set spec.timeZone)"
 	Schedule string `json:"schedule"`
-	// RetentionDays is how long stored backups are kept. Defaults to 7.
+	// RetentionDays is how long stored backups are kept: 7 days when neither
+	// retentionDays nor retention is set. Set one or the other, not both
+	// (the BackupJob's spec.retentionDays).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=3650
-	// +kubebuilder:default=7
 	RetentionDays int32 `json:"retentionDays,omitempty"`
 	// Retention keeps backups by calendar tiers in spec.timeZone instead of
 	// retentionDays (the BackupJob's spec.retention); its minVerified keeps

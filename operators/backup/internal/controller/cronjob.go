@@ -33,7 +33,7 @@ func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
 		CatalogKey:            bj.Namespace + "/" + bj.Name,
 		Database:              &db,
 		Storage:               bj.Spec.Storage,
-		RetentionDays:         retentionDays(bj),
+		RetentionDays:         bj.Spec.RetentionDaysOrDefault(), // 0 with calendar tiers
 		Retention:             retentionSpec(bj),
 		ObjectLock:            objectLock(bj),
 		Encryption:            agentjob.BackupEncryption(bj.Spec.Encryption),

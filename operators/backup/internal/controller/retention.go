@@ -10,15 +10,6 @@ import (
 	"cairn.dev/libs/agentjob"
 )
 
-// retentionDays is the simple form of bj's retention: none when calendar
-// tiers (spec.retention) are set, which replace it.
-func retentionDays(bj *backupv1.BackupJob) int32 {
-	if bj.Spec.Retention != nil {
-		return 0
-	}
-	return bj.Spec.RetentionDays
-}
-
 // retentionSpec is bj's calendar-tier retention for its runs, counted in
 // its time zone; nil without spec.retention.
 func retentionSpec(bj *backupv1.BackupJob) *agentjob.Retention {

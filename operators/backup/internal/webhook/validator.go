@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -80,7 +81,7 @@ func (v *Validator) ValidateUpdate(ctx context.Context, oldBJ, newBJ *backupv1.B
 	if err := v.admit(ctx, oldBJ, newBJ); err != nil {
 		return w, err
 	}
-	errs := ValidateSpec(&newBJ.Spec, field.NewPath("spec"))
+	errs := legacyRetention(oldBJ, newBJ, ValidateSpec(&newBJ.Spec, field.NewPath("spec")))
 	if len(errs) == 0 {
 		return w, nil
 	}
@@ -93,6 +94,23 @@ func (v *Validator) ValidateUpdate(ctx context.Context, oldBJ, newBJ *backupv1.B
 		return w, nil
 	}
 	return w, invalid(newBJ, errs)
+}
+
+const bothRetentions = "set either retentionDays (the simple form) or retention (calendar tiers), not both"
+
+// legacyRetention drops the "not both" error of an update that keeps the
+// retentionDays an object was stored with beside retention: before the
+// rule, the schema defaulted retentionDays to 7 whatever else was set, and
+// such an object stays updatable while that value is unchanged (retention
+// wins; the CRD's rule allows the same through oldSelf).
+func legacyRetention(oldBJ, newBJ *backupv1.BackupJob, errs field.ErrorList) field.ErrorList {
+	o, n := &oldBJ.Spec, &newBJ.Spec
+	if o.Retention == nil || o.RetentionDays == 0 || o.RetentionDays != n.RetentionDays {
+		return errs
+	}
+	return slices.DeleteFunc(errs, func(e *field.Error) bool {
+		return e.Type == field.ErrorTypeForbidden && e.Field == "spec.retentionDays" && e.Detail == bothRetentions
+	})
 }
 
 // ValidateDelete implements admission.Validator; deletion is never refused.
@@ -122,9 +140,12 @@ func ValidateSpec(spec *backupv1.BackupJobSpec, fldPath *field.Path) field.Error
 	if _, err := schedule.LoadLocation(spec.TimeZone); err != nil {
 		errs = append(errs, field.Invalid(fldPath.Child("timeZone"), spec.TimeZone, err.Error()))
 	}
-	if spec.RetentionDays < 1 || spec.RetentionDays > 3650 {
+	if spec.RetentionDays != 0 && (spec.RetentionDays < 1 || spec.RetentionDays > 3650) {
 		errs = append(errs, field.Invalid(fldPath.Child("retentionDays"), spec.RetentionDays,
 			fmt.Sprintf("must be between 1 and 3650 days; omit it for the default, %d", backupv1.DefaultRetentionDays)))
+	}
+	if spec.RetentionDays != 0 && spec.Retention != nil {
+		errs = append(errs, field.Forbidden(fldPath.Child("retentionDays"), bothRetentions))
 	}
 	errs = append(errs, cairnvalidation.Attempts(spec.MaxRetries, backupv1.DefaultMaxRetries,
 		spec.ActiveDeadlineSeconds, backupv1.DefaultActiveDeadlineSeconds, 7, fldPath)...)

@@ -78,7 +78,10 @@ func TestValidateRejects(t *testing.T) {
 		{"minute out of range", func(b *backupv1.BackupJob) { b.Spec.Schedule = "61 2 * * *" }, "spec.schedule", "not a valid cron schedule"},
 		{"unknown time zone", func(b *backupv1.BackupJob) { b.Spec.TimeZone = "Mars/Olympus" }, "spec.timeZone", `unknown time zone "Mars/Olympus"`},
 		{"Local time zone", func(b *backupv1.BackupJob) { b.Spec.TimeZone = "Local" }, "spec.timeZone", "not an IANA time zone name"},
-		{"retention 0", func(b *backupv1.BackupJob) { b.Spec.RetentionDays = 0 }, "spec.retentionDays", "must be between 1 and 3650 days"},
+		{"retentionDays beside retention", func(b *backupv1.BackupJob) {
+			b.Spec.RetentionDays = 7 // the old default, written out: still both
+			b.Spec.Retention = &backupv1.RetentionPolicy{KeepDaily: 7}
+		}, "spec.retentionDays", "not both"},
 		{"retention negative", func(b *backupv1.BackupJob) { b.Spec.RetentionDays = -1 }, "spec.retentionDays", "omit it for the default, 7"},
 		{"retention too long", func(b *backupv1.BackupJob) { b.Spec.RetentionDays = 3651 }, "spec.retentionDays", "must be between 1 and 3650 days"},
 		{"maxRetries negative", func(b *backupv1.BackupJob) { b.Spec.MaxRetries = new(int32(-1)) }, "spec.maxRetries", "must be between 0 and 20"},
@@ -164,6 +167,12 @@ func TestValidateUpdate(t *testing.T) {
 		bj.Spec.TimeZone = ""            // and never defaulted
 		return bj
 	}
+	legacyBoth := func() *backupv1.BackupJob {
+		bj := validPostgres()
+		bj.Spec.RetentionDays = 7 // the schema's default before retention forms were one or the other
+		bj.Spec.Retention = &backupv1.RetentionPolicy{KeepDaily: 7}
+		return bj
+	}
 	deleting := metav1.Now()
 	cases := []struct {
 		name        string
@@ -195,6 +204,29 @@ func TestValidateUpdate(t *testing.T) {
 			return b
 		},
 		wantErr: "spec.schedule",
+	}, {
+		name: "an object stored with both retention forms (the old default) stays updatable while retentionDays is unchanged",
+		old:  legacyBoth,
+		new:  func() *backupv1.BackupJob { b := legacyBoth(); b.Spec.Schedule = "30 3 * * *"; return b },
+	}, {
+		name:    "changing the retentionDays of an object with both forms must choose one",
+		old:     legacyBoth,
+		new:     func() *backupv1.BackupJob { b := legacyBoth(); b.Spec.RetentionDays = 30; return b },
+		wantErr: "spec.retentionDays: Forbidden: set either retentionDays",
+	}, {
+		name: "dropping retentionDays from an object with both forms is allowed",
+		old:  legacyBoth,
+		new:  func() *backupv1.BackupJob { b := legacyBoth(); b.Spec.RetentionDays = 0; return b },
+	}, {
+		name: "adding retention beside retentionDays is refused",
+		old:  func() *backupv1.BackupJob { b := validPostgres(); b.Spec.RetentionDays = 14; return b },
+		new: func() *backupv1.BackupJob {
+			b := validPostgres()
+			b.Spec.RetentionDays = 14
+			b.Spec.Retention = &backupv1.RetentionPolicy{KeepDaily: 7}
+			return b
+		},
+		wantErr: "not both",
 	}, {
 		name: "an object being deleted is never blocked",
 		old:  invalidLegacy,

@@ -81,7 +81,9 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := got.Spec
-		if s.TimeZone != "UTC" || s.RetentionDays != 7 || s.MaxRetries == nil || *s.MaxRetries != 3 ||
+		// retentionDays has no default (it is one or the other with
+		// retention): absent, the controller keeps 7 days.
+		if s.TimeZone != "UTC" || s.RetentionDays != 0 || s.MaxRetries == nil || *s.MaxRetries != 3 ||
 			s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds != 3600 ||
 			s.DeletionPolicy != backupv1.DeletionPolicyRetain || s.Database.Port != 5432 {
 			t.Errorf("defaults not applied: %+v", s)
@@ -116,6 +118,10 @@ func TestWebhooksAgainstAPIServer(t *testing.T) {
 				[]string{"spec.storage", "set exactly one of pvc or s3"}},
 			{"retention below 1", func(b *backupv1.BackupJob) { b.Spec.RetentionDays = -1 }, bySchema,
 				[]string{"spec.retentionDays", "greater than or equal to 1"}},
+			{"retentionDays beside retention", func(b *backupv1.BackupJob) {
+				b.Spec.RetentionDays = 7 // the value that was the default: still both
+				b.Spec.Retention = &backupv1.RetentionPolicy{KeepDaily: 7}
+			}, bySchema, []string{"spec", "set either retentionDays (the simple form) or retention (calendar tiers), not both"}},
 			{"unknown engine", func(b *backupv1.BackupJob) { b.Spec.Database.Engine = "oracle" }, bySchema,
 				[]string{"spec.database.engine", `supported values: "postgres", "mysql"`}},
 			{"secret name not DNS-1123", func(b *backupv1.BackupJob) { b.Spec.Database.CredentialsSecretRef.Name = "PG_Secret" }, bySchema,

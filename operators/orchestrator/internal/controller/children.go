@@ -24,7 +24,7 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 			Database:              spec.Database,
 			Schedule:              b.Schedule,
 			TimeZone:              spec.TimeZone,
-			RetentionDays:         b.RetentionDays,
+			RetentionDays:         retentionDays(b),
 			Retention:             b.Retention,
 			MaxRetries:            b.MaxRetries,
 			ActiveDeadlineSeconds: b.ActiveDeadlineSeconds,
@@ -70,4 +70,13 @@ func DesiredBackupJob(plan *platformv1.ProtectionPlan) *backupv1.BackupJob {
 	spec := plan.Spec.DeepCopy()
 	planspec.SetDefaults(spec)
 	return desiredBackupJob(plan, spec)
+}
+
+// retentionDays is the child's retentionDays: the template's, or the
+// default written out when the template sets neither form, so that a
+// child's retentionDays edited by hand is drift the plan reverts (Ensure
+// compares the fields desired sets); none with calendar tiers.
+func retentionDays(b *platformv1.BackupTemplate) int32 {
+	s := backupv1.BackupJobSpec{RetentionDays: b.RetentionDays, Retention: b.Retention}
+	return s.RetentionDaysOrDefault()
 }

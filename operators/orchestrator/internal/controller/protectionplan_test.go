@@ -34,7 +34,9 @@ func TestBackupJobCreatedOnceAndDriftReverted(t *testing.T) {
 	// Defaults and the finalizer come from the mutating webhook.
 	g.Expect(p.Finalizers).To(ContainElement(platformv1.CleanupFinalizer))
 	g.Expect(p.Spec.Database.Port).To(Equal(int32(5432)))
-	g.Expect(p.Spec.Backup.RetentionDays).To(Equal(int32(7)))
+	// retentionDays has no default (one or the other with retention); the
+	// child has the 7 days written out, so that an edit of it is drift.
+	g.Expect(p.Spec.Backup.RetentionDays).To(BeZero())
 	g.Expect(*p.Spec.Verification.SuccessfulHistoryLimit).To(Equal(int32(3)))
 
 	bj := backupJobOf(t, p)
@@ -45,6 +47,7 @@ func TestBackupJobCreatedOnceAndDriftReverted(t *testing.T) {
 	g.Expect(bj.Spec.TimeZone).To(Equal("Asia/Shanghai"))
 	g.Expect(bj.Spec.DeletionPolicy).To(Equal(backupv1.DeletionPolicyDelete))
 	g.Expect(bj.Spec.Storage.PVC.ClaimName).To(Equal("backups"))
+	g.Expect(bj.Spec.RetentionDays).To(Equal(backupv1.DefaultRetentionDays))
 	uid := bj.UID
 
 	// No condition from the child yet: Unknown, and the plan is not Ready.
@@ -56,9 +59,11 @@ func TestBackupJobCreatedOnceAndDriftReverted(t *testing.T) {
 	// Drift: someone edits the child; the plan's template wins.
 	bj.Spec.Schedule = "*/5 * * * *"
 	bj.Spec.DeletionPolicy = backupv1.DeletionPolicyRetain
+	bj.Spec.RetentionDays = 30
 	g.Expect(env.Client.Update(ctx, bj)).To(Succeed())
 	g.Eventually(func(g Gomega) string { return get(g, bj).Spec.Schedule }).WithTimeout(timeout).Should(Equal("0 2 * * *"))
 	g.Expect(bj.Spec.DeletionPolicy).To(Equal(backupv1.DeletionPolicyDelete))
+	g.Expect(bj.Spec.RetentionDays).To(Equal(backupv1.DefaultRetentionDays))
 
 	// A child suspended by hand (a boolean the template leaves false) is
 	// resumed.

@@ -118,7 +118,7 @@ func TestValidateSpec(t *testing.T) {
 func TestSetDefaultsKeepsWhatIsSet(t *testing.T) {
 	s := validSpec()
 	if s.TimeZone != "UTC" || s.Database.Port != 5432 || s.Verification.RestoreInto.Port != 5432 ||
-		*s.Verification.TimeoutSeconds != 3600 || s.Backup.RetentionDays != 7 || s.DeletionPolicy != "Retain" {
+		*s.Verification.TimeoutSeconds != 3600 || s.Backup.RetentionDays != 0 || s.DeletionPolicy != "Retain" {
 		t.Fatalf("defaults not applied: %+v", s)
 	}
 	s.TimeZone, s.Backup.RetentionDays = "Asia/Shanghai", 30
