@@ -9,10 +9,11 @@ const (
 	CommandPrune   = "prune"
 	CommandDelete  = "delete"
 	CommandMigrate = "migrate"
+	CommandArchive = "archive"
 )
 
 // Commands lists every command, in the order `agent help` shows them.
-var Commands = []string{CommandBackup, CommandRestore, CommandList, CommandPrune, CommandDelete, CommandMigrate}
+var Commands = []string{CommandBackup, CommandRestore, CommandList, CommandPrune, CommandDelete, CommandMigrate, CommandArchive}
 
 // Stores: the values of EnvStore.
 const (
@@ -215,6 +216,10 @@ const (
 	// EnvRecoveryTarget: restore to this second (RFC 3339 with a zone), or
 	// "latest": the newest base before it, then the archived binary log.
 	EnvRecoveryTarget = "CAIRN_RECOVERY_TARGET"
+	// EnvMaxLag: `agent archive` reports itself not ready (its health
+	// endpoint, ArchiverHealthPort ArchiverReadyPath) while the newest
+	// archived change is older than this (a Go duration; default 5m).
+	EnvMaxLag = "CAIRN_MAX_LAG"
 	// EnvTargetPasswordFile names a file holding the target password (a
 	// mounted Secret key; one trailing newline dropped). Set it or
 	// EnvTargetPassword, not both.
@@ -234,11 +239,21 @@ var (
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
 		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
 		EnvEncryptionRecipients, EnvEncryptionRecipientsFile, EnvEncryptionIdentity, EnvEncryptionIdentityFile,
-		EnvPointInTime, EnvMaxSegmentAge, EnvSpoolDir, EnvRecoveryTarget,
+		EnvPointInTime, EnvMaxSegmentAge, EnvSpoolDir, EnvRecoveryTarget, EnvMaxLag,
 	}
 	MigrateVars = []string{
 		EnvMigration, EnvMigrationUID, EnvMode, EnvInclude, EnvExclude, EnvParallel, EnvAllowNonEmptyTarget, EnvVerify,
 		EnvCutoverSourceReadOnly, EnvCutoverWritersStopped, EnvMaxRetainedWALBytes,
 		EnvTargetHost, EnvTargetPort, EnvTargetName, EnvTargetUser, EnvTargetPassword, EnvTargetPasswordFile,
 	}
+)
+
+// The archiver's health endpoint (`agent archive`): HTTP on this port of the
+// pod, ArchiverReadyPath answers 200 while the archiver streams, its newest
+// archived change is within EnvMaxLag (or nothing is waiting to be archived)
+// and its archive has no gap; 503 with the reason otherwise. The archiver
+// Deployment's readiness probe.
+const (
+	ArchiverHealthPort = 8080
+	ArchiverReadyPath  = "/readyz"
 )

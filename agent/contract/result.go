@@ -79,6 +79,9 @@ type Result struct {
 	// TargetDropped: the target database was dropped after the checks ran
 	// (only ever when TargetCreated).
 	TargetDropped bool `json:"targetDropped,omitempty"`
+	// PointInTime is the archive's recoverable window as a backup with
+	// EnvPointInTime read it after its prune; absent otherwise.
+	PointInTime *PointInTimeWindow `json:"pointInTime,omitempty"`
 	// RecoveryPoint is the second a point-in-time restore reached (the
 	// target, or the newest archived change for "latest").
 	RecoveryPoint time.Time `json:"recoveryPoint,omitzero"`
@@ -320,4 +323,19 @@ func parseFailure(message string) error {
 		return fmt.Errorf("malformed failure message: %w", err)
 	}
 	return &FailedError{Reason: f.Error, Code: f.Code}
+}
+
+// PointInTimeWindow is what an archive can recover (docs/pitr.md).
+type PointInTimeWindow struct {
+	// Earliest is the end of the oldest kept base: the earliest second a
+	// restore can reach. Zero when no base is kept.
+	Earliest time.Time `json:"earliest,omitzero"`
+	// Latest is the newest archived change.
+	Latest time.Time `json:"latest,omitzero"`
+	// LastSegment is the newest archived segment's name.
+	LastSegment string `json:"lastSegment,omitempty"`
+	// Segments is how many segments the archive holds.
+	Segments int `json:"segments,omitempty"`
+	// Gaps say what is missing, one per break (at most 16).
+	Gaps []string `json:"gaps,omitempty"`
 }

@@ -95,6 +95,9 @@ type Spec struct {
 	Migration *MigrationSpec
 	// Resources replace the agent container's default resources.
 	Resources *corev1.ResourceRequirements
+	// PointInTime: a backup that is a base for point-in-time recovery, the
+	// archiver's settings, a restore's target time.
+	PointInTime *PointInTime
 	// Parallelism (contract.EnvParallelism): how many parts a backup writes
 	// or a restore loads at once; 0 = for a restore, the container's CPU
 	// limit in whole CPUs when it has one, else (and for a backup) not
@@ -244,6 +247,7 @@ func PodTemplate(s Spec) corev1.PodTemplateSpec {
 	env = append(env, s.Restore.env()...)
 	env = append(env, s.Encryption.env()...)
 	env = append(env, s.Migration.env()...)
+	env = append(env, s.PointInTime.env()...)
 	args := []string{s.Command}
 	if s.Step != "" {
 		args = append(args, s.Step)

@@ -130,5 +130,10 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 		}
 		res.Retention = s.Retention
 	}
+	if entry.BinlogBase != nil {
+		if res.PointInTime, err = b.pointInTimeWindow(ctx, st); err != nil {
+			b.log.Warn("reading the point-in-time window failed; the backup itself succeeded", "error", err)
+		}
+	}
 	return contract.MarshalResult(res)
 }

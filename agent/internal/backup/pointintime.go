@@ -72,10 +72,14 @@ func (b *Runner) Archive(ctx context.Context) ([]byte, error) {
 	if err := st.Check(ctx); err != nil {
 		return nil, err
 	}
+	health := &archiveHealth{maxLag: cfg.MaxLag, now: b.now}
+	if err := health.serve(ctx, cfg.HealthAddr, b.log); err != nil {
+		return nil, err
+	}
 	a := &pitr.Archiver{
 		Source: pitr.Source{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password},
 		Store:  st, Dir: cfg.BackupJob.BinlogDir(), Spool: cfg.SpoolDir, MaxSegmentAge: cfg.MaxSegmentAge,
-		ReaderID: readerID(cfg.BackupJob.String()), Log: b.log,
+		ReaderID: readerID(cfg.BackupJob.String()), Log: b.log, CaughtUp: health.set,
 	}
 	b.log.Info("archiving the binary log", "host", cfg.DB.Host, "port", cfg.DB.Port, "store", st.String(),
 		"dir", st.Path(a.Dir), "maxSegmentAge", cfg.MaxSegmentAge)

@@ -111,7 +111,14 @@ type Config struct {
 	// MaxSegmentAge and SpoolDir: `agent archive` (CAIRN_MAX_SEGMENT_AGE,
 	// CAIRN_SPOOL_DIR).
 	MaxSegmentAge time.Duration
-	SpoolDir      string
+	// MaxLag: `agent archive` is not ready while its newest archived
+	// change is older than this (CAIRN_MAX_LAG).
+	MaxLag   time.Duration
+	SpoolDir string
+	// HealthAddr: where `agent archive` answers its readiness
+	// (contract.ArchiverReadyPath); the Deployment's probe uses the
+	// default port, contract.ArchiverHealthPort.
+	HealthAddr string
 	// RecoveryTarget: restore to this second (CAIRN_RECOVERY_TARGET);
 	// RecoverLatest: to the newest archived change ("latest").
 	RecoveryTarget time.Time
@@ -249,7 +256,9 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.StringVar(&c.LogFormat, "log-format", envStr(contract.EnvLogFormat, "text"), "text or json, on stderr (env CAIRN_LOG_FORMAT)")
 
 	fs.BoolVar(&c.PointInTime, "point-in-time", envBool(contract.EnvPointInTime, false), "backup (MySQL/MariaDB): record the dump's binary log position, a base for point-in-time recovery (env "+contract.EnvPointInTime+")")
+	fs.DurationVar(&c.MaxLag, "max-lag", envDuration(contract.EnvMaxLag, 5*time.Minute), "archive: report not ready while the newest archived change is older than this (env "+contract.EnvMaxLag+")")
 	fs.DurationVar(&c.MaxSegmentAge, "max-segment-age", envDuration(contract.EnvMaxSegmentAge, time.Minute), "archive: close the binary log file being written at least this often, 1s..1h (env "+contract.EnvMaxSegmentAge+")")
+	fs.StringVar(&c.HealthAddr, "health-addr", ":"+strconv.Itoa(contract.ArchiverHealthPort), "archive: the address of the readiness endpoint "+contract.ArchiverReadyPath)
 	fs.StringVar(&c.SpoolDir, "spool-dir", envStr(contract.EnvSpoolDir, "/tmp/cairn-binlog"), "archive: local folder for the files being received (env "+contract.EnvSpoolDir+")")
 	recoveryTarget := fs.String("recovery-target", env.get(contract.EnvRecoveryTarget), "restore: to this second (RFC 3339 with a zone) or latest, from the archived binary log (env "+contract.EnvRecoveryTarget+")")
 
@@ -396,6 +405,9 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 func (c *Config) pointInTime(target string) error {
 	if c.MaxSegmentAge < time.Second || c.MaxSegmentAge > time.Hour {
 		return &UsageError{fmt.Sprintf("max segment age %s: want 1s to 1h", c.MaxSegmentAge)}
+	}
+	if c.MaxLag < c.MaxSegmentAge {
+		return &UsageError{fmt.Sprintf("max lag %s: want at least the max segment age, %s", c.MaxLag, c.MaxSegmentAge)}
 	}
 	mysqlOnly := func(what string) error {
 		if c.Engine != "mysql" {

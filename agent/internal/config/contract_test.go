@@ -41,6 +41,9 @@ func TestContractVars(t *testing.T) {
 			env := Env{
 				Lookup: func(k string) (string, bool) {
 					read[k] = true
+					if k == contract.EnvEngine && r.command == contract.CommandArchive {
+						return "mysql", true // the archiver of a MySQL/MariaDB binary log
+					}
 					v, ok := valid[k]
 					return v, ok
 				},

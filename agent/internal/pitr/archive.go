@@ -58,6 +58,12 @@ type Archiver struct {
 	// Started, when set, is called with the file reading starts at, once
 	// it is chosen (a new archive's new file is open by then).
 	Started func(file string)
+	// CaughtUp, when set, is called with a time everything the server had
+	// written before it is archived: a check that found no change since
+	// the last flush once every closed file was stored, or the flush that
+	// closed a file once that file is stored. The archiver's lag is the
+	// time since the last one (its readiness).
+	CaughtUp func(time.Time)
 }
 
 // Run archives until ctx ends. It resumes after the newest archived
@@ -117,10 +123,14 @@ func (a *Archiver) Run(ctx context.Context) error {
 			return fmt.Errorf("the binary log reader stopped: %w", err)
 		case <-time.After(tick):
 		}
+		var quiet time.Time // a check that found nothing written since the last flush
 		if time.Since(lastFlush) >= a.MaxSegmentAge {
+			at := time.Now()
 			cur, err := currentPosition(ctx, db)
 			if err != nil {
 				a.Log.Warn("reading the server's binary log position", "err", err)
+			} else if cur == opened && flushedFile == "" {
+				quiet = at
 			} else if cur != opened { // changes since the last flush
 				at := time.Now()
 				if _, err := db.ExecContext(ctx, "FLUSH BINARY LOGS"); err != nil {
@@ -134,8 +144,21 @@ func (a *Archiver) Run(ctx context.Context) error {
 			}
 			lastFlush = time.Now()
 		}
-		if err := a.ship(ctx, flushedFile, flushedAt); err != nil {
+		shipped, err := a.ship(ctx, flushedFile, flushedAt)
+		if err != nil {
 			a.Log.Warn("storing closed segments", "err", err)
+			continue
+		}
+		if shipped {
+			// The file the last flush closed is stored: everything
+			// written before that flush is.
+			if a.CaughtUp != nil {
+				a.CaughtUp(flushedAt)
+			}
+			flushedFile = ""
+		}
+		if !quiet.IsZero() && a.CaughtUp != nil {
+			a.CaughtUp(quiet)
 		}
 	}
 }
@@ -266,11 +289,11 @@ func (a *Archiver) read(ctx context.Context, start string) error {
 
 // ship stores every closed file in the spool, oldest first, then removes
 // it. flushedFile/flushedAt: the archiver's last flush closed that file at
-// that time.
-func (a *Archiver) ship(ctx context.Context, flushedFile string, flushedAt time.Time) error {
+// that time; shipped says that file was stored now.
+func (a *Archiver) ship(ctx context.Context, flushedFile string, flushedAt time.Time) (shipped bool, err error) {
 	entries, err := os.ReadDir(a.Spool)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var names []string
 	for _, e := range entries {
@@ -283,12 +306,12 @@ func (a *Archiver) ship(ctx context.Context, flushedFile string, flushedAt time.
 		local := filepath.Join(a.Spool, name)
 		f, err := os.Open(local)
 		if err != nil {
-			return err
+			return shipped, err
 		}
 		sum, err := ScanFile(f)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return shipped, fmt.Errorf("%s: %w", name, err)
 		}
 		if !sum.Closed() {
 			break // the file being written, and nothing after it
@@ -299,17 +322,20 @@ func (a *Archiver) ship(ctx context.Context, flushedFile string, flushedAt time.
 			seg.ClosedBy = flushedAt.UTC().Truncate(time.Second)
 		}
 		if seg, err = put(ctx, a.Store, a.Dir, local, seg); err != nil {
-			return err
+			return shipped, err
 		}
 		if err := os.Remove(local); err != nil {
-			return err
+			return shipped, err
+		}
+		if name == flushedFile {
+			shipped = true
 		}
 		a.Log.Info("archived a binary log segment", "file", name, "first", seg.First, "last", seg.Last, "events", seg.Events)
 		if a.Archived != nil {
 			a.Archived(seg)
 		}
 	}
-	return nil
+	return shipped, nil
 }
 
 // text is a column's value as text, whatever type the driver scanned.

@@ -334,3 +334,8 @@ func (ix *Index) Prunable(kept []Base) []string {
 	}
 	return out
 }
+
+// Covers is the newest second segment s makes recoverable: its last event,
+// or the flush that closed it when that came later (nothing was written
+// between).
+func (s Segment) Covers() time.Time { return s.covers() }

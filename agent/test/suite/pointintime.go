@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,10 @@ func PointInTime(t *testing.T, e *Env, kind string) {
 	ctx, stop := context.WithCancel(context.Background())
 	env := append(append(append([]string{}, e.DB.AgentEnv(db)...), st.Env...), "CAIRN_BACKUPJOB="+job.String(),
 		"CAIRN_MAX_SEGMENT_AGE=1s", "CAIRN_SPOOL_DIR="+t.TempDir())
-	cmd, _, err := e.Agent.Command(ctx, env, "archive")
+	healthPort, err := testenv.FreePort()
+	check(t, err)
+	ready := fmt.Sprintf("http://127.0.0.1:%d%s", healthPort, contract.ArchiverReadyPath)
+	cmd, _, err := e.Agent.Command(ctx, env, "archive", fmt.Sprintf("--health-addr=127.0.0.1:%d", healthPort))
 	check(t, err)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -57,6 +62,20 @@ func PointInTime(t *testing.T, e *Env, kind string) {
 	check(t, testenv.Poll(30*time.Second, 100*time.Millisecond, func() error {
 		if !strings.Contains(out.String(), "reading the binary log") {
 			return fmt.Errorf("agent archive has not started reading yet:\n%s", out.String())
+		}
+		return nil
+	}))
+	// Ready (its Deployment's probe) once the first segment is archived:
+	// with a 1 s segment age, within seconds.
+	check(t, testenv.Poll(30*time.Second, 200*time.Millisecond, func() error {
+		resp, err := http.Get(ready)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %d %s", ready, resp.StatusCode, body)
 		}
 		return nil
 	}))
@@ -135,6 +154,13 @@ func PointInTime(t *testing.T, e *Env, kind string) {
 	entry2, _ := st.Index(t, job).Find(base2.Artifact)
 	if entry2.BinlogBase == nil || entry2.BinlogBase.File <= entry.BinlogBase.File {
 		t.Fatalf("the second base is not in a later binary log file: %+v after %+v", entry2.BinlogBase, entry.BinlogBase)
+	}
+	// The backup reports the archive's window (the BackupJob's
+	// status.pointInTime): from the oldest kept base's end to at least
+	// the delete of A, no gap.
+	if w := base2.PointInTime; w == nil || !w.Earliest.Equal(entry.End.UTC()) || w.Latest.Before(t3.Truncate(time.Second)) ||
+		w.Segments == 0 || w.LastSegment == "" || len(w.Gaps) > 0 {
+		t.Errorf("window reported by the second base: %+v, want from %s to at least %s, segments, no gap", w, entry.End.UTC(), t3.Truncate(time.Second))
 	}
 	sql("INSERT INTO orders VALUES (3, 'C')")
 	t4 := time.Now()

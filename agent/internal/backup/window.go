@@ -1,0 +1,44 @@
+package backup
+
+import (
+	"context"
+
+	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/pitr"
+	"cairn.dev/agent/internal/store"
+)
+
+// maxReportedGaps bounds the gaps a result names (the BackupJob's status
+// holds as many).
+const maxReportedGaps = 16
+
+// pointInTimeWindow reads what the archive can recover after a backup's
+// prune: from the end of the oldest kept base to the newest archived
+// change, and every break in the log (docs/pitr.md). The backup operator
+// records it in the BackupJob's status.pointInTime.
+func (b *Runner) pointInTimeWindow(ctx context.Context, st store.Store) (*contract.PointInTimeWindow, error) {
+	cat, _, err := b.LoadIndex(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := pitr.LoadIndex(ctx, st, b.cfg.BackupJob.BinlogDir())
+	if err != nil {
+		return nil, err
+	}
+	w := &contract.PointInTimeWindow{Segments: len(ix.Files())}
+	for _, e := range cat.Entries {
+		if e.BinlogBase != nil && (w.Earliest.IsZero() || e.End.Before(w.Earliest)) {
+			w.Earliest = e.End.UTC()
+		}
+	}
+	if newest, ok := ix.Newest(); ok {
+		w.Latest, w.LastSegment = newest.Covers().UTC(), newest.File
+	}
+	for _, g := range ix.Gaps() {
+		if len(w.Gaps) == maxReportedGaps {
+			break
+		}
+		w.Gaps = append(w.Gaps, g.String())
+	}
+	return w, nil
+}
