@@ -214,6 +214,13 @@ const (
 	// again into an empty database. (A PostgreSQL restore commits nothing
 	// on failure and never carries it.)
 	CodeRestoreIncomplete = "RestoreIncomplete"
+	// CodeOutsideWindow: a point-in-time restore (EnvRecoveryTarget) asked
+	// for a time the archive cannot recover (before the oldest base, after
+	// the newest archived change); CodeArchiveGap: the log from the base to
+	// that time has a gap. Either way nothing was written to the target;
+	// the reason names the window or the missing segment.
+	CodeOutsideWindow = "OutsideRecoverableWindow"
+	CodeArchiveGap    = "ArchiveGap"
 )
 
 // CodedError is an error the agent reports with a failure code.

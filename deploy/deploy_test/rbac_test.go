@@ -77,7 +77,12 @@ var exactRBAC = map[string]map[string]rules{
 			"backup.cairn.dev/backupjobs/finalizers":    {"update"},
 			"batch/cronjobs":                            {"create", "delete", "get", "list", "patch", "update", "watch"},
 			"batch/jobs":                                {"create", "delete", "get", "list", "watch"}, // run-now and delete Jobs
-			"/pods":                                     readOnly,                                     // the agent's report
+			// The point-in-time archiver of a BackupJob (docs/pitr.md):
+			// one Deployment it renders (its agent image, restricted pod,
+			// no token), drift reverted. Pods in any namespace it can
+			// already make with Jobs (docs/security.md).
+			"apps/deployments": {"create", "delete", "get", "list", "patch", "update", "watch"},
+			"/pods":            readOnly, // the agent's report
 			// Secrets: watched as metadata (libs/references), the keys of a
 			// referenced one read live. RBAC has no metadata-only verb, so
 			// this is every Secret's data cluster-wide (docs/security.md;

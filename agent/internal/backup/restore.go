@@ -41,7 +41,7 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 	pit := cfg.RecoverLatest || !cfg.RecoveryTarget.IsZero()
 	if pit && cfg.Artifact == "" {
 		if entry, err = baseFor(cat, cfg.RecoveryTarget); err != nil {
-			return nil, fmt.Errorf("%s in %s: %w", job, st, err)
+			return nil, windowError(fmt.Errorf("%s in %s: %w", job, st, err))
 		}
 	} else if cfg.Artifact == "" {
 		entry, _ = cat.Newest()
@@ -88,7 +88,7 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 	var replay *pitr.Replayer
 	if pit {
 		if replay, err = b.prepareReplay(ctx, st, entry); err != nil {
-			return nil, fmt.Errorf("point-in-time restore refused, the target database was not touched: %w", err)
+			return nil, windowError(fmt.Errorf("point-in-time restore refused, the target database was not touched: %w", err))
 		}
 		defer replay.Close()
 	}

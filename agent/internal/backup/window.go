@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"errors"
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/pitr"
@@ -41,4 +42,17 @@ func (b *Runner) pointInTimeWindow(ctx context.Context, st store.Store) (*contra
 		w.Gaps = append(w.Gaps, g.String())
 	}
 	return w, nil
+}
+
+// windowError gives a refused point-in-time restore its failure code: a
+// time outside the window, or a gap on the way to it (the restore
+// operator names them in the RestoreJob's condition).
+func windowError(err error) error {
+	switch {
+	case errors.Is(err, pitr.ErrOutsideWindow):
+		return &contract.CodedError{Code: contract.CodeOutsideWindow, Err: err}
+	case errors.Is(err, pitr.ErrGap):
+		return &contract.CodedError{Code: contract.CodeArchiveGap, Err: err}
+	}
+	return err
 }

@@ -168,6 +168,9 @@ func nextFile(f string) string {
 // ErrOutsideWindow: the requested time is not recoverable from the archive.
 var ErrOutsideWindow = errors.New("outside the recoverable window")
 
+// ErrGap: the chain to the requested time crosses a break in the archive.
+var ErrGap = errors.New("the archive has a gap")
+
 // Chain returns the segments to replay from file from (the base's binary
 // log file) up to time until (zero: everything archived, "latest"): the
 // continuous run of segments from from, ending at the first that covers
@@ -196,7 +199,7 @@ func (ix *Index) Chain(from string, until time.Time) ([]Segment, error) {
 	}
 	// The chain ends at its newest segment: is that the archive's end, or a gap?
 	if newest, _ := ix.Newest(); newest.File != cur.File {
-		return nil, fmt.Errorf("the archive has a gap after %s: %s; nothing after it can be recovered from this base", cur.File,
+		return nil, fmt.Errorf("%w after %s: %s; nothing after it can be recovered from this base", ErrGap, cur.File,
 			Gap{After: cur.File, Missing: cur.Next}.String())
 	}
 	if !until.IsZero() {

@@ -219,6 +219,8 @@ type KeptArtifact struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || !has(self.retention) || has(self.objectLock.days)",message="objectLock.days: required with retention (calendar tiers): how long each artifact stays locked"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || (oldSelf.hasValue() && has(oldSelf.value().retention) && has(oldSelf.value().retentionDays) && oldSelf.value().retentionDays == self.retentionDays)",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
+// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || self.database.engine == 'mysql'",message="pointInTime: point-in-time recovery is available for MySQL/MariaDB (engine mysql) so far; PostgreSQL is not yet"
+// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || !has(self.encryption)",message="pointInTime: not with encryption: the archived change log is not encrypted yet, and it holds the data"
 type BackupJobSpec struct {
 	// Database to back up.
 	Database cairnv1.DatabaseRef `json:"database"`
@@ -317,6 +319,13 @@ type BackupJobSpec struct {
 	// encrypted.
 	// +optional
 	Encryption *cairnv1.EncryptionSpec `json:"encryption,omitempty"`
+
+	// PointInTime turns on point-in-time recovery (MySQL/MariaDB): the
+	// database's binary log is archived continuously beside the dumps, so
+	// a RestoreJob can recover any second of the window. Not with
+	// encryption (the archived log is not encrypted yet).
+	// +optional
+	PointInTime *PointInTimeSpec `json:"pointInTime,omitempty"`
 }
 
 // BackupJobStatus is the observed state, written by the backup operator only.
@@ -402,6 +411,11 @@ type BackupJobStatus struct {
 	// list-catalog annotation found it.
 	// +optional
 	Catalog *CatalogListing `json:"catalog,omitempty"`
+
+	// PointInTime is the recoverable window of the archive
+	// (spec.pointInTime).
+	// +optional
+	PointInTime *PointInTimeStatus `json:"pointInTime,omitempty"`
 }
 
 // CatalogListing is one listing of the store's catalog.

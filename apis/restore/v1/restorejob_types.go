@@ -80,6 +80,15 @@ const (
 	// was set, but the target was not dropped (it existed before the
 	// restore, or the drop failed); the message says why.
 	RestoreJobTargetNotDroppedReason = "TargetNotDropped"
+	// RestoreJobPointInTimeNotEnabledReason: spec.source.pointInTime names
+	// a BackupJob without spec.pointInTime: there is no archive to replay.
+	RestoreJobPointInTimeNotEnabledReason = "PointInTimeNotEnabled"
+	// RestoreJobOutsideWindowReason: the time of spec.source.pointInTime
+	// is not recoverable (before the oldest base, after the newest archived
+	// change); RestoreJobArchiveGapReason: the log up to it has a gap. The
+	// target was not touched; the message names the window or the gap.
+	RestoreJobOutsideWindowReason = "OutsideRecoverableWindow"
+	RestoreJobArchiveGapReason    = "ArchiveGap"
 )
 
 // RestoreJobSpec is the desired state: what to restore, and into which
@@ -166,6 +175,7 @@ type RestoreJobSpec struct {
 // RestoreSource says where the artifact comes from: exactly one of backupJob
 // or store.
 // +kubebuilder:validation:XValidation:rule="has(self.backupJob) != has(self.store)",message="source: set exactly one of backupJob or store"
+// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || (has(self.backupJob) && !has(self.backupJob.artifact))",message="source.pointInTime: restores a BackupJob's archive (source.backupJob without artifact: the dump before that time is chosen)"
 type RestoreSource struct {
 	// BackupJob restores an artifact of a BackupJob in this namespace, from
 	// the BackupJob's store.
@@ -177,6 +187,19 @@ type RestoreSource struct {
 	// cluster.
 	// +optional
 	Store *StoreSource `json:"store,omitempty"`
+
+	// PointInTime restores the BackupJob's database as it was at this
+	// second — RFC 3339 with a zone ("2026-12-05T14:03:07+08:00") — or at
+	// the newest archived change ("latest"): the newest dump taken before
+	// that time, then its binary log replayed up to it. The BackupJob
+	// needs spec.pointInTime; a time outside its recoverable window
+	// (status.pointInTime), or one whose log has a gap, fails the restore
+	// before the target is touched. status.recoveryPoint is the second
+	// reached.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`self == 'latest' || self.matches(r'^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$')`,message="source.pointInTime: an RFC 3339 time with its zone (e.g. 2026-12-05T14:03:07+08:00 or ...Z) or \"latest\""
+	PointInTime string `json:"pointInTime,omitempty"`
 }
 
 // BackupJobSource names a BackupJob and, optionally, one of its artifacts.
@@ -245,6 +268,12 @@ type RestoreJobStatus struct {
 	// "s3://bucket/prefix shop/orders-db".
 	// +optional
 	Source string `json:"source,omitempty"`
+
+	// RecoveryPoint is the second a point-in-time restore reached
+	// (spec.source.pointInTime): the requested time, or for "latest" the
+	// newest archived change.
+	// +optional
+	RecoveryPoint *metav1.Time `json:"recoveryPoint,omitempty"`
 
 	// Artifact is the artifact restored. It is chosen once, before the
 	// restore Job is created, and never changes afterwards; when the restore

@@ -189,6 +189,10 @@ func (in *RestoreJobStatus) DeepCopyInto(out *RestoreJobStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.RecoveryPoint != nil {
+		in, out := &in.RecoveryPoint, &out.RecoveryPoint
+		*out = (*in).DeepCopy()
+	}
 	if in.Artifact != nil {
 		in, out := &in.Artifact, &out.Artifact
 		*out = new(metav1.Artifact)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,6 +72,7 @@ type BackupJobReconciler struct {
 	secretsHold *hold.Hold
 	claimsHold  *hold.Hold
 	cronJobs    *ownership.Applier
+	archivers   *ownership.Applier
 }
 
 // pass is the state the steps of one pass share.
@@ -93,9 +95,10 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	}
 	r.cronJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme,
 		MetadataOnly: true, AnnotationPrefix: annotationPrefix}
+	r.archivers = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
 	s.Finalizer.RetryInterval = 15 * time.Second
 	s.Steps = []reconcile.Step[*backupv1.BackupJob, state]{{Name: "validate", Run: r.validate}, {Name: "references", Run: r.checkReferences},
-		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns},
+		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns}, {Name: "archiver", Run: r.ensureArchiver},
 		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}, {Name: "summarise", Run: r.summarise}}
 	s.Cleanup, s.Deleting, s.Transition, s.Observe = r.cleanup, deleting, r.transition, observe
 	s.Forget = func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) }
@@ -111,6 +114,7 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	// issue 11).
 	return s.Complete(ctx, mgr, opts,
 		reconcile.Owns(&batchv1.CronJob{}, builder.OnlyMetadata, builder.WithPredicates(ownership.SkipOwnCreate(ownership.AsCreated))),
+		reconcile.Owns(&appsv1.Deployment{}),
 		reconcile.Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)),
 		reconcile.Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())),
 		reconcile.ReferrersInNamespace(func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) },

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,5 +18,5 @@ import (
 // repeated short strings interned (manager.TransformStripAndIntern: about
 // 0.5 KiB less per BackupJob, issue 16).
 func CacheByObject() map[client.Object]cache.ByObject {
-	return agentjob.Cache(ManagedByValue, []client.Object{&backupv1.BackupJob{}}, &batchv1.CronJob{})
+	return agentjob.Cache(ManagedByValue, []client.Object{&backupv1.BackupJob{}}, &batchv1.CronJob{}, &appsv1.Deployment{})
 }

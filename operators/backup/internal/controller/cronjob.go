@@ -38,6 +38,7 @@ func runSpec(bj *backupv1.BackupJob, image, kind string) agentjob.Spec {
 		ObjectLock:            objectLock(bj),
 		Encryption:            agentjob.BackupEncryption(bj.Spec.Encryption),
 		Parallelism:           ptr.Deref(bj.Spec.Parallelism, 0),
+		PointInTime:           pointInTime(bj),
 		Labels:                childLabels(bj.Name, kind),
 		BackoffLimit:          &maxRetries,
 		ActiveDeadlineSeconds: &deadline,

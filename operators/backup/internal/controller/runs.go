@@ -247,6 +247,7 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 		if res != nil {
 			bj.Status.LastArtifact = agentjob.Artifact(res)
 			bj.Status.Retention = retentionStatus(res, at)
+			recordWindow(bj, res.PointInTime, at)
 			msg += ": " + res.Artifact
 		}
 		bj.Status.LastRunMessage = msg

@@ -18,6 +18,10 @@ func failedReason(f *contract.FailedError) string {
 			return restorev1.RestoreJobEncryptionIdentityMissingReason
 		case contract.CodeEncryptionIdentityMismatch:
 			return restorev1.RestoreJobEncryptionIdentityMismatchReason
+		case contract.CodeOutsideWindow:
+			return restorev1.RestoreJobOutsideWindowReason
+		case contract.CodeArchiveGap:
+			return restorev1.RestoreJobArchiveGapReason
 		}
 	}
 	return cairnv1.FailedReason

@@ -55,6 +55,9 @@ type source struct {
 	CatalogKey string
 	// Artifact to restore, passed to the agent explicitly.
 	Artifact cairnv1.Artifact
+	// PointInTime: restore to this time (the agent chooses the base);
+	// Artifact is then empty.
+	PointInTime string
 }
 
 // desiredJob renders rj's restore Job. spec is rj's spec with defaults applied.
@@ -78,6 +81,7 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 			PodFinalizers:         podFinalizers(spec),
 			Encryption:            agentjob.RestoreEncryption(spec.Encryption),
 			Parallelism:           ptr.Deref(spec.Parallelism, 0),
+			PointInTime:           pointInTime(src),
 			Labels:                lbls,
 			BackoffLimit:          spec.MaxRetries,
 			ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
@@ -165,4 +169,12 @@ func DesiredJob(rj *restorev1.RestoreJob, bj *backupv1.BackupJob, image string) 
 		src.Artifact = *bj.Status.LastArtifact
 	}
 	return desiredJob(rj, spec, src, image)
+}
+
+// pointInTime is a point-in-time restore's target (nil otherwise).
+func pointInTime(src source) *agentjob.PointInTime {
+	if src.PointInTime == "" {
+		return nil
+	}
+	return &agentjob.PointInTime{RecoveryTarget: src.PointInTime}
 }

@@ -88,6 +88,12 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 		return r.wait(p, prob.Reason, "%s", prob.Message)
 	}
 
+	if src.PointInTime != "" {
+		conditions.MarkReconciling(rj, restorev1.RestoreJobArtifactResolvedReason,
+			fmt.Sprintf("restoring to %s (the newest base before it, then its binary log); creating Job %s", src.PointInTime, rj.JobName()))
+		p.State.src = &src
+		return nil
+	}
 	if rj.Status.Artifact == nil {
 		rj.Status.Artifact = &src.Artifact
 		conditions.MarkReconciling(rj, restorev1.RestoreJobArtifactResolvedReason,
@@ -124,6 +130,15 @@ func (r *RestoreJobReconciler) resolve(ctx context.Context, p *pass) (source, er
 		src.Storage = bj.Spec.Storage
 		src.CatalogKey = key.String()
 		switch {
+		case s.PointInTime != "" && bj.Spec.PointInTime == nil:
+			return src, reconcile.Stalled(restorev1.RestoreJobPointInTimeNotEnabledReason,
+				"source.pointInTime %s: BackupJob %s has no spec.pointInTime, so no archive to replay; turn it on (later backups are bases) or restore a dump", s.PointInTime, key.Name)
+		case s.PointInTime != "" && bj.Status.LastArtifact == nil:
+			return src, r.wait(p, restorev1.RestoreJobNoArtifactReason, "BackupJob %s has no successful backup yet (the base of a point-in-time restore); waiting for its first one", key.Name)
+		case s.PointInTime != "":
+			// The agent chooses the base: the newest dump that ended
+			// before the time (status.artifact records it afterwards).
+			src.PointInTime = s.PointInTime
 		case rj.Status.Artifact != nil:
 			src.Artifact = *rj.Status.Artifact
 		case s.BackupJob.Artifact != "":
@@ -211,6 +226,9 @@ func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
 	}
 	if res := obs.Result; res != nil {
 		rj.Status.Artifact = agentjob.Artifact(res)
+		if !res.RecoveryPoint.IsZero() {
+			rj.Status.RecoveryPoint = &metav1.Time{Time: res.RecoveryPoint.UTC()}
+		}
 		recordChecks(rj, res)
 	}
 	return nil
@@ -232,6 +250,16 @@ func (r *RestoreJobReconciler) summarize(p *pass, err error) error {
 	artifact := ""
 	if rj.Status.Artifact != nil {
 		artifact = rj.Status.Artifact.Path
+	}
+	if t := spec.Source.PointInTime; t != "" {
+		artifact = "to " + t
+		if rp := rj.Status.RecoveryPoint; rp != nil {
+			artifact += fmt.Sprintf(" (reached %s", rp.UTC().Format(time.RFC3339))
+			if rj.Status.Artifact != nil {
+				artifact += " from base " + rj.Status.Artifact.Path
+			}
+			artifact += ")"
+		}
 	}
 	switch obs.State {
 	case agentjob.RunPending:

@@ -3,6 +3,7 @@ package restorespec
 import (
 	"path"
 	"strings"
+	"time"
 	"unicode"
 
 	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
@@ -52,6 +53,18 @@ func validateSource(src *restorev1.RestoreSource, p *field.Path) field.ErrorList
 		errs = append(errs, validation.ObjectName(bj.Name, bp.Child("name"), "a BackupJob in the RestoreJob's namespace")...)
 		if bj.Artifact != "" {
 			errs = append(errs, validateArtifact(bj.Artifact, bp.Child("artifact"))...)
+		}
+	}
+	if t := src.PointInTime; t != "" {
+		pp := p.Child("pointInTime")
+		if _, err := time.Parse(time.RFC3339, t); t != "latest" && err != nil {
+			errs = append(errs, field.Invalid(pp, t, "an RFC 3339 time with its zone (2026-12-05T14:03:07+08:00) or \"latest\""))
+		}
+		switch {
+		case src.BackupJob == nil:
+			errs = append(errs, field.Forbidden(pp, "restores a BackupJob's archive: set source.backupJob (a BackupJob with spec.pointInTime)"))
+		case src.BackupJob.Artifact != "":
+			errs = append(errs, field.Forbidden(pp, "not with source.backupJob.artifact: the newest dump taken before that time is the base"))
 		}
 	}
 	if st := src.Store; st != nil {

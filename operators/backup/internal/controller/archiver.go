@@ -1,0 +1,177 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cairn.dev/agent/contract"
+	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/agentjob"
+	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/ownership"
+	"cairn.dev/libs/reconcile"
+)
+
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+
+// runArchiver is RunKindLabel's value on the archiver Deployment and pods.
+const runArchiver = "archiver"
+
+// pointInTime is the run settings of bj's point-in-time recovery: its
+// backups are bases, its archiver closes segments every maxSegmentAge and
+// is ready within maxLag. Nil without spec.pointInTime.
+func pointInTime(bj *backupv1.BackupJob) *agentjob.PointInTime {
+	p := bj.Spec.PointInTime
+	if p == nil {
+		return nil
+	}
+	age, lag := durationOr(p.MaxSegmentAge, backupv1.DefaultMaxSegmentAge), durationOr(p.MaxLag, backupv1.DefaultMaxLag)
+	return &agentjob.PointInTime{Base: true, MaxSegmentAge: age, MaxLag: max(lag, age)}
+}
+
+func durationOr(d *metav1.Duration, def string) time.Duration {
+	if d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	v, _ := time.ParseDuration(def)
+	return v
+}
+
+// desiredArchiver is bj's archiver: `agent archive` streaming the
+// database's binary log into bj's store, one replica (agentjob.
+// ArchiverDeployment), named "<name>-archiver".
+func desiredArchiver(bj *backupv1.BackupJob, image string) *appsv1.Deployment {
+	s := runSpec(bj, image, runArchiver)
+	s.Command = contract.CommandArchive
+	s.RetentionDays, s.Retention, s.ObjectLock, s.Parallelism = 0, nil, nil, 0
+	s.BackoffLimit, s.ActiveDeadlineSeconds = nil, nil
+	s.PointInTime.Base = false
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: bj.ArchiverName(), Labels: s.Labels},
+		Spec:       agentjob.ArchiverDeployment(s),
+	}
+}
+
+// ensureArchiver is the step that keeps bj's archiver while
+// spec.pointInTime is set, and removes it when it is not; it decides
+// PointInTimeReady from the archiver's readiness and the archive's gaps.
+func (r *BackupJobReconciler) ensureArchiver(ctx context.Context, p *pass) error {
+	bj := p.Obj
+	if bj.Spec.PointInTime == nil {
+		conditions.Delete(bj, backupv1.PointInTimeReadyCondition)
+		bj.Status.PointInTime = nil
+		return r.removeArchiver(ctx, bj)
+	}
+	desired := desiredArchiver(bj, r.AgentImage)
+	op, err := r.archivers.Ensure(ctx, bj, desired)
+	var nc *ownership.NotControlledError
+	switch {
+	case errors.As(err, &nc):
+		conditions.Set(bj, backupv1.PointInTimeReadyCondition, metav1.ConditionFalse, cairnv1.NotControlledReason, nc.Error())
+		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
+	case apierrors.IsAlreadyExists(err):
+		p.RequeueAfter(time.Second) // ours, not cached yet
+		return nil
+	case err != nil:
+		return fmt.Errorf("ensuring the archiver: %w", err)
+	case op != ownership.Unchanged:
+		ctrl.LoggerFrom(ctx).Info("archiver "+string(op), "Deployment", desired.Name)
+	}
+	if bj.Status.PointInTime == nil {
+		bj.Status.PointInTime = &backupv1.PointInTimeStatus{}
+	}
+	bj.Status.PointInTime.Archiver = desired.Name
+	dep := &appsv1.Deployment{}
+	if op == ownership.Created {
+		dep = desired
+	} else if err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), dep); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	reason, msg := archiveState(bj, dep)
+	status := metav1.ConditionFalse
+	if reason == backupv1.ArchivingReason {
+		status = metav1.ConditionTrue
+	}
+	conditions.Set(bj, backupv1.PointInTimeReadyCondition, status, reason, msg)
+	return nil
+}
+
+// archiveState is PointInTimeReady's reason and message: a gap in the
+// archive first (restores across it are refused), then the archiver's
+// readiness (its probe: caught up within maxLag).
+func archiveState(bj *backupv1.BackupJob, dep *appsv1.Deployment) (string, string) {
+	st := bj.Status.PointInTime
+	if len(st.Gaps) > 0 {
+		return backupv1.ArchiveGapReason, fmt.Sprintf("the archive has %d gap(s): %s; a restore to a time across one is refused, and a new backup starts a continuous window after it",
+			len(st.Gaps), strings.Join(st.Gaps, "; "))
+	}
+	ready := dep.Status.ObservedGeneration >= dep.Generation && dep.Status.ReadyReplicas > 0 && dep.Status.UpdatedReplicas > 0
+	if !ready {
+		msg := fmt.Sprintf("archiver %s has no ready replica: starting, failing, or behind by more than maxLag (%s)",
+			dep.Name, pointInTime(bj).MaxLag)
+		for _, c := range dep.Status.Conditions {
+			if c.Type == appsv1.DeploymentAvailable && c.Message != "" {
+				msg += "; " + c.Message
+			}
+		}
+		return backupv1.ArchiverNotReadyReason, msg
+	}
+	msg := fmt.Sprintf("archiver %s keeps up (changes archived within %s)", dep.Name, pointInTime(bj).MaxLag)
+	if st.Latest != nil && st.Earliest != nil {
+		msg += fmt.Sprintf("; recoverable from %s (as of the last backup's reading)", st.Earliest.UTC().Format(time.RFC3339))
+	}
+	return backupv1.ArchivingReason, msg
+}
+
+// removeArchiver deletes bj's archiver, if it has one.
+func (r *BackupJobReconciler) removeArchiver(ctx context.Context, bj *backupv1.BackupJob) error {
+	dep := &appsv1.Deployment{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: bj.ArchiverName()}, dep)
+	if apierrors.IsNotFound(err) || (err == nil && !metav1.IsControlledBy(dep, bj)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Delete(ctx, dep, client.Preconditions{UID: &dep.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing the archiver: %w", err)
+	}
+	ctrl.LoggerFrom(ctx).Info("archiver removed (spec.pointInTime unset)", "Deployment", dep.Name)
+	return nil
+}
+
+// recordWindow records the archive's window a point-in-time backup read.
+func recordWindow(bj *backupv1.BackupJob, w *contract.PointInTimeWindow, at *metav1.Time) {
+	if w == nil || bj.Spec.PointInTime == nil {
+		return
+	}
+	st := bj.Status.PointInTime
+	if st == nil {
+		st = &backupv1.PointInTimeStatus{Archiver: bj.ArchiverName()}
+		bj.Status.PointInTime = st
+	}
+	st.Earliest, st.Latest = optTime(w.Earliest), optTime(w.Latest)
+	st.LastSegment, st.Segments = w.LastSegment, int32(w.Segments)
+	st.Gaps = w.Gaps
+	if len(st.Gaps) > 16 {
+		st.Gaps = st.Gaps[:16]
+	}
+	st.ReadTime = at
+}
+
+func optTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t.UTC()}
+}
