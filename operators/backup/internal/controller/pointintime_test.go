@@ -151,11 +151,15 @@ func TestPointInTimeAdmission(t *testing.T) {
 		mutate func(*backupv1.BackupJob)
 		want   string
 	}{
-		"postgres": {func(b *backupv1.BackupJob) { b.Spec.Database.Engine, b.Spec.Database.Port = cairnv1.PostgresEngine, 5432 }, "MySQL/MariaDB"},
+		"postgres": {func(b *backupv1.BackupJob) {
+			b.Spec.Database.Engine, b.Spec.Database.Port = cairnv1.PostgresEngine, 5432
+		}, "MySQL/MariaDB"},
 		"encrypted": {func(b *backupv1.BackupJob) {
 			b.Spec.Encryption = &cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{ConfigMapKeyRef: &cairnv1.KeySelector{Name: "k", Key: "r"}}}
 		}, "not with encryption"},
-		"segment age 1s": {func(b *backupv1.BackupJob) { b.Spec.PointInTime.MaxSegmentAge = &metav1.Duration{Duration: time.Second} }, "between 10s and 1h"},
+		"segment age 1s": {func(b *backupv1.BackupJob) {
+			b.Spec.PointInTime.MaxSegmentAge = &metav1.Duration{Duration: time.Second}
+		}, "between 10s and 1h"},
 		"lag below the segment age": {func(b *backupv1.BackupJob) {
 			b.Spec.PointInTime.MaxSegmentAge = &metav1.Duration{Duration: 5 * time.Minute}
 			b.Spec.PointInTime.MaxLag = &metav1.Duration{Duration: time.Minute}
