@@ -22,19 +22,33 @@ import (
 )
 
 // Setup is how every controller's SetupWithManager begins: b's defaults
-// for the controller of kind (Init, with defaultDeadline), then the
+// for the controller of kind (Init, with defaultDeadline) and the
+// settings' (each one's Init), then the
 // skeleton of kind (its descriptor: the kind's name, its cleanup
-// finalizer) with b's client, recorder, deadline and clock. The
-// controller sets the skeleton's Steps, Summarize, Cleanup and the rest,
+// finalizer, its API defaults) with b's client, recorder, deadline and
+// clock. The controller sets the skeleton's Begin, Final, Validate, Steps,
+// Summarize, Cleanup and the rest,
 // then registers it with Complete.
-func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], defaultDeadline time.Duration) (*Reconciler[T, S], error) {
+func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], defaultDeadline time.Duration, settings ...Settings) (*Reconciler[T, S], error) {
 	name := kind.GroupKind.Kind
 	if err := b.Init(mgr, name, defaultDeadline); err != nil {
 		return nil, err
 	}
-	return &Reconciler[T, S]{Kind: name, Client: b.Client, Recorder: b.Recorder, New: newObject[T],
+	for _, s := range settings {
+		if err := s.Init(name); err != nil {
+			return nil, err
+		}
+	}
+	return &Reconciler[T, S]{Kind: name, Client: b.Client, Recorder: b.Recorder, New: newObject[T], Defaults: kind.Defaults,
 		Finalizer: &finalizer.Finalizer{Name: kind.Finalizer, Deadline: b.CleanupDeadline,
 			PollInterval: 2 * time.Second, Client: b.Client, Recorder: b.Recorder, Now: b.Clock.Now}}, nil
+}
+
+// Settings is what a controller embeds besides Base and hands to Setup,
+// which initialises it too (e.g. agentjob.Agent): Init fails on what the
+// controller cannot start without and fills the defaults.
+type Settings interface {
+	Init(kind string) error
 }
 
 // newObject is an empty object of T (a pointer to a struct).

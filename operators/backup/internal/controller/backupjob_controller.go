@@ -12,7 +12,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -55,15 +54,14 @@ type BackupJobReconciler struct {
 	// Base: its Clock tells the time of deadlines and the result grace
 	// (tests set one they control).
 	reconcile.Base
-	// AgentImage runs in every backup and cleanup pod.
-	AgentImage string
+	// Agent: the image of every backup and cleanup pod; its ResultGrace
+	// is how long a finished run waits for its pod's result to reach the
+	// cache before it is recorded without an artifact.
+	agentjob.Agent
 	// OperatorNamespace is where an artifact delete runs when the
 	// BackupJob's namespace is being deleted (deleteElsewhere); it holds
 	// DeleteCredentialsSecret. Empty: such deletes cannot run.
 	OperatorNamespace string
-	// ResultGrace is how long a finished run waits for its pod's result to
-	// reach the cache before it is recorded without an artifact.
-	ResultGrace time.Duration
 
 	// terminating holds the UIDs of BackupJobs whose namespace refused
 	// their delete Job (being deleted): for the abandon Event's target.
@@ -81,13 +79,10 @@ type pass = reconcile.Pass[*backupv1.BackupJob, state]
 // label to their one BackupJob, Secrets and PVCs (metadata only) mapped to
 // the BackupJobs that refer to them.
 func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.ResultGrace == 0 {
-		r.ResultGrace = agentjob.ResultGrace
-	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
-	s, err := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, DefaultCleanupDeadline)
+	s, err := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, DefaultCleanupDeadline, &r.Agent)
 	if err != nil {
 		return err
 	}
@@ -96,9 +91,9 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	s.Finalizer.RetryInterval = 15 * time.Second
 	s.Steps = []reconcile.Step[*backupv1.BackupJob, state]{{Name: "validate", Run: r.validate}, {Name: "references", Run: r.checkReferences},
 		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns},
-		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}, {Name: "summarise", Run: r.summarise}}
-	s.Cleanup, s.Deleting, s.Transition, s.Observe = r.cleanup, deleting, r.transition, observe
-	s.Forget = func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) }
+		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}}
+	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe = r.summarize, r.cleanup, deleting, r.transition, metrics.Observe
+	s.Forget = metrics.ForgetObject
 	if err := r.setupHolds(mgr, opts); err != nil {
 		return err
 	}
@@ -207,9 +202,15 @@ func (r *BackupJobReconciler) checkReferences(ctx context.Context, p *pass) erro
 	return reconcile.Stalled(prob.Reason, "%s", prob.Message)
 }
 
-// summarise sets nextScheduleTime, phase and conditions from what the steps
-// observed.
-func (r *BackupJobReconciler) summarise(_ context.Context, p *pass) error {
+// summarize (reconcile.Reconciler.Summarize, after the steps) sets
+// nextScheduleTime, phase and conditions from what the steps observed. A
+// pass a step ended keeps the status that step set, and a checkpoint
+// stores the facts recorded so far (a run, a listing): both are decided at
+// the end of a pass whose steps all ran.
+func (r *BackupJobReconciler) summarize(p *pass, err error) error {
+	if err != nil || p.AtCheckpoint() {
+		return err
+	}
 	bj := p.Obj
 	now := r.Now()
 	if bj.Spec.Suspend {

@@ -12,6 +12,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	"cairn.dev/libs/access"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/backup/internal/controller"
@@ -33,7 +34,7 @@ func New(version string) manager.Operator {
 			// operator's own namespace (the pod's, like its Lease; "" outside
 			// a pod: those deletes cannot run).
 			r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
-				AgentImage: o.AgentImage, OperatorNamespace: o.OperatorNamespace()}
+				Agent: agentjob.Agent{AgentImage: o.AgentImage}, OperatorNamespace: o.OperatorNamespace()}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,

@@ -425,7 +425,7 @@ func transition(_ context.Context, rec events.EventRecorder, old, mj *migrationv
 		}
 	}
 	if mj.Finished() && !old.Finished() {
-		recordFinished(mj)
+		metrics.Finish(mj)
 	}
 }
 
@@ -452,7 +452,7 @@ func newWarnings(old *migrationv1.StepStatus, st migrationv1.StepStatus) []strin
 func DesiredFirstJob(mj *migrationv1.MigrationJob, image string, scheme *runtime.Scheme) (*batchv1.Job, error) {
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
-	r := &MigrationJobReconciler{Base: reconcile.Base{Scheme: scheme}, AgentImage: image}
+	r := &MigrationJobReconciler{Base: reconcile.Base{Scheme: scheme}, Agent: agentjob.Agent{AgentImage: image}}
 	st := &migrationv1.StepStatus{Step: contract.StepPrecheck, AgentRun: cairnv1.AgentRun{JobName: stepJobName(mj, contract.StepPrecheck, 0)},
 		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
 	return r.desiredJob(mj, spec, st, nil)

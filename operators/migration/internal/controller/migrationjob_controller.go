@@ -13,7 +13,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -66,8 +65,9 @@ const (
 // MigrationJobReconciler reconciles MigrationJobs.
 type MigrationJobReconciler struct {
 	reconcile.Base
-	// AgentImage runs in every step's pod unless spec.image says otherwise.
-	AgentImage string
+	// Agent: the image of every step's pod unless spec.image says
+	// otherwise, the result grace.
+	agentjob.Agent
 	// PollInterval is how often a Job in the target cluster (not watched)
 	// is looked at, and a waiting MigrationJob looks again.
 	PollInterval time.Duration
@@ -89,8 +89,6 @@ type pass = reconcile.Pass[*migrationv1.MigrationJob, state]
 
 // state is what the steps share within one pass.
 type state struct {
-	// spec with defaults applied.
-	spec migrationv1.MigrationJobSpec
 	// target is the client for Jobs that run in the target's cluster (the
 	// local client unless Store transfer to a remote target).
 	target client.Client
@@ -105,16 +103,13 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.AgentImage == "" {
-		return errors.New("migration controller: no agent image")
-	}
 	if r.PollInterval <= 0 {
 		r.PollInterval = DefaultPollInterval
 	}
 	if r.ReplicationInterval <= 0 {
 		r.ReplicationInterval = DefaultReplicationInterval
 	}
-	s, err := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, DefaultCleanupDeadline)
+	s, err := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, DefaultCleanupDeadline, &r.Agent)
 	if err != nil {
 		return err
 	}
@@ -128,7 +123,8 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		}
 		r.AllowedImages = imgs
 	}
-	s.Steps = []reconcile.Step[*migrationv1.MigrationJob, state]{{Name: "prepare", Run: r.prepare},
+	s.Begin, s.Final, s.Validate = begin, (*migrationv1.MigrationJob).Finished, validate
+	s.Steps = []reconcile.Step[*migrationv1.MigrationJob, state]{{Name: "check", Run: r.check},
 		{Name: "hold-kubeconfig", Run: r.holdKubeconfig}, {Name: "connect", Run: r.connect}, {Name: "advance", Run: r.advance}}
 	s.Summarize, s.Cleanup, s.Deleting, s.Transition = summarize, r.cleanup, deleting, transition
 	if err := r.setupKubeconfigHold(mgr, opts); err != nil {

@@ -44,7 +44,7 @@ func kubeconfigNeeded(o client.Object) []string {
 	return []string{spec.Target.KubeconfigSecretRef.Name}
 }
 
-// holdKubeconfig (a step, after prepare approved the references) puts
+// holdKubeconfig (a step, after check approved the references) puts
 // KubeconfigFinalizer on the kubeconfig Secret of a MigrationJob whose
 // target-side Jobs run in another cluster. A pass that finds it there
 // writes nothing.

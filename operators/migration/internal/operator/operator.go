@@ -15,6 +15,7 @@ import (
 
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/access"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/migration/internal/controller"
@@ -59,7 +60,7 @@ func New(version string) manager.Operator {
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.MigrationJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
-				AllowedImages: images, AgentImage: o.AgentImage, PollInterval: pollInterval, ReplicationInterval: replicationInterval}
+				AllowedImages: images, Agent: agentjob.Agent{AgentImage: o.AgentImage}, PollInterval: pollInterval, ReplicationInterval: replicationInterval}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: func(mgr ctrl.Manager) error { return webhook.Setup(mgr, images) },

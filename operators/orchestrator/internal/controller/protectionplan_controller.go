@@ -62,8 +62,6 @@ type pass = reconcile.Pass[*platformv1.ProtectionPlan, state]
 
 // state is what the plan's steps share within one pass.
 type state struct {
-	// spec is the plan's spec with defaults applied.
-	spec platformv1.ProtectionPlanSpec
 	// now is the pass' one reading of the clock.
 	now time.Time
 	// backupJob is the plan's BackupJob as cached, or nil.
@@ -80,10 +78,10 @@ func (r *ProtectionPlanReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		return err
 	}
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
-	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "prepare", Run: r.prepare}, {Name: "backup", Run: r.ensureBackup},
-		{Name: "verification", Run: r.verification}, {Name: "history", Run: r.pruneHistory}, {Name: "migration", Run: r.migration},
-		{Name: "summarise", Run: r.summarise}}
-	s.Cleanup, s.Deleting, s.Transition, s.Observe, s.Forget = r.cleanup, deleting, transition, observe, forget
+	s.Begin = r.begin
+	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "check", Run: r.check}, {Name: "backup", Run: r.ensureBackup},
+		{Name: "verification", Run: r.verification}, {Name: "history", Run: r.pruneHistory}, {Name: "migration", Run: r.migration}}
+	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe, s.Forget = r.summarize, r.cleanup, deleting, transition, metrics.Observe, metrics.ForgetObject
 	// Owns maps a child's events (its status included: that is what the
 	// plan summarises) to exactly its one controller. The BackupJob's
 	// create event is the creating pass's own write (that pass goes on

@@ -6,7 +6,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -49,8 +48,8 @@ const (
 // RestoreJobReconciler reconciles RestoreJobs.
 type RestoreJobReconciler struct {
 	reconcile.Base
-	// AgentImage runs in every restore pod.
-	AgentImage string
+	// Agent: the image of every restore pod, the result grace.
+	agentjob.Agent
 	// WaitInterval is how soon to look again while waiting for a BackupJob
 	// or its first successful backup (BackupJob events also wake it).
 	WaitInterval time.Duration
@@ -61,9 +60,6 @@ type pass = reconcile.Pass[*restorev1.RestoreJob, state]
 
 // state is what the RestoreJob's steps share within one pass.
 type state struct {
-	// spec is the RestoreJob's spec with defaults applied (for objects
-	// admitted while the defaulting webhook was not running).
-	spec restorev1.RestoreJobSpec
 	// src is the resolved source (start), the run's Job renders it.
 	src *source
 	// run is what the run step found of the restore Job.
@@ -72,17 +68,15 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.AgentImage == "" {
-		return errors.New("restore controller: no agent image")
-	}
 	if r.WaitInterval <= 0 {
 		r.WaitInterval = DefaultWaitInterval
 	}
-	s, err := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, DefaultCleanupDeadline)
+	s, err := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, DefaultCleanupDeadline, &r.Agent)
 	if err != nil {
 		return err
 	}
-	s.Steps = []reconcile.Step[*restorev1.RestoreJob, state]{{Name: "prepare", Run: r.prepare}, {Name: "start", Run: r.start}, {Name: "run", Run: r.run}}
+	s.Begin, s.Final = begin, (*restorev1.RestoreJob).Finished
+	s.Steps = []reconcile.Step[*restorev1.RestoreJob, state]{{Name: "start", Run: r.start}, {Name: "run", Run: r.run}}
 	s.Summarize, s.Cleanup, s.Transition = r.summarize, r.cleanup, transition
 	if err := setupScratchPods(mgr, r, opts); err != nil {
 		return err

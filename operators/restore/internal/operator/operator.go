@@ -14,6 +14,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/access"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/restore/internal/controller"
@@ -36,7 +37,7 @@ func New(version string) manager.Operator {
 		CacheByObject: controller.CacheByObject,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.RestoreJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
-				AgentImage: o.AgentImage, WaitInterval: waitInterval}
+				Agent: agentjob.Agent{AgentImage: o.AgentImage}, WaitInterval: waitInterval}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: webhook.Setup,
