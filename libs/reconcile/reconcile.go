@@ -126,6 +126,9 @@ type Reconciler[T Object, S any] struct {
 	Observe func(obj T)
 	// Forget drops per-object metrics of an object that is gone.
 	Forget func(key types.NamespacedName)
+
+	// setupErr is what Setup found; Complete returns it.
+	setupErr error
 }
 
 var _ crreconcile.Reconciler = &Reconciler[Object, struct{}]{}

@@ -28,20 +28,20 @@ import (
 // finalizer, its API defaults) with b's client, recorder, deadline and
 // clock. The controller sets the skeleton's Begin, Final, Validate, Steps,
 // Summarize, Cleanup and the rest,
-// then registers it with Complete.
-func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], defaultDeadline time.Duration, settings ...Settings) (*Reconciler[T, S], error) {
+// then registers it with Complete, which fails first with what Setup
+// found (no client, no Guard, a setting's error): the controller does not
+// start.
+func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], defaultDeadline time.Duration, settings ...Settings) *Reconciler[T, S] {
 	name := kind.GroupKind.Kind
-	if err := b.Init(mgr, name, defaultDeadline); err != nil {
-		return nil, err
-	}
+	err := b.Init(mgr, name, defaultDeadline)
 	for _, s := range settings {
-		if err := s.Init(name); err != nil {
-			return nil, err
+		if err == nil {
+			err = s.Init(name)
 		}
 	}
 	return &Reconciler[T, S]{Kind: name, Client: b.Client, Recorder: b.Recorder, New: newObject[T], Defaults: kind.Defaults,
 		Finalizer: &finalizer.Finalizer{Name: kind.Finalizer, Deadline: b.CleanupDeadline,
-			PollInterval: 2 * time.Second, Client: b.Client, Recorder: b.Recorder, Now: b.Clock.Now}}, nil
+			PollInterval: 2 * time.Second, Client: b.Client, Recorder: b.Recorder, Now: b.Now}, setupErr: err}
 }
 
 // Settings is what a controller embeds besides Base and hands to Setup,
@@ -56,12 +56,14 @@ func newObject[T Object]() T {
 	return reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
 }
 
-// Wiring is what a Watch adds to: the controller's builder, its manager,
-// an object of the kind it reconciles and the kind's list (for the
-// referrers' lookups), and the controller's client.
+// Wiring is what a Watch adds to: the controller's builder, its manager
+// and options (for a controller registered alongside, e.g. a hold's
+// releaser), an object of the kind it reconciles and the kind's list (for
+// the referrers' lookups), and the controller's client.
 type Wiring struct {
 	Ctx     context.Context
 	Manager ctrl.Manager
+	Options controller.Options
 	Builder *builder.Builder
 	For     client.Object
 	List    client.ObjectList
@@ -76,6 +78,9 @@ type Watch func(w *Wiring) error
 // ignored: the skeleton writes status itself), with opts, and what
 // watches add, in order.
 func (r *Reconciler[T, S]) Complete(ctx context.Context, mgr ctrl.Manager, opts controller.Options, watches ...Watch) error {
+	if r.setupErr != nil {
+		return r.setupErr
+	}
 	obj := r.New()
 	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
 	if err != nil {
@@ -85,7 +90,7 @@ func (r *Reconciler[T, S]) Complete(ctx context.Context, mgr ctrl.Manager, opts 
 	if err != nil {
 		return fmt.Errorf("%s controller: %w", r.Kind, err)
 	}
-	w := &Wiring{Ctx: ctx, Manager: mgr, For: obj, List: list.(client.ObjectList), Client: r.Client,
+	w := &Wiring{Ctx: ctx, Manager: mgr, Options: opts, For: obj, List: list.(client.ObjectList), Client: r.Client,
 		Builder: ctrl.NewControllerManagedBy(mgr).Named(strings.ToLower(r.Kind)).WithOptions(opts).
 			For(obj, builder.WithPredicates(status.IgnoreStatusUpdates()))}
 	for _, watch := range watches {

@@ -79,13 +79,7 @@ type pass = reconcile.Pass[*backupv1.BackupJob, state]
 // label to their one BackupJob, Secrets and PVCs (metadata only) mapped to
 // the BackupJobs that refer to them.
 func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.APIReader == nil {
-		r.APIReader = mgr.GetAPIReader()
-	}
-	s, err := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, DefaultCleanupDeadline, &r.Agent)
-	if err != nil {
-		return err
-	}
+	s := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, DefaultCleanupDeadline, &r.Agent)
 	r.cronJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme,
 		MetadataOnly: true, AnnotationPrefix: annotationPrefix}
 	s.Finalizer.RetryInterval = 15 * time.Second
@@ -94,9 +88,7 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}}
 	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe = r.summarize, r.cleanup, deleting, r.transition, metrics.Observe
 	s.Forget = metrics.ForgetObject
-	if err := r.setupHolds(mgr, opts); err != nil {
-		return err
-	}
+	r.secretsHold, r.claimsHold = r.holds()
 	// CronJobs are watched and cached as metadata only. The CronJob's own
 	// creation is this controller's write: skip its create event
 	// (ownership.SkipOwnCreate). Updates (drift) and deletes bring the owner
@@ -109,7 +101,9 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		reconcile.Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)),
 		reconcile.Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())),
 		reconcile.ReferrersInNamespace(func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) },
-			references.Secret, references.PVC, references.ConfigMap))
+			references.Secret, references.PVC, references.ConfigMap),
+		// The releasers of the held Secrets and claims.
+		r.secretsHold.Releaser("backupjob-credentials"), r.claimsHold.Releaser("backupjob-claims"))
 }
 
 // backupJobReferences are the objects a BackupJob's runs need.

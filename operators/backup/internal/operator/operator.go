@@ -5,6 +5,9 @@ package operator
 
 import (
 	"context"
+	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,7 +31,7 @@ func New(version string) manager.Operator {
 		Name: "backup", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: controller.DefaultCleanupDeadline,
 		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
 		AddToScheme:   []func(*runtime.Scheme) error{backupv1.AddToScheme, backupv1alpha1.AddToScheme},
-		CacheByObject: controller.CacheByObject,
+		CacheByObject: cacheByObject,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			// Artifact deletes of namespaces being deleted run in the
 			// operator's own namespace (the pod's, like its Lease; "" outside
@@ -39,4 +42,15 @@ func New(version string) manager.Operator {
 		},
 		Webhooks: webhook.Setup,
 	}
+}
+
+// cacheByObject keeps only the operator's own CronJobs, Jobs and Pods in
+// memory (by ManagedByLabel). CronJobs are cached as metadata only (see
+// SetupWithManager); the key here selects them by kind either way. Jobs and
+// Pods are cached without their spec, which the controller never reads
+// (agentjob.TransformRun). BackupJobs and CronJobs, held one per BackupJob, have their
+// repeated short strings interned (manager.TransformStripAndIntern: about
+// 0.5 KiB less per BackupJob, issue 16).
+func cacheByObject() map[client.Object]cache.ByObject {
+	return agentjob.Cache(controller.ManagedByValue, []client.Object{&backupv1.BackupJob{}}, &batchv1.CronJob{})
 }

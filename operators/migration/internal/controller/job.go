@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/contract"
@@ -51,13 +50,6 @@ const (
 	SwitchDatabaseKey = migrationv1.SwitchDatabaseKey
 )
 
-// CacheByObject keeps only the operator's own Jobs and Pods in memory, and
-// those without their spec (agentjob.TransformRun): the controller reads a
-// cached Job's metadata and status only. MigrationJobs have their repeated
-// short strings interned.
-func CacheByObject() map[client.Object]cache.ByObject {
-	return agentjob.Cache(ManagedByValue, []client.Object{&migrationv1.MigrationJob{}})
-}
 
 // runsRemote reports whether target-side Jobs run in the target cluster.
 func runsRemote(spec *migrationv1.MigrationJobSpec) bool {

@@ -109,14 +109,11 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.ReplicationInterval <= 0 {
 		r.ReplicationInterval = DefaultReplicationInterval
 	}
-	s, err := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, DefaultCleanupDeadline, &r.Agent)
-	if err != nil {
-		return err
-	}
+	s := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, DefaultCleanupDeadline, &r.Agent)
 	if r.Remote == nil {
 		r.Remote = &remote.Clients{Metadata: r.Client, Secrets: r.APIReader, Scheme: r.Scheme}
 	}
-	if r.AllowedImages == nil {
+	if r.AllowedImages == nil && r.AgentImage != "" { // no image: Complete fails (agentjob.Agent)
 		imgs, err := access.ParseImages([]string{r.AgentImage})
 		if err != nil {
 			return fmt.Errorf("migration controller: --agent-image: %w", err)
@@ -127,9 +124,7 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	s.Steps = []reconcile.Step[*migrationv1.MigrationJob, state]{{Name: "check", Run: r.check},
 		{Name: "hold-kubeconfig", Run: r.holdKubeconfig}, {Name: "connect", Run: r.connect}, {Name: "advance", Run: r.advance}}
 	s.Summarize, s.Cleanup, s.Deleting, s.Transition = summarize, r.cleanup, deleting, transition
-	if err := r.setupKubeconfigHold(mgr, opts); err != nil {
-		return err
-	}
+	r.kubeconfigs = kubeconfigHold()
 	return s.Complete(ctx, mgr, opts, agentjob.Watch(migrationv1.MigrationJobLabel),
 		reconcile.Referrers(migrationJobIndex, notFinished, references.Secret, references.PVC, references.ConfigMap))
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"strings"
 	"time"
 
@@ -46,7 +48,7 @@ func New(version string) manager.Operator {
 				return err
 			})
 		},
-		CacheByObject: controller.CacheByObject,
+		CacheByObject: cacheByObject,
 		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			list := allowedImages
 			if len(list) == 0 {
@@ -65,4 +67,12 @@ func New(version string) manager.Operator {
 		},
 		Webhooks: func(mgr ctrl.Manager) error { return webhook.Setup(mgr, images) },
 	}
+}
+
+// cacheByObject keeps only the operator's own Jobs and Pods in memory, and
+// those without their spec (agentjob.TransformRun): the controller reads a
+// cached Job's metadata and status only. MigrationJobs have their repeated
+// short strings interned.
+func cacheByObject() map[client.Object]cache.ByObject {
+	return agentjob.Cache(controller.ManagedByValue, []client.Object{&migrationv1.MigrationJob{}})
 }

@@ -73,10 +73,7 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *ProtectionPlanReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	s, err := reconcile.Setup[*platformv1.ProtectionPlan, state](mgr, &r.Base, access.ProtectionPlan, DefaultCleanupDeadline)
-	if err != nil {
-		return err
-	}
+	s := reconcile.Setup[*platformv1.ProtectionPlan, state](mgr, &r.Base, access.ProtectionPlan, DefaultCleanupDeadline)
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
 	s.Begin = r.begin
 	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "check", Run: r.check}, {Name: "backup", Run: r.ensureBackup},

@@ -51,7 +51,8 @@ type RestoreJobReconciler struct {
 	// Agent: the image of every restore pod, the result grace.
 	agentjob.Agent
 	// WaitInterval is how soon to look again while waiting for a BackupJob
-	// or its first successful backup (BackupJob events also wake it).
+	// or its first successful backup (BackupJob events also wake it); zero
+	// is DefaultWaitInterval.
 	WaitInterval time.Duration
 }
 
@@ -68,26 +69,19 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.WaitInterval <= 0 {
-		r.WaitInterval = DefaultWaitInterval
-	}
-	s, err := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, DefaultCleanupDeadline, &r.Agent)
-	if err != nil {
-		return err
-	}
+	s := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, DefaultCleanupDeadline, &r.Agent)
 	s.Begin, s.Final = begin, (*restorev1.RestoreJob).Finished
 	s.Steps = []reconcile.Step[*restorev1.RestoreJob, state]{{Name: "start", Run: r.start}, {Name: "run", Run: r.run}}
 	s.Summarize, s.Cleanup, s.Transition = r.summarize, r.cleanup, transition
-	if err := setupScratchPods(mgr, r, opts); err != nil {
-		return err
-	}
 	// One index of everything a RestoreJob refers to: its source BackupJob
 	// (whose first backup it may wait for) and the Secrets and PVC a restore
 	// needs. Their events wake exactly the RestoreJobs that refer to them.
 	return s.Complete(ctx, mgr, opts, agentjob.Watch(restorev1.RestoreJobLabel),
 		reconcile.Referrers(restoreJobIndex, nil, references.Secret, references.PVC),
 		// A started RestoreJob no longer depends on its BackupJob.
-		reconcile.ReferrersOf(&backupv1.BackupJob{}, notStarted))
+		reconcile.ReferrersOf(&backupv1.BackupJob{}, notStarted),
+		// The scratch-pod controller (scratch.go).
+		scratchPodHold().Reporter(&scratchPods{r: r}, "restorejob-scratch-pods"))
 }
 
 // cleanup is the finalizer's work: remove the restore Job (and, by

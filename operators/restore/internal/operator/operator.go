@@ -6,6 +6,8 @@ package operator
 import (
 	"context"
 	"flag"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,7 +36,7 @@ func New(version string) manager.Operator {
 		Flags: func(fs *flag.FlagSet) {
 			fs.DurationVar(&waitInterval, "source-wait-interval", controller.DefaultWaitInterval, "How often a RestoreJob waiting for its BackupJob or its first backup looks again (BackupJob events also wake it).")
 		},
-		CacheByObject: controller.CacheByObject,
+		CacheByObject: cacheByObject,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.RestoreJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
 				Agent: agentjob.Agent{AgentImage: o.AgentImage}, WaitInterval: waitInterval}
@@ -42,4 +44,13 @@ func New(version string) manager.Operator {
 		},
 		Webhooks: webhook.Setup,
 	}
+}
+
+// cacheByObject keeps only the operator's own Jobs and Pods in memory, and
+// those without their spec (agentjob.TransformRun): the controller reads a
+// cached Job's metadata and status only (a lost status.artifact is read
+// from the Job past the cache). RestoreJobs and BackupJobs, one or more per
+// RestoreJob, have their repeated short strings interned.
+func cacheByObject() map[client.Object]cache.ByObject {
+	return agentjob.Cache(controller.ManagedByValue, []client.Object{&restorev1.RestoreJob{}, &backupv1.BackupJob{}})
 }
