@@ -50,7 +50,6 @@ const (
 	SwitchDatabaseKey = migrationv1.SwitchDatabaseKey
 )
 
-
 // runsRemote reports whether target-side Jobs run in the target cluster.
 func runsRemote(spec *migrationv1.MigrationJobSpec) bool {
 	return spec.Target.KubeconfigSecretRef != nil && spec.Transfer.Method == migrationv1.TransferStore
