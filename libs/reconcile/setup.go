@@ -22,7 +22,7 @@ import (
 )
 
 // Setup is how every controller's SetupWithManager begins: b's defaults
-// for the controller of kind (Init, with defaultDeadline) and the
+// for the controller of kind (Init, with the kind's CleanupDeadline) and the
 // settings' (each one's Init), then the
 // skeleton of kind (its descriptor: the kind's name, its cleanup
 // finalizer, its API defaults) with b's client, recorder, deadline and
@@ -31,9 +31,9 @@ import (
 // then registers it with Complete, which fails first with what Setup
 // found (no client, no Guard, a setting's error): the controller does not
 // start.
-func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], defaultDeadline time.Duration, settings ...Settings) *Reconciler[T, S] {
+func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], settings ...Settings) *Reconciler[T, S] {
 	name := kind.GroupKind.Kind
-	err := b.Init(mgr, name, defaultDeadline)
+	err := b.Init(mgr, name, kind.CleanupDeadline)
 	for _, s := range settings {
 		if err == nil {
 			err = s.Init(name)

@@ -45,10 +45,6 @@ import (
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// DefaultCleanupDeadline bounds the finalizer's cleanup (the artifacts'
-// delete under deletionPolicy Delete) after a deletion request.
-const DefaultCleanupDeadline = 10 * time.Minute
-
 // BackupJobReconciler reconciles BackupJobs.
 type BackupJobReconciler struct {
 	// Base: its Clock tells the time of deadlines and the result grace
@@ -79,7 +75,7 @@ type pass = reconcile.Pass[*backupv1.BackupJob, state]
 // label to their one BackupJob, Secrets and PVCs (metadata only) mapped to
 // the BackupJobs that refer to them.
 func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	s := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, DefaultCleanupDeadline, &r.Agent)
+	s := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, &r.Agent)
 	r.cronJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme,
 		MetadataOnly: true, AnnotationPrefix: annotationPrefix}
 	s.Finalizer.RetryInterval = 15 * time.Second

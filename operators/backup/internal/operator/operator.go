@@ -28,7 +28,7 @@ const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
 // New returns the backup operator at version.
 func New(version string) manager.Operator {
 	return manager.Operator{
-		Name: "backup", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: controller.DefaultCleanupDeadline,
+		Name: "backup", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: access.BackupJob.CleanupDeadline,
 		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
 		AddToScheme:   []func(*runtime.Scheme) error{backupv1.AddToScheme, backupv1alpha1.AddToScheme},
 		CacheByObject: cacheByObject,

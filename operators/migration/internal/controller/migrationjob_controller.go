@@ -59,7 +59,6 @@ import (
 const (
 	DefaultPollInterval        = 10 * time.Second
 	DefaultReplicationInterval = 30 * time.Second
-	DefaultCleanupDeadline     = 10 * time.Minute
 )
 
 // MigrationJobReconciler reconciles MigrationJobs.
@@ -109,7 +108,7 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.ReplicationInterval <= 0 {
 		r.ReplicationInterval = DefaultReplicationInterval
 	}
-	s := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, DefaultCleanupDeadline, &r.Agent)
+	s := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, &r.Agent)
 	if r.Remote == nil {
 		r.Remote = &remote.Clients{Metadata: r.Client, Secrets: r.APIReader, Scheme: r.Scheme}
 	}

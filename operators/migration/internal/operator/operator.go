@@ -35,7 +35,7 @@ func New(version string) manager.Operator {
 		images                            *access.Images
 	)
 	return manager.Operator{
-		Name: "migration", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: controller.DefaultCleanupDeadline,
+		Name: "migration", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: access.MigrationJob.CleanupDeadline,
 		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
 		AddToScheme: []func(*runtime.Scheme) error{migrationv1.AddToScheme},
 		Flags: func(fs *flag.FlagSet) {

@@ -42,11 +42,6 @@ import (
 // operators check references and run the agent. events.k8s.io Events are
 // the plan's transitions; core Events are leader election's.
 
-// DefaultCleanupDeadline bounds the finalizer's cleanup after a deletion
-// request: removing the children, whose own finalizers may delete stored
-// backups (deletionPolicy Delete).
-const DefaultCleanupDeadline = 10 * time.Minute
-
 // ProtectionPlanReconciler reconciles ProtectionPlans.
 type ProtectionPlanReconciler struct {
 	// Base: its Clock tells the time objectives and schedules are
@@ -73,7 +68,7 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *ProtectionPlanReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	s := reconcile.Setup[*platformv1.ProtectionPlan, state](mgr, &r.Base, access.ProtectionPlan, DefaultCleanupDeadline)
+	s := reconcile.Setup[*platformv1.ProtectionPlan, state](mgr, &r.Base, access.ProtectionPlan)
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
 	s.Begin = r.begin
 	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "check", Run: r.check}, {Name: "backup", Run: r.ensureBackup},

@@ -39,11 +39,9 @@ import (
 // still records through the core API). Leases are not here: the base's
 // leader-election Role grants them in the operator's namespace only.
 
-// Defaults of the reconciler's timings.
-const (
-	DefaultWaitInterval    = 30 * time.Second
-	DefaultCleanupDeadline = 5 * time.Minute
-)
+// DefaultWaitInterval is how soon a waiting RestoreJob looks again
+// (WaitInterval's default).
+const DefaultWaitInterval = 30 * time.Second
 
 // RestoreJobReconciler reconciles RestoreJobs.
 type RestoreJobReconciler struct {
@@ -69,7 +67,7 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	s := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, DefaultCleanupDeadline, &r.Agent)
+	s := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, &r.Agent)
 	s.Begin, s.Final = begin, (*restorev1.RestoreJob).Finished
 	s.Steps = []reconcile.Step[*restorev1.RestoreJob, state]{{Name: "start", Run: r.start}, {Name: "run", Run: r.run}}
 	s.Summarize, s.Cleanup, s.Transition = r.summarize, r.cleanup, transition

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +21,6 @@ import (
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
-	"cairn.dev/libs/references"
 	"cairn.dev/operators/restore/internal/restorespec"
 )
 
@@ -207,6 +207,69 @@ func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
 	return nil
 }
 
+// summarize decides the RestoreJob's phase and conditions from what the
+// steps found (libs/reconcile's one place for it): waiting for the source
+// is Pending; a running Job Running; a finished one Succeeded or Failed,
+// by the Job's outcome and the checks' results.
+func (r *RestoreJobReconciler) summarize(p *pass, err error) error {
+	rj, spec, obs := p.Obj, &p.Defaulted.Spec, p.State.run
+	var waiting *reconcile.WaitingError
+	if errors.As(err, &waiting) {
+		rj.Status.Phase = restorev1.PhasePending
+	}
+	if err != nil || obs == nil {
+		return err
+	}
+	artifact := ""
+	if rj.Status.Artifact != nil {
+		artifact = rj.Status.Artifact.Path
+	}
+	switch obs.State {
+	case agentjob.RunPending:
+		if rj.Status.Created() {
+			rj.Status.Phase = restorev1.PhaseRunning
+		}
+	case agentjob.RunRunning:
+		rj.Status.Phase = restorev1.PhaseRunning
+		conditions.MarkReconciling(rj, restorev1.RestoreJobRunningReason, fmt.Sprintf(
+			"restoring artifact %s into %s with Job %s (attempt %d of at most %d)",
+			artifact, describeTarget(spec.Target), rj.JobName(), max(rj.Status.Attempts, 1), *spec.MaxRetries+1))
+	case agentjob.RunDeleted:
+		// A deleted restore is not started again behind the user's back.
+		now := metav1.Now()
+		rj.Status.Phase, rj.Status.CompletionTime = restorev1.PhaseFailed, &now
+		conditions.MarkStalled(rj, restorev1.RestoreJobJobDeletedReason, fmt.Sprintf(
+			"restore Job %s was deleted before it finished; the target database may be partly restored; create a new RestoreJob to try again", rj.JobName()))
+	case agentjob.RunSucceeded:
+		restored := fmt.Sprintf("restored artifact %s into %s in %s",
+			artifact, describeTarget(spec.Target), rj.Status.CompletionTime.Sub(rj.Status.StartTime.Time).Round(time.Second))
+		if reason, msg := checksOutcome(spec, rj.Status.Checks); reason != "" {
+			rj.Status.Phase = restorev1.PhaseFailed
+			conditions.MarkStalled(rj, reason, restored+", but "+msg+dropNote(spec, rj, obs.Result))
+			return nil
+		}
+		rj.Status.Phase = restorev1.PhaseSucceeded
+		if n := len(rj.Status.Checks); n > 0 {
+			restored += fmt.Sprintf("; %d check(s) passed", n)
+		}
+		conditions.MarkReady(rj, cairnv1.SucceededReason, restored+dropNote(spec, rj, obs.Result))
+	case agentjob.RunFailed:
+		msg := fmt.Sprintf("restore Job %s failed after %d attempt(s)", rj.JobName(), rj.Status.Attempts)
+		if o := obs.Outcome; o.Reason != "" {
+			msg += ": " + o.Reason
+		}
+		if o := obs.Outcome; o.Message != "" {
+			msg += " (" + o.Message + ")"
+		}
+		if f := obs.FailureReason(); f != "" {
+			msg += "; agent: " + f
+		}
+		rj.Status.Phase = restorev1.PhaseFailed
+		conditions.MarkStalled(rj, failedReason(obs.Failure), msg+"; create a new RestoreJob to try again")
+	}
+	return nil
+}
+
 // deleteJob is the finalizer's cleanup: delete rj's Job with background
 // propagation (its pods go with it). Done when no Job of rj's is left.
 func (r *RestoreJobReconciler) deleteJob(ctx context.Context, rj *restorev1.RestoreJob) (bool, error) {
@@ -244,37 +307,19 @@ func (r *RestoreJobReconciler) wait(_ *pass, reason, format string, args ...any)
 	return reconcile.Waiting(after, reason, format, args...)
 }
 
-// restoreReferences are the objects a restore of rj needs: the target's
-// credentials Secret and the store's PVC or S3 credentials.
-func restoreReferences(namespace string, spec *restorev1.RestoreJobSpec, storage cairnv1.StorageSpec) []references.Ref {
-	return append(agentjob.References(namespace, &spec.Target, "spec.target", storage, "spec.source.store.storage"),
-		agentjob.EncryptionReferences(namespace, agentjob.RestoreEncryption(spec.Encryption), "spec.encryption")...)
-}
-
-// restoreJobReferences indexes a RestoreJob by the objects it needs (for
-// their events to wake it).
-func restoreJobReferences(o client.Object) []references.Ref {
-	rj, ok := o.(*restorev1.RestoreJob)
-	if !ok {
-		return nil
+// failedReason is the Stalled reason of a failed restore: the agent's
+// failure code when the operator knows it (an encrypted artifact restored
+// without a matching identity: the target was not touched, and the
+// message names the recipients the artifact needs), else Failed. Decided
+// on the code, never on the message's words.
+func failedReason(f *contract.FailedError) string {
+	if f != nil {
+		switch f.Code {
+		case contract.CodeEncryptionIdentityMissing:
+			return restorev1.RestoreJobEncryptionIdentityMissingReason
+		case contract.CodeEncryptionIdentityMismatch:
+			return restorev1.RestoreJobEncryptionIdentityMismatchReason
+		}
 	}
-	var st cairnv1.StorageSpec
-	if rj.Spec.Source.Store != nil {
-		st = rj.Spec.Source.Store.Storage
-	}
-	return restoreReferences(rj.Namespace, &rj.Spec, st)
-}
-
-// restoreJobIndex is what a RestoreJob is indexed under: its source
-// BackupJob and the objects a restore needs.
-func restoreJobIndex(o client.Object) []ownership.Reference {
-	rj, ok := o.(*restorev1.RestoreJob)
-	if !ok {
-		return nil
-	}
-	refs := references.References(restoreJobReferences(rj))
-	if key, ok := restorespec.SourceBackupJob(rj); ok {
-		refs = append(refs, ownership.Reference{GroupKind: backupv1.GroupVersion.WithKind("BackupJob").GroupKind(), NamespacedName: key})
-	}
-	return refs
+	return cairnv1.FailedReason
 }

@@ -30,7 +30,7 @@ const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
 func New(version string) manager.Operator {
 	var waitInterval time.Duration
 	return manager.Operator{
-		Name: "restore", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: controller.DefaultCleanupDeadline,
+		Name: "restore", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: access.RestoreJob.CleanupDeadline,
 		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
 		AddToScheme: []func(*runtime.Scheme) error{backupv1.AddToScheme, restorev1.AddToScheme},
 		Flags: func(fs *flag.FlagSet) {
