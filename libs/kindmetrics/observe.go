@@ -12,7 +12,6 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
-	"cairn.dev/libs/schedule"
 )
 
 // How each kind's metrics are read from its objects, next to their
@@ -25,8 +24,10 @@ import (
 func (s *Set) ForgetObject(key types.NamespacedName) { s.Forget(key.Namespace, key.Name) }
 
 // Observe sets the gauges users alert on from bj's stored status, on every
-// pass: they exist after an operator restart or a failover too.
-func (m *BackupJob) Observe(bj *backupv1.BackupJob) {
+// pass: they exist after an operator restart or a failover too. interval is
+// the time between two of its scheduled runs (zero: the schedule does not
+// parse).
+func (m *BackupJob) Observe(bj *backupv1.BackupJob, interval time.Duration) {
 	if t := bj.Status.LastSuccessfulTime; t != nil {
 		m.LastSuccess.WithLabelValues(bj.Namespace, bj.Name).Set(float64(t.Unix()))
 	}
@@ -40,9 +41,8 @@ func (m *BackupJob) Observe(bj *backupv1.BackupJob) {
 	// The interval is only read against a run's series (last success, run
 	// duration): a BackupJob that never ran has none, and no interval
 	// series either (about 0.4 KiB per BackupJob, issue 11).
-	sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone)
-	if err == nil && (bj.Status.LastBackupTime != nil || bj.Status.LastSuccessfulTime != nil) {
-		m.Interval.WithLabelValues(bj.Namespace, bj.Name).Set(sched.Interval(time.Now()).Seconds())
+	if interval > 0 && (bj.Status.LastBackupTime != nil || bj.Status.LastSuccessfulTime != nil) {
+		m.Interval.WithLabelValues(bj.Namespace, bj.Name).Set(interval.Seconds())
 	} else {
 		m.Interval.DeleteLabelValues(bj.Namespace, bj.Name)
 	}

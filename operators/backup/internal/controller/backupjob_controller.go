@@ -82,7 +82,7 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	s.Steps = []reconcile.Step[*backupv1.BackupJob, state]{{Name: "validate", Run: r.validate}, {Name: "references", Run: r.checkReferences},
 		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns},
 		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}}
-	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe = r.summarize, r.cleanup, deleting, r.transition, metrics.Observe
+	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe = r.summarize, r.cleanup, deleting, r.transition, observe
 	s.Forget = metrics.ForgetObject
 	r.secretsHold, r.claimsHold = r.holds()
 	// CronJobs are watched and cached as metadata only. The CronJob's own
@@ -236,6 +236,19 @@ func (r *BackupJobReconciler) summarize(p *pass, err error) error {
 		conditions.MarkReady(bj, backupv1.BackupJobScheduledReason, "the CronJob is in place; waiting for the first run")
 	}
 	return nil
+}
+
+// observe sets bj's gauges from its stored status (libs/kindmetrics).
+func observe(bj *backupv1.BackupJob) { metrics.Observe(bj, scheduleInterval(bj)) }
+
+// scheduleInterval is the time between two of bj's scheduled runs, now
+// (zero when its schedule does not parse).
+func scheduleInterval(bj *backupv1.BackupJob) time.Duration {
+	sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone)
+	if err != nil {
+		return 0
+	}
+	return sched.Interval(time.Now())
 }
 
 // deleting is the status of a BackupJob whose cleanup is not finished.
