@@ -125,7 +125,9 @@ func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	s.Summarize, s.Cleanup, s.Deleting, s.Transition = summarize, r.cleanup, deleting, transition
 	r.kubeconfigs = kubeconfigHold()
 	return s.Complete(ctx, mgr, opts, agentjob.Watch(migrationv1.MigrationJobLabel),
-		reconcile.Referrers(migrationJobIndex, notFinished, references.Secret, references.PVC, references.ConfigMap))
+		reconcile.Referrers(migrationJobIndex, notFinished, references.Secret, references.PVC, references.ConfigMap),
+		// The releaser of held kubeconfig Secrets.
+		r.kubeconfigs.Releaser("migrationjob-kubeconfigs"))
 }
 
 // phases is the MigrationJob's phase machine: the handler of each phase
