@@ -34,6 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"cairn.dev/libs/reconcile"
 )
 
 // Hold is one kind of object its owners keep with one finalizer.
@@ -161,6 +163,12 @@ func (r *releaser) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	}
 	ctrl.LoggerFrom(ctx).Info("no owner needs the object any more; releasing it", "kind", r.h.Kind.Kind, "finalizer", r.h.Finalizer)
 	return ctrl.Result{}, r.h.set(ctx, r.c, req.NamespacedName, false)
+}
+
+// Releaser is the releaser registered (Setup) as controller name with the
+// controller of the owners' kind: a reconcile.Watch for its Complete.
+func (h *Hold) Releaser(name string) reconcile.Watch {
+	return func(w *reconcile.Wiring) error { return h.Setup(w.Manager, w.Client, name, w.Options) }
 }
 
 // Setup registers the releaser as controller name: held objects (metadata

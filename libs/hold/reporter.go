@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"cairn.dev/libs/reconcile"
 )
 
 // Children is the other way round from Hold: objects an owner creates (a
@@ -29,6 +31,13 @@ type Children struct {
 	// children at all (nil: every one).
 	Owner client.Object
 	Has   func(owner client.Object) bool
+}
+
+// Reporter is r registered (Setup) as controller name of the held
+// children with the controller of their owners' kind: a reconcile.Watch
+// for its Complete.
+func (c *Children) Reporter(r crreconcile.Reconciler, name string) reconcile.Watch {
+	return func(w *reconcile.Wiring) error { return c.Setup(w.Manager, w.Client, r, name, w.Options) }
 }
 
 // Setup registers r as controller name of the held children (those in the

@@ -48,12 +48,16 @@ func NewBase(mgr ctrl.Manager, source string, deadline time.Duration) Base {
 		Recorder: mgr.GetEventRecorder(source), CleanupDeadline: deadline}
 }
 
-// Init fills b's defaults for the controller of kind: the real clock, the
+// Init fills b's defaults for the controller of kind: the manager's API
+// reader, the real clock, the
 // cleanup deadline (defaultDeadline when unset), the manager's Guard, the
 // references checker. A controller without a Guard does not start.
 func (b *Base) Init(mgr ctrl.Manager, kind string, defaultDeadline time.Duration) error {
-	if b.Client == nil || b.APIReader == nil {
+	if b.Client == nil {
 		return fmt.Errorf("%s controller: no client", kind)
+	}
+	if b.APIReader == nil {
+		b.APIReader = mgr.GetAPIReader()
 	}
 	if b.Clock == nil {
 		b.Clock = clock.RealClock{}

@@ -8,7 +8,11 @@
 //     (deadline, escape hatch) and write the Deleting status;
 //  3. ensure the finalizer — and return after adding it: the write's own
 //     event brings the object back;
-//  4. run the kind's ordered steps, each ensuring one thing; a step ends the
+//  4. prepare the pass (the head every kind shares): a copy of the object
+//     with the kind's API defaults applied (Pass.Defaulted), the kind's
+//     Begin (a new object's first phase), the end of the pass for a final
+//     status (Final), the spec's validation (Validate → Stalled);
+//     run the kind's ordered steps, each ensuring one thing; a step ends the
 //     pass early with a typed error (Stalled, Waiting, Transient) or Done;
 //     then the kind's Summarize hook, if any, decides the phase and the
 //     Ready/Stalled/Reconciling conditions from the facts the steps
@@ -35,6 +39,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -81,13 +86,29 @@ type Reconciler[T Object, S any] struct {
 	// Finalizer, when set, is added to every live object and drives cleanup
 	// of a deleted one.
 	Finalizer *finalizer.Finalizer
+	// Defaults applies the kind's API defaults (Setup: its access.Kind's,
+	// the defaulting webhook's own) to the copy of the object every pass
+	// reads its spec from (Pass.Defaulted).
+	Defaults func(obj T)
+	// Begin, when set, starts every pass of a live object, before Final
+	// and the steps: e.g. the first phase of a new object, the status
+	// fields every phase shows.
+	Begin func(p *Pass[T, S])
+	// Final, when set, reports a final status (a one-off object that
+	// ended): no step runs, as if the first had returned Done.
+	Final func(obj T) bool
+	// Validate, when set, checks the defaulted spec before the steps: its
+	// errors stall the object (Valid) with the reason it returns (empty:
+	// InvalidSpec).
+	Validate func(p *Pass[T, S]) (field.ErrorList, string)
 	// Steps run in order on a live object.
 	Steps []Step[T, S]
 	// Summarize runs after the steps (also when one ended the pass) and
 	// before the write: it decides the phase and conditions from what the
 	// steps recorded in status and in the pass' state, so they are decided
 	// in one place. err is the error that ended the steps (nil, Done, or a
-	// typed one); it returns the error the pass ends with.
+	// typed one); it returns the error the pass ends with. A Checkpoint
+	// calls it too, with nil (Pass.AtCheckpoint).
 	Summarize func(p *Pass[T, S], err error) error
 	// Cleanup is what the finalizer runs for an object being deleted; nil
 	// removes the finalizer at once.
@@ -105,6 +126,9 @@ type Reconciler[T Object, S any] struct {
 	Observe func(obj T)
 	// Forget drops per-object metrics of an object that is gone.
 	Forget func(key types.NamespacedName)
+
+	// setupErr is what Setup found; Complete returns it.
+	setupErr error
 }
 
 var _ crreconcile.Reconciler = &Reconciler[Object, struct{}]{}
@@ -113,6 +137,11 @@ var _ crreconcile.Reconciler = &Reconciler[Object, struct{}]{}
 type Pass[T Object, S any] struct {
 	// Obj is the object as read, its status changed by the steps.
 	Obj T
+	// Defaulted is a copy of Obj with the kind's API defaults applied
+	// (Reconciler.Defaults): the spec the steps act on, the same for an
+	// object admitted while the defaulting webhook was not running. Read
+	// it, never write it.
+	Defaulted T
 	// Original is the object as last stored: the base of the status patch
 	// and the "old" of the transition.
 	Original T
@@ -120,10 +149,15 @@ type Pass[T Object, S any] struct {
 	// start of every pass): e.g. the children a step listed.
 	State S
 
-	r           *Reconciler[T, S]
-	requeue     time.Duration
-	writeFailed bool
+	r            *Reconciler[T, S]
+	requeue      time.Duration
+	writeFailed  bool
+	atCheckpoint bool
 }
+
+// AtCheckpoint tells Summarize that it is deciding the status a
+// Checkpoint stores mid-pass, not the status the pass ends with.
+func (p *Pass[T, S]) AtCheckpoint() bool { return p.atCheckpoint }
 
 // RequeueAfter asks to look at the object again within d (the earliest of
 // all requests of the pass wins).
@@ -142,7 +176,9 @@ func (p *Pass[T, S]) RequeueAfter(d time.Duration) {
 func (p *Pass[T, S]) Checkpoint(ctx context.Context) error {
 	if p.r.Summarize != nil {
 		// What is stored is decided in one place, mid-pass too.
+		p.atCheckpoint = true
 		_ = p.r.Summarize(p, nil)
+		p.atCheckpoint = false
 	}
 	if err := p.r.write(ctx, p); err != nil {
 		p.writeFailed = true
@@ -183,11 +219,16 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// Ensure patched nothing: Original still matches what is stored.
 	}
 
-	var stepErr error
+	stepErr := r.prepare(p)
+	if stepErr != nil {
+		log.V(1).Info("prepare ended the pass", "outcome", stepErr.Error())
+	}
 	for _, s := range r.Steps {
+		if stepErr != nil {
+			break
+		}
 		if stepErr = s.Run(ctx, p); stepErr != nil {
 			log.V(1).Info("step ended the pass", "step", s.Name, "outcome", stepErr.Error())
-			break
 		}
 	}
 	if p.writeFailed {
@@ -201,6 +242,25 @@ func (r *Reconciler[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, errors.Join(err, fmt.Errorf("writing status: %w", werr))
 	}
 	return res, err
+}
+
+// prepare is the head of every pass of a live object, before the steps:
+// the defaulted copy, Begin, Final (Done) and Validate (Stalled).
+func (r *Reconciler[T, S]) prepare(p *Pass[T, S]) error {
+	p.Defaulted = p.Obj.DeepCopyObject().(T)
+	if r.Defaults != nil {
+		r.Defaults(p.Defaulted)
+	}
+	if r.Begin != nil {
+		r.Begin(p)
+	}
+	if r.Final != nil && r.Final(p.Obj) {
+		return errDone
+	}
+	if r.Validate != nil {
+		return Valid(r.Validate(p))
+	}
+	return nil
 }
 
 // outcome applies a step's typed error to the conditions and turns it into

@@ -12,6 +12,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -348,4 +349,87 @@ func TestTransitionEvent(t *testing.T) {
 		}
 		return out
 	}).WithTimeout(20 * time.Second).Should(ContainElements("Normal/AllGood", "Warning/Broken"))
+}
+
+// The head every pass shares: the steps read a defaulted copy (the stored
+// spec untouched), Begin runs first, a final status ends the pass before
+// any step (status still written), and an invalid defaulted spec stalls it
+// with Validate's reason.
+func TestPrepareDefaultsBeginFinalValidate(t *testing.T) {
+	g := NewWithT(t)
+	var seen []int32
+	record := reconcile.Step[*testtype.Widget, []string]{Name: "record", Run: func(_ context.Context, p *reconcile.Pass[*testtype.Widget, []string]) error {
+		seen = append(seen, p.Defaulted.Spec.Size)
+		p.Obj.Status.Note = "stepped"
+		return nil
+	}}
+	h := newHarness(t, record)
+	h.r.Defaults = func(w *testtype.Widget) {
+		if w.Spec.Size == 0 {
+			w.Spec.Size = 3
+		}
+	}
+	h.r.Begin = func(p *reconcile.Pass[*testtype.Widget, []string]) {
+		if p.Obj.Status.Note == "" {
+			p.Obj.Status.Note = "pending"
+		}
+	}
+	h.r.Final = func(w *testtype.Widget) bool { return w.Status.Note == "final" }
+	h.r.Validate = func(p *reconcile.Pass[*testtype.Widget, []string]) (field.ErrorList, string) {
+		if p.Defaulted.Spec.Size > 10 {
+			return field.ErrorList{field.Invalid(field.NewPath("spec", "size"), p.Defaulted.Spec.Size, "at most 10")}, "TooBig"
+		}
+		return nil, ""
+	}
+	key := h.create(t, "head")
+	_, _ = h.pass(key) // finalizer
+	_, err := h.pass(key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(seen).To(Equal([]int32{3}), "the step reads the defaulted spec")
+	w := h.get(t, key)
+	g.Expect(w.Spec.Size).To(BeZero(), "the stored spec is not defaulted")
+	g.Expect(w.Status.Note).To(Equal("stepped"))
+
+	// Invalid: Stalled with the reason, no step.
+	w.Spec.Size = 11
+	g.Expect(env.Client.Update(context.Background(), w)).To(Succeed())
+	_, err = h.pass(key)
+	g.Expect(errors.Is(err, crreconcile.TerminalError(nil))).To(BeTrue())
+	g.Expect(seen).To(HaveLen(1))
+	st := conditions.Get(h.get(t, key), cairnv1.StalledCondition)
+	g.Expect(st).NotTo(BeNil())
+	g.Expect(st.Reason).To(Equal("TooBig"))
+	g.Expect(st.Message).To(ContainSubstring("at most 10"))
+
+	// Final: no step, no Validate; Summarize sees Done.
+	w = h.get(t, key)
+	w.Status.Note = "final"
+	g.Expect(env.Client.Status().Update(context.Background(), w)).To(Succeed())
+	var summarized error
+	h.r.Summarize = func(_ *reconcile.Pass[*testtype.Widget, []string], err error) error { summarized = err; return err }
+	_, err = h.pass(key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(seen).To(HaveLen(1))
+	g.Expect(summarized).To(MatchError(reconcile.Done()))
+	g.Expect(h.get(t, key).Status.Note).To(Equal("final"))
+}
+
+// Summarize is called at a checkpoint too, and can tell it is one.
+func TestSummarizeAtCheckpoint(t *testing.T) {
+	g := NewWithT(t)
+	progress := reconcile.Step[*testtype.Widget, []string]{Name: "progress", Run: func(ctx context.Context, p *reconcile.Pass[*testtype.Widget, []string]) error {
+		p.Obj.Status.Note = "copied-1"
+		return p.Checkpoint(ctx)
+	}}
+	h := newHarness(t, progress)
+	var at []bool
+	h.r.Summarize = func(p *reconcile.Pass[*testtype.Widget, []string], err error) error {
+		at = append(at, p.AtCheckpoint())
+		return err
+	}
+	key := h.create(t, "ckpt-summarize")
+	_, _ = h.pass(key)
+	_, err := h.pass(key)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(at).To(Equal([]bool{true, false}))
 }

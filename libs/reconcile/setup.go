@@ -22,19 +22,33 @@ import (
 )
 
 // Setup is how every controller's SetupWithManager begins: b's defaults
-// for the controller of kind (Init, with defaultDeadline), then the
+// for the controller of kind (Init, with the kind's CleanupDeadline) and the
+// settings' (each one's Init), then the
 // skeleton of kind (its descriptor: the kind's name, its cleanup
-// finalizer) with b's client, recorder, deadline and clock. The
-// controller sets the skeleton's Steps, Summarize, Cleanup and the rest,
-// then registers it with Complete.
-func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], defaultDeadline time.Duration) (*Reconciler[T, S], error) {
+// finalizer, its API defaults) with b's client, recorder, deadline and
+// clock. The controller sets the skeleton's Begin, Final, Validate, Steps,
+// Summarize, Cleanup and the rest,
+// then registers it with Complete, which fails first with what Setup
+// found (no client, no Guard, a setting's error): the controller does not
+// start.
+func Setup[T Object, S any](mgr ctrl.Manager, b *Base, kind access.Kind[T], settings ...Settings) *Reconciler[T, S] {
 	name := kind.GroupKind.Kind
-	if err := b.Init(mgr, name, defaultDeadline); err != nil {
-		return nil, err
+	err := b.Init(mgr, name, kind.CleanupDeadline)
+	for _, s := range settings {
+		if err == nil {
+			err = s.Init(name)
+		}
 	}
-	return &Reconciler[T, S]{Kind: name, Client: b.Client, Recorder: b.Recorder, New: newObject[T],
+	return &Reconciler[T, S]{Kind: name, Client: b.Client, Recorder: b.Recorder, New: newObject[T], Defaults: kind.Defaults,
 		Finalizer: &finalizer.Finalizer{Name: kind.Finalizer, Deadline: b.CleanupDeadline,
-			PollInterval: 2 * time.Second, Client: b.Client, Recorder: b.Recorder, Now: b.Clock.Now}}, nil
+			PollInterval: 2 * time.Second, Client: b.Client, Recorder: b.Recorder, Now: b.Now}, setupErr: err}
+}
+
+// Settings is what a controller embeds besides Base and hands to Setup,
+// which initialises it too (e.g. agentjob.Agent): Init fails on what the
+// controller cannot start without and fills the defaults.
+type Settings interface {
+	Init(kind string) error
 }
 
 // newObject is an empty object of T (a pointer to a struct).
@@ -42,12 +56,14 @@ func newObject[T Object]() T {
 	return reflect.New(reflect.TypeFor[T]().Elem()).Interface().(T)
 }
 
-// Wiring is what a Watch adds to: the controller's builder, its manager,
-// an object of the kind it reconciles and the kind's list (for the
-// referrers' lookups), and the controller's client.
+// Wiring is what a Watch adds to: the controller's builder, its manager
+// and options (for a controller registered alongside, e.g. a hold's
+// releaser), an object of the kind it reconciles and the kind's list (for
+// the referrers' lookups), and the controller's client.
 type Wiring struct {
 	Ctx     context.Context
 	Manager ctrl.Manager
+	Options controller.Options
 	Builder *builder.Builder
 	For     client.Object
 	List    client.ObjectList
@@ -62,6 +78,9 @@ type Watch func(w *Wiring) error
 // ignored: the skeleton writes status itself), with opts, and what
 // watches add, in order.
 func (r *Reconciler[T, S]) Complete(ctx context.Context, mgr ctrl.Manager, opts controller.Options, watches ...Watch) error {
+	if r.setupErr != nil {
+		return r.setupErr
+	}
 	obj := r.New()
 	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
 	if err != nil {
@@ -71,7 +90,7 @@ func (r *Reconciler[T, S]) Complete(ctx context.Context, mgr ctrl.Manager, opts 
 	if err != nil {
 		return fmt.Errorf("%s controller: %w", r.Kind, err)
 	}
-	w := &Wiring{Ctx: ctx, Manager: mgr, For: obj, List: list.(client.ObjectList), Client: r.Client,
+	w := &Wiring{Ctx: ctx, Manager: mgr, Options: opts, For: obj, List: list.(client.ObjectList), Client: r.Client,
 		Builder: ctrl.NewControllerManagedBy(mgr).Named(strings.ToLower(r.Kind)).WithOptions(opts).
 			For(obj, builder.WithPredicates(status.IgnoreStatusUpdates()))}
 	for _, watch := range watches {

@@ -13,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -47,24 +46,19 @@ import (
 // +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// DefaultCleanupDeadline bounds the finalizer's cleanup (the artifacts'
-// delete under deletionPolicy Delete) after a deletion request.
-const DefaultCleanupDeadline = 10 * time.Minute
-
 // BackupJobReconciler reconciles BackupJobs.
 type BackupJobReconciler struct {
 	// Base: its Clock tells the time of deadlines and the result grace
 	// (tests set one they control).
 	reconcile.Base
-	// AgentImage runs in every backup and cleanup pod.
-	AgentImage string
+	// Agent: the image of every backup and cleanup pod; its ResultGrace
+	// is how long a finished run waits for its pod's result to reach the
+	// cache before it is recorded without an artifact.
+	agentjob.Agent
 	// OperatorNamespace is where an artifact delete runs when the
 	// BackupJob's namespace is being deleted (deleteElsewhere); it holds
 	// DeleteCredentialsSecret. Empty: such deletes cannot run.
 	OperatorNamespace string
-	// ResultGrace is how long a finished run waits for its pod's result to
-	// reach the cache before it is recorded without an artifact.
-	ResultGrace time.Duration
 
 	// terminating holds the UIDs of BackupJobs whose namespace refused
 	// their delete Job (being deleted): for the abandon Event's target.
@@ -83,28 +77,17 @@ type pass = reconcile.Pass[*backupv1.BackupJob, state]
 // label to their one BackupJob, Secrets and PVCs (metadata only) mapped to
 // the BackupJobs that refer to them.
 func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.ResultGrace == 0 {
-		r.ResultGrace = agentjob.ResultGrace
-	}
-	if r.APIReader == nil {
-		r.APIReader = mgr.GetAPIReader()
-	}
-	s, err := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, DefaultCleanupDeadline)
-	if err != nil {
-		return err
-	}
+	s := reconcile.Setup[*backupv1.BackupJob, state](mgr, &r.Base, access.BackupJob, &r.Agent)
 	r.cronJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme,
 		MetadataOnly: true, AnnotationPrefix: annotationPrefix}
 	r.archivers = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
 	s.Finalizer.RetryInterval = 15 * time.Second
 	s.Steps = []reconcile.Step[*backupv1.BackupJob, state]{{Name: "validate", Run: r.validate}, {Name: "references", Run: r.checkReferences},
 		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns}, {Name: "archiver", Run: r.ensureArchiver},
-		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}, {Name: "summarise", Run: r.summarise}}
-	s.Cleanup, s.Deleting, s.Transition, s.Observe = r.cleanup, deleting, r.transition, observe
-	s.Forget = func(k types.NamespacedName) { forgetMetrics(k.Namespace, k.Name) }
-	if err := r.setupHolds(mgr, opts); err != nil {
-		return err
-	}
+		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}}
+	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe = r.summarize, r.cleanup, deleting, r.transition, observe
+	s.Forget = metrics.ForgetObject
+	r.secretsHold, r.claimsHold = r.holds()
 	// CronJobs are watched and cached as metadata only. The CronJob's own
 	// creation is this controller's write: skip its create event
 	// (ownership.SkipOwnCreate). Updates (drift) and deletes bring the owner
@@ -118,7 +101,9 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		reconcile.Watches(&batchv1.Job{}, ownership.EnqueueOwnerByLabel(BackupJobLabel)),
 		reconcile.Watches(&corev1.Pod{}, ownership.EnqueueOwnerByLabel(BackupJobLabel), builder.WithPredicates(podTerminated())),
 		reconcile.ReferrersInNamespace(func(o client.Object) []ownership.Reference { return references.References(backupJobReferences(o)) },
-			references.Secret, references.PVC, references.ConfigMap))
+			references.Secret, references.PVC, references.ConfigMap),
+		// The releasers of the held Secrets and claims.
+		r.secretsHold.Releaser("backupjob-credentials"), r.claimsHold.Releaser("backupjob-claims"))
 }
 
 // backupJobReferences are the objects a BackupJob's runs need.
@@ -211,9 +196,15 @@ func (r *BackupJobReconciler) checkReferences(ctx context.Context, p *pass) erro
 	return reconcile.Stalled(prob.Reason, "%s", prob.Message)
 }
 
-// summarise sets nextScheduleTime, phase and conditions from what the steps
-// observed.
-func (r *BackupJobReconciler) summarise(_ context.Context, p *pass) error {
+// summarize (reconcile.Reconciler.Summarize, after the steps) sets
+// nextScheduleTime, phase and conditions from what the steps observed. A
+// pass a step ended keeps the status that step set, and a checkpoint
+// stores the facts recorded so far (a run, a listing): both are decided at
+// the end of a pass whose steps all ran.
+func (r *BackupJobReconciler) summarize(p *pass, err error) error {
+	if err != nil || p.AtCheckpoint() {
+		return err
+	}
 	bj := p.Obj
 	now := r.Now()
 	if bj.Spec.Suspend {
@@ -249,6 +240,19 @@ func (r *BackupJobReconciler) summarise(_ context.Context, p *pass) error {
 		conditions.MarkReady(bj, backupv1.BackupJobScheduledReason, "the CronJob is in place; waiting for the first run")
 	}
 	return nil
+}
+
+// observe sets bj's gauges from its stored status (libs/kindmetrics).
+func observe(bj *backupv1.BackupJob) { metrics.Observe(bj, scheduleInterval(bj)) }
+
+// scheduleInterval is the time between two of bj's scheduled runs, now
+// (zero when its schedule does not parse).
+func scheduleInterval(bj *backupv1.BackupJob) time.Duration {
+	sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone)
+	if err != nil {
+		return 0
+	}
+	return sched.Interval(time.Now())
 }
 
 // deleting is the status of a BackupJob whose cleanup is not finished.

@@ -4,9 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/hold"
@@ -68,13 +66,4 @@ func (r *BackupJobReconciler) protectCredentials(ctx context.Context, p *pass) e
 		return err
 	}
 	return r.claimsHold.Ensure(ctx, r.Client, p.Obj)
-}
-
-// setupHolds registers the releasers of the held Secrets and claims.
-func (r *BackupJobReconciler) setupHolds(mgr ctrl.Manager, opts controller.Options) error {
-	r.secretsHold, r.claimsHold = r.holds()
-	if err := r.secretsHold.Setup(mgr, r.Client, "backupjob-credentials", opts); err != nil {
-		return err
-	}
-	return r.claimsHold.Setup(mgr, r.Client, "backupjob-claims", opts)
 }

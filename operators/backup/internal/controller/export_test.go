@@ -1,4 +1,4 @@
 package controller
 
 // ForgetMetrics drops a BackupJob's metrics, as an operator restart does.
-func ForgetMetrics(namespace, name string) { forgetMetrics(namespace, name) }
+func ForgetMetrics(namespace, name string) { metrics.Forget(namespace, name) }

@@ -2,11 +2,11 @@ package controller
 
 import "cairn.dev/libs/kindmetrics"
 
-// The BackupJob metrics users alert on (libs/kindmetrics).
+// The BackupJob metrics users alert on: declared, and read from a BackupJob, in
+// libs/kindmetrics (the skeleton's Observe and Forget, what transition
+// counts).
 var metrics = kindmetrics.NewBackupJob()
 
-// MetricNames lists every metric this operator exports (used by the
-// monitoring component's tests to check alerts reference real metrics).
+// MetricNames lists every metric this operator exports (the monitoring
+// component's tests check alerts reference real metrics).
 var MetricNames = metrics.Names()
-
-func forgetMetrics(namespace, name string) { metrics.Forget(namespace, name) }

@@ -19,7 +19,6 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/ownership"
-	"cairn.dev/libs/schedule"
 )
 
 // state is what the BackupJob's steps share within one pass.
@@ -295,30 +294,6 @@ func (r *BackupJobReconciler) transition(_ context.Context, rec events.EventReco
 	metrics.Runs.WithLabelValues(bj.Namespace, bj.Name, result).Inc()
 	if st.LastRunStartTime != nil {
 		metrics.RunDuration.WithLabelValues(bj.Namespace, bj.Name, result).Observe(st.LastBackupTime.Sub(st.LastRunStartTime.Time).Seconds())
-	}
-}
-
-// observe sets the gauges users alert on from the stored status, on every
-// pass: they exist after an operator restart or a failover too.
-func observe(bj *backupv1.BackupJob) {
-	if t := bj.Status.LastSuccessfulTime; t != nil {
-		metrics.LastSuccess.WithLabelValues(bj.Namespace, bj.Name).Set(float64(t.Unix()))
-	}
-	// A BackupJob without failures has no series (the alerts read "> 0"):
-	// no memory spent on a zero for every BackupJob.
-	if n := bj.Status.ConsecutiveFailures; n > 0 {
-		metrics.ConsecutiveFailures.WithLabelValues(bj.Namespace, bj.Name).Set(float64(n))
-	} else {
-		metrics.ConsecutiveFailures.DeleteLabelValues(bj.Namespace, bj.Name)
-	}
-	// The interval is only read against a run's series (last success, run
-	// duration): a BackupJob that never ran has none, and no interval
-	// series either (about 0.4 KiB per BackupJob, issue 11).
-	sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone)
-	if err == nil && (bj.Status.LastBackupTime != nil || bj.Status.LastSuccessfulTime != nil) {
-		metrics.Interval.WithLabelValues(bj.Namespace, bj.Name).Set(sched.Interval(time.Now()).Seconds())
-	} else {
-		metrics.Interval.DeleteLabelValues(bj.Namespace, bj.Name)
 	}
 }
 

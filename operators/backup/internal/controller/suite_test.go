@@ -27,6 +27,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testing/testenv"
@@ -119,7 +120,7 @@ func startOperator(ctx context.Context) error {
 	op := operator.New("test")
 	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 		r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), time.Hour),
-			AgentImage: agentImage, ResultGrace: 3 * time.Second, OperatorNamespace: o.LeaderElectionNamespace}
+			Agent: agentjob.Agent{AgentImage: agentImage, ResultGrace: 3 * time.Second}, OperatorNamespace: o.LeaderElectionNamespace}
 		r.Clock = testClock{}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}

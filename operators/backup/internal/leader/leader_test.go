@@ -25,6 +25,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/access"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testing/testenv"
@@ -82,7 +83,7 @@ func replica(t *testing.T, ctx context.Context, writes *atomic.Int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, "backup-operator", 0), AgentImage: "agent:test"}
+	r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, "backup-operator", 0), Agent: agentjob.Agent{AgentImage: "agent:test"}}
 	r.Guard = &access.Guard{Approver: approver(t), Reviewer: &access.Reviewer{Client: env.Client}}
 	signer = r.Guard.Approver
 	opts := o.ControllerOptions()

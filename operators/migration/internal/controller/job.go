@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/contract"
@@ -50,14 +49,6 @@ const (
 	SwitchPortKey     = migrationv1.SwitchPortKey
 	SwitchDatabaseKey = migrationv1.SwitchDatabaseKey
 )
-
-// CacheByObject keeps only the operator's own Jobs and Pods in memory, and
-// those without their spec (agentjob.TransformRun): the controller reads a
-// cached Job's metadata and status only. MigrationJobs have their repeated
-// short strings interned.
-func CacheByObject() map[client.Object]cache.ByObject {
-	return agentjob.Cache(ManagedByValue, []client.Object{&migrationv1.MigrationJob{}})
-}
 
 // runsRemote reports whether target-side Jobs run in the target cluster.
 func runsRemote(spec *migrationv1.MigrationJobSpec) bool {
@@ -425,7 +416,7 @@ func transition(_ context.Context, rec events.EventRecorder, old, mj *migrationv
 		}
 	}
 	if mj.Finished() && !old.Finished() {
-		recordFinished(mj)
+		metrics.Finish(mj)
 	}
 }
 
@@ -452,7 +443,7 @@ func newWarnings(old *migrationv1.StepStatus, st migrationv1.StepStatus) []strin
 func DesiredFirstJob(mj *migrationv1.MigrationJob, image string, scheme *runtime.Scheme) (*batchv1.Job, error) {
 	spec := mj.Spec.DeepCopy()
 	spec.SetDefaults()
-	r := &MigrationJobReconciler{Base: reconcile.Base{Scheme: scheme}, AgentImage: image}
+	r := &MigrationJobReconciler{Base: reconcile.Base{Scheme: scheme}, Agent: agentjob.Agent{AgentImage: image}}
 	st := &migrationv1.StepStatus{Step: contract.StepPrecheck, AgentRun: cairnv1.AgentRun{JobName: stepJobName(mj, contract.StepPrecheck, 0)},
 		Cluster: migrationv1.ClusterLocal, Namespace: mj.Namespace}
 	return r.desiredJob(mj, spec, st, nil)

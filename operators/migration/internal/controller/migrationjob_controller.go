@@ -13,7 +13,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -60,14 +59,14 @@ import (
 const (
 	DefaultPollInterval        = 10 * time.Second
 	DefaultReplicationInterval = 30 * time.Second
-	DefaultCleanupDeadline     = 10 * time.Minute
 )
 
 // MigrationJobReconciler reconciles MigrationJobs.
 type MigrationJobReconciler struct {
 	reconcile.Base
-	// AgentImage runs in every step's pod unless spec.image says otherwise.
-	AgentImage string
+	// Agent: the image of every step's pod unless spec.image says
+	// otherwise, the result grace.
+	agentjob.Agent
 	// PollInterval is how often a Job in the target cluster (not watched)
 	// is looked at, and a waiting MigrationJob looks again.
 	PollInterval time.Duration
@@ -89,8 +88,6 @@ type pass = reconcile.Pass[*migrationv1.MigrationJob, state]
 
 // state is what the steps share within one pass.
 type state struct {
-	// spec with defaults applied.
-	spec migrationv1.MigrationJobSpec
 	// target is the client for Jobs that run in the target's cluster (the
 	// local client unless Store transfer to a remote target).
 	target client.Client
@@ -105,37 +102,32 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *MigrationJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.AgentImage == "" {
-		return errors.New("migration controller: no agent image")
-	}
 	if r.PollInterval <= 0 {
 		r.PollInterval = DefaultPollInterval
 	}
 	if r.ReplicationInterval <= 0 {
 		r.ReplicationInterval = DefaultReplicationInterval
 	}
-	s, err := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, DefaultCleanupDeadline)
-	if err != nil {
-		return err
-	}
+	s := reconcile.Setup[*migrationv1.MigrationJob, state](mgr, &r.Base, access.MigrationJob, &r.Agent)
 	if r.Remote == nil {
 		r.Remote = &remote.Clients{Metadata: r.Client, Secrets: r.APIReader, Scheme: r.Scheme}
 	}
-	if r.AllowedImages == nil {
+	if r.AllowedImages == nil && r.AgentImage != "" { // no image: Complete fails (agentjob.Agent)
 		imgs, err := access.ParseImages([]string{r.AgentImage})
 		if err != nil {
 			return fmt.Errorf("migration controller: --agent-image: %w", err)
 		}
 		r.AllowedImages = imgs
 	}
-	s.Steps = []reconcile.Step[*migrationv1.MigrationJob, state]{{Name: "prepare", Run: r.prepare},
+	s.Begin, s.Final, s.Validate = begin, (*migrationv1.MigrationJob).Finished, validate
+	s.Steps = []reconcile.Step[*migrationv1.MigrationJob, state]{{Name: "check", Run: r.check},
 		{Name: "hold-kubeconfig", Run: r.holdKubeconfig}, {Name: "connect", Run: r.connect}, {Name: "advance", Run: r.advance}}
 	s.Summarize, s.Cleanup, s.Deleting, s.Transition = summarize, r.cleanup, deleting, transition
-	if err := r.setupKubeconfigHold(mgr, opts); err != nil {
-		return err
-	}
+	r.kubeconfigs = kubeconfigHold()
 	return s.Complete(ctx, mgr, opts, agentjob.Watch(migrationv1.MigrationJobLabel),
-		reconcile.Referrers(migrationJobIndex, notFinished, references.Secret, references.PVC, references.ConfigMap))
+		reconcile.Referrers(migrationJobIndex, notFinished, references.Secret, references.PVC, references.ConfigMap),
+		// The releaser of held kubeconfig Secrets.
+		r.kubeconfigs.Releaser("migrationjob-kubeconfigs"))
 }
 
 // phases is the MigrationJob's phase machine: the handler of each phase

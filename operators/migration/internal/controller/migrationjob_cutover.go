@@ -20,7 +20,7 @@ import (
 // readyForCutover waits for approval (Manual) and, in Continuous mode,
 // checks replication every ReplicationInterval.
 func (r *MigrationJobReconciler) readyForCutover(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	if spec.Mode == migrationv1.ModeContinuous {
 		if err := r.checkReplication(ctx, p); err != nil || mj.Finished() {
 			return err
@@ -58,7 +58,7 @@ func (r *MigrationJobReconciler) readyForCutover(ctx context.Context, p *pass) e
 // switch the named Secret to the target. A failure on the way runs the
 // abort step, which undoes the read-only.
 func (r *MigrationJobReconciler) cutover(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	if mj.Status.Cutover == nil {
 		now := metav1.Now()
 		mj.Status.Cutover = &migrationv1.CutoverStatus{StartTime: &now}
@@ -175,7 +175,7 @@ func switchName(spec *migrationv1.MigrationJobSpec) string {
 // checkReplication runs a replication-status Job every ReplicationInterval
 // and aborts above the retained-WAL limit (stopping replication first).
 func (r *MigrationJobReconciler) checkReplication(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	limit := spec.MaxRetainedWALBytes()
 	if rep := mj.Status.Replication; rep != nil && rep.RetainedWALBytes > limit {
 		// Abort: the abort step drops the slot before the migration fails,

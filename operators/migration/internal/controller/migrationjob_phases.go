@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"cairn.dev/agent/contract"
@@ -20,39 +21,42 @@ import (
 	"cairn.dev/operators/migration/internal/migspec"
 )
 
-// prepare applies defaults, ends the pass of a finished MigrationJob,
-// validates the spec and checks the local objects it refers to.
-func (r *MigrationJobReconciler) prepare(ctx context.Context, p *pass) error {
-	mj := p.Obj
-	p.State.spec = *mj.Spec.DeepCopy()
-	p.State.spec.SetDefaults()
-	if mj.Status.Phase == "" {
-		mj.Status.Phase = migrationv1.PhasePending
+// begin gives a new MigrationJob its first phase
+// (reconcile.Reconciler.Begin).
+func begin(p *pass) {
+	if p.Obj.Status.Phase == "" {
+		p.Obj.Status.Phase = migrationv1.PhasePending
 	}
-	if mj.Finished() {
-		return reconcile.Done()
-	}
-	errs := migspec.Validate(mj.Name, mj.Namespace, &p.State.spec)
+}
+
+// validate returns the defaulted spec's errors; a target that is the
+// source stalls with SameDatabase (reconcile.Reconciler.Validate).
+func validate(p *pass) (field.ErrorList, string) {
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	reason := ""
-	if migspec.SameDatabase(&p.State.spec, mj.Namespace) {
+	if migspec.SameDatabase(spec, mj.Namespace) {
 		reason = migrationv1.SameDatabaseReason
 	}
-	if err := reconcile.Valid(errs, reason); err != nil {
-		return err
-	}
+	return migspec.Validate(mj.Name, mj.Namespace, spec), reason
+}
+
+// check verifies the webhook's approval and the image, and, before
+// anything runs, the local objects the spec refers to.
+func (r *MigrationJobReconciler) check(ctx context.Context, p *pass) error {
+	mj := p.Obj
 	// Only references the admission webhook approved (libs/access), only
 	// an allow-listed image: checked again here for objects that did not
 	// pass the webhook.
 	if err := reconcile.Approved(&r.Base, access.MigrationJob, mj); err != nil {
 		return err
 	}
-	if img := p.State.spec.Image; img != "" && !r.AllowedImages.Allowed(img) {
+	if img := p.Defaulted.Spec.Image; img != "" && !r.AllowedImages.Allowed(img) {
 		return reconcile.Stalled(cairnv1.ImageNotAllowedReason, "%s", r.AllowedImages.NotAllowed("spec.image", img))
 	}
 	if mj.Status.Phase == migrationv1.PhasePending {
 		// References are checked before anything runs; later a missing
 		// Secret shows in the step's Job (and its pod cannot start).
-		prob, err := r.Refs.Check(ctx, localReferences(mj.Namespace, &p.State.spec))
+		prob, err := r.Refs.Check(ctx, localReferences(mj.Namespace, &p.Defaulted.Spec))
 		if err != nil {
 			return err
 		}
@@ -67,7 +71,7 @@ func (r *MigrationJobReconciler) prepare(ctx context.Context, p *pass) error {
 // target cluster through its kubeconfig Secret for a Store transfer to a
 // remote target, this cluster otherwise.
 func (r *MigrationJobReconciler) connect(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	p.State.target, p.State.targetNS = r.Client, mj.Namespace
 	if !runsRemote(spec) {
 		return nil
@@ -99,7 +103,7 @@ func (r *MigrationJobReconciler) connect(ctx context.Context, p *pass) error {
 // pass: each phase's handler (the phase machine, phases) runs that phase's
 // Jobs and sets the next phase when they are done.
 func (r *MigrationJobReconciler) advance(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	for range 16 {
 		before := mj.Status.Phase
 		if mj.Status.Abort != nil {
@@ -135,7 +139,7 @@ func (r *MigrationJobReconciler) begin(_ context.Context, p *pass) error {
 // precheck runs the precheck (one Job, or one per side for a Store
 // transfer) and decides: problems → Failed, dryRun → Succeeded, else Copying.
 func (r *MigrationJobReconciler) precheck(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	if mj.Status.Precheck == nil {
 		mj.Status.Precheck = &migrationv1.PrecheckResult{}
 	}
@@ -194,7 +198,7 @@ func (r *MigrationJobReconciler) precheck(ctx context.Context, p *pass) error {
 // import in the target's cluster (Store); then, in Continuous mode, starts
 // replication.
 func (r *MigrationJobReconciler) copy(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	progress := func(res *contract.MigrationResult) error {
 		if res != nil {
 			mj.Status.Progress.TablesDone = int32(res.TablesDone)
@@ -242,7 +246,7 @@ func (r *MigrationJobReconciler) copy(ctx context.Context, p *pass) error {
 // verify compares the target with the source; a difference fails the
 // migration, naming the tables.
 func (r *MigrationJobReconciler) verify(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	onResult := func(res *contract.MigrationResult) error {
 		if res == nil || res.Verification == nil {
 			return errors.New("the verify Job completed without reporting a verification")
@@ -294,7 +298,7 @@ func (r *MigrationJobReconciler) fail(p *pass, reason, msg string) error {
 // abort runs the abort step of a failing migration, then fails it with the
 // recorded reason.
 func (r *MigrationJobReconciler) abort(ctx context.Context, p *pass) error {
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	ab := mj.Status.Abort
 	done, err := r.runSteps(ctx, p, mj.Status.Phase, "",
 		stepRun{step: contract.StepAbort, quiet: true, onResult: func(res *contract.MigrationResult) error {

@@ -6,9 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/hold"
@@ -44,7 +42,7 @@ func kubeconfigNeeded(o client.Object) []string {
 	return []string{spec.Target.KubeconfigSecretRef.Name}
 }
 
-// holdKubeconfig (a step, after prepare approved the references) puts
+// holdKubeconfig (a step, after check approved the references) puts
 // KubeconfigFinalizer on the kubeconfig Secret of a MigrationJob whose
 // target-side Jobs run in another cluster. A pass that finds it there
 // writes nothing.
@@ -52,12 +50,12 @@ func (r *MigrationJobReconciler) holdKubeconfig(ctx context.Context, p *pass) er
 	return r.kubeconfigs.Ensure(ctx, r.Client, p.Obj)
 }
 
-// setupKubeconfigHold registers the releaser of held kubeconfig Secrets.
-func (r *MigrationJobReconciler) setupKubeconfigHold(mgr ctrl.Manager, opts controller.Options) error {
-	r.kubeconfigs = &hold.Hold{Finalizer: KubeconfigFinalizer, Kind: corev1.SchemeGroupVersion.WithKind("Secret"),
+// kubeconfigHold is the hold on kubeconfig Secrets: held while a
+// MigrationJob that needs one exists (kubeconfigNeeded).
+func kubeconfigHold() *hold.Hold {
+	return &hold.Hold{Finalizer: KubeconfigFinalizer, Kind: corev1.SchemeGroupVersion.WithKind("Secret"),
 		Owner: &migrationv1.MigrationJob{}, Owners: &migrationv1.MigrationJobList{}, Cleanup: migrationv1.CleanupFinalizer,
 		Needs: kubeconfigNeeded}
-	return r.kubeconfigs.Setup(mgr, r.Client, "migrationjob-kubeconfigs", opts)
 }
 
 // deleteRemote deletes mj's Jobs (and so their pods) in the target

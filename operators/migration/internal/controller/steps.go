@@ -79,7 +79,7 @@ func (r *MigrationJobReconciler) runSteps(ctx context.Context, p *pass, phase mi
 // finished. It returns true when the step has succeeded.
 func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun) (bool, error) {
 	log := ctrl.LoggerFrom(ctx)
-	mj, spec := p.Obj, &p.State.spec
+	mj, spec := p.Obj, &p.Defaulted.Spec
 	st := mj.Status.Step(s.step)
 	switch {
 	case st != nil && st.Phase == migrationv1.StepSucceeded:
@@ -127,7 +127,7 @@ func (r *MigrationJobReconciler) runStep(ctx context.Context, p *pass, s stepRun
 		// with the MigrationJob's UID says it is ours.
 		Ours:    func(job *batchv1.Job) bool { return job.Labels[migrationv1.MigrationJobUIDLabel] == string(mj.UID) },
 		NotOurs: fmt.Sprintf(" (it is not labelled %s=%s)", migrationv1.MigrationJobUIDLabel, mj.UID),
-		Parse:   contract.ParseMigration, Now: r.Clock.Now,
+		Parse:   contract.ParseMigration, Grace: r.ResultGrace, Now: r.Clock.Now,
 	}
 	obs, err := run.Observe(ctx)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"cairn.dev/agent/contract"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
+	"cairn.dev/libs/agentjob"
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testing/testenv"
@@ -61,7 +62,7 @@ func startOperator(t *testing.T) *testenv.Operator {
 	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
 		o.RateLimiterMaxDelay = 2 * time.Second
 		r := &controller.MigrationJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), time.Minute),
-			AgentImage: agentImage, PollInterval: 300 * time.Millisecond, ReplicationInterval: 500 * time.Millisecond}
+			Agent: agentjob.Agent{AgentImage: agentImage}, PollInterval: 300 * time.Millisecond, ReplicationInterval: 500 * time.Millisecond}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
 	return env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: cfg, LeaderElection: true})

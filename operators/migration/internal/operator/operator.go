@@ -7,6 +7,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	migrationv1 "cairn.dev/apis/migration/v1"
 	"cairn.dev/libs/access"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/migration/internal/controller"
@@ -32,7 +35,7 @@ func New(version string) manager.Operator {
 		images                            *access.Images
 	)
 	return manager.Operator{
-		Name: "migration", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: controller.DefaultCleanupDeadline,
+		Name: "migration", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: access.MigrationJob.CleanupDeadline,
 		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
 		AddToScheme: []func(*runtime.Scheme) error{migrationv1.AddToScheme},
 		Flags: func(fs *flag.FlagSet) {
@@ -45,7 +48,7 @@ func New(version string) manager.Operator {
 				return err
 			})
 		},
-		CacheByObject: controller.CacheByObject,
+		CacheByObject: cacheByObject,
 		Prepare: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			list := allowedImages
 			if len(list) == 0 {
@@ -59,9 +62,17 @@ func New(version string) manager.Operator {
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 			r := &controller.MigrationJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
-				AllowedImages: images, AgentImage: o.AgentImage, PollInterval: pollInterval, ReplicationInterval: replicationInterval}
+				AllowedImages: images, Agent: agentjob.Agent{AgentImage: o.AgentImage}, PollInterval: pollInterval, ReplicationInterval: replicationInterval}
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 		},
 		Webhooks: func(mgr ctrl.Manager) error { return webhook.Setup(mgr, images) },
 	}
+}
+
+// cacheByObject keeps only the operator's own Jobs and Pods in memory, and
+// those without their spec (agentjob.TransformRun): the controller reads a
+// cached Job's metadata and status only. MigrationJobs have their repeated
+// short strings interned.
+func cacheByObject() map[client.Object]cache.ByObject {
+	return agentjob.Cache(controller.ManagedByValue, []client.Object{&migrationv1.MigrationJob{}})
 }

@@ -12,6 +12,7 @@ import (
 
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/testing/testenv"
 )
 
 // Bad plans are refused at admission with a message that names the field
@@ -20,55 +21,42 @@ import (
 func TestAdmissionRefusesBadPlans(t *testing.T) {
 	startOperator(t, time.Now())
 	ns := namespace(t)
-	for _, tc := range []struct {
-		name   string
-		mutate func(*platformv1.ProtectionPlan)
-		want   string
-	}{
-		{"scratch is the protected database", func(p *platformv1.ProtectionPlan) {
+	testenv.CheckRefused(t, env.Client, func() *platformv1.ProtectionPlan { return plan(ns, "bad") }, []testenv.Refusal[*platformv1.ProtectionPlan]{
+		{Name: "scratch is the protected database", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Verification.RestoreInto.Host = p.Spec.Database.Host
 			p.Spec.Verification.RestoreInto.Database = p.Spec.Database.Database
-		}, "the scratch database is the protected database"},
-		{"scratch is the protected database, port spelled out and host in capitals", func(p *platformv1.ProtectionPlan) {
+		}, Want: "the scratch database is the protected database"},
+		{Name: "scratch is the protected database, port spelled out and host in capitals", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Verification.RestoreInto.Host = "ORDERS-DB.shop.svc"
 			p.Spec.Verification.RestoreInto.Port = 5432
 			p.Spec.Verification.RestoreInto.Database = p.Spec.Database.Database
-		}, "the scratch database is the protected database"},
-		{"scratch is the protected database, host with a trailing dot (webhook)", func(p *platformv1.ProtectionPlan) {
+		}, Want: "the scratch database is the protected database"},
+		{Name: "scratch is the protected database, host with a trailing dot (webhook)", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Verification.RestoreInto.Host = p.Spec.Database.Host + "."
 			p.Spec.Verification.RestoreInto.Database = p.Spec.Database.Database
-		}, "spec.verification.restoreInto: Forbidden: the scratch database orders on orders-db.shop.svc.:5432 is the protected database"},
-		{"both everyNBackups and schedule", func(p *platformv1.ProtectionPlan) {
+		}, Want: "spec.verification.restoreInto: Forbidden: the scratch database orders on orders-db.shop.svc.:5432 is the protected database"},
+		{Name: "both everyNBackups and schedule", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Verification.Schedule = ptr.To("0 4 * * 0")
-		}, "verification: set exactly one of everyNBackups or schedule"},
-		{"a backup schedule that does not parse (webhook)", func(p *platformv1.ProtectionPlan) {
+		}, Want: "verification: set exactly one of everyNBackups or schedule"},
+		{Name: "a backup schedule that does not parse (webhook)", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Backup.Schedule = "61 * * * *"
-		}, "spec.backup.schedule"},
-		{"an unknown time zone (webhook)", func(p *platformv1.ProtectionPlan) {
+		}, Want: "spec.backup.schedule"},
+		{Name: "an unknown time zone (webhook)", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.TimeZone = "Mars/Olympus_Mons"
-		}, "spec.timeZone"},
-		{"an RPO under a minute (webhook)", func(p *platformv1.ProtectionPlan) {
+		}, Want: "spec.timeZone"},
+		{Name: "an RPO under a minute (webhook)", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Objectives.RPO = metav1.Duration{Duration: 30 * time.Second}
-		}, "spec.objectives.rpo: Invalid value: \"30s\": must be at least one minute"},
-		{"a sql check without an expected result", func(p *platformv1.ProtectionPlan) {
+		}, Want: "spec.objectives.rpo: Invalid value: \"30s\": must be at least one minute"},
+		{Name: "a sql check without an expected result", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Verification.Checks = []restorev1.Check{{Name: "orders", SQL: "select count(*) from orders"}}
-		}, "a sql check needs an expected result"},
-		{"a check running a shell", func(p *platformv1.ProtectionPlan) {
+		}, Want: "a sql check needs an expected result"},
+		{Name: "a check running a shell", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Verification.Checks = []restorev1.Check{{Name: "env", SQL: `\! cat /proc/1/environ`, Equals: new("x")}}
-		}, "spec.verification.checks[0].sql"},
-		{"a name too long for the RestoreJobs", func(p *platformv1.ProtectionPlan) {
+		}, Want: "spec.verification.checks[0].sql"},
+		{Name: "a name too long for the RestoreJobs", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Name = "orders-database-of-the-shop-in-production"
-		}, "metadata.name: at most 40 characters"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			p := plan(ns, "bad")
-			tc.mutate(p)
-			err := env.Client.Create(context.Background(), p)
-			g.Expect(err).To(HaveOccurred())
-			g.Expect(err.Error()).To(ContainSubstring(tc.want))
-		})
-	}
+		}, Want: "metadata.name: at most 40 characters"},
+	})
 }
 
 // A plan's checks go to its verification RestoreJobs (with the drop flag

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	platformv1 "cairn.dev/apis/platform/v1"
@@ -61,17 +60,5 @@ func setDecryption(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionP
 			conditions.Set(plan, typ, metav1.ConditionUnknown, platformv1.VerificationFailedReason,
 				fmt.Sprintf("verification %s failed before decrypting: %s", lv.RestoreJob, lv.Message))
 		}
-	}
-}
-
-// observeDecryption sets metrics.IdentityDecrypts from the plan's condition.
-func observeDecryption(plan *platformv1.ProtectionPlan, l prometheus.Labels) {
-	switch c := conditions.Get(plan, platformv1.DecryptionVerifiedCondition); {
-	case c != nil && c.Status == metav1.ConditionTrue:
-		metrics.IdentityDecrypts.With(l).Set(1)
-	case c != nil && c.Status == metav1.ConditionFalse:
-		metrics.IdentityDecrypts.With(l).Set(0)
-	default:
-		metrics.IdentityDecrypts.Delete(l)
 	}
 }

@@ -28,8 +28,8 @@ func (r *ProtectionPlanReconciler) migration(ctx context.Context, p *pass) error
 	log := ctrl.LoggerFrom(ctx)
 	plan := p.Obj
 	name := planspec.MigrationJobName(plan)
-	if m := p.State.spec.Migration; m != nil && m.Start {
-		desired := planspec.MigrationJob(plan, &p.State.spec)
+	if m := p.Defaulted.Spec.Migration; m != nil && m.Start {
+		desired := planspec.MigrationJob(plan, &p.Defaulted.Spec)
 		op, err := r.applier.Ensure(ctx, plan, desired)
 		var nc *ownership.NotControlledError
 		switch {
@@ -48,7 +48,7 @@ func (r *ProtectionPlanReconciler) migration(ctx context.Context, p *pass) error
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: plan.Namespace, Name: name}, mj)
 	switch {
 	case apierrors.IsNotFound(err):
-		if m := p.State.spec.Migration; m != nil && m.Start {
+		if m := p.Defaulted.Spec.Migration; m != nil && m.Start {
 			p.RequeueAfter(time.Second) // just created: the cache catches up
 		}
 		if plan.Status.Migration != nil {

@@ -42,11 +42,6 @@ import (
 // operators check references and run the agent. events.k8s.io Events are
 // the plan's transitions; core Events are leader election's.
 
-// DefaultCleanupDeadline bounds the finalizer's cleanup after a deletion
-// request: removing the children, whose own finalizers may delete stored
-// backups (deletionPolicy Delete).
-const DefaultCleanupDeadline = 10 * time.Minute
-
 // ProtectionPlanReconciler reconciles ProtectionPlans.
 type ProtectionPlanReconciler struct {
 	// Base: its Clock tells the time objectives and schedules are
@@ -62,8 +57,6 @@ type pass = reconcile.Pass[*platformv1.ProtectionPlan, state]
 
 // state is what the plan's steps share within one pass.
 type state struct {
-	// spec is the plan's spec with defaults applied.
-	spec platformv1.ProtectionPlanSpec
 	// now is the pass' one reading of the clock.
 	now time.Time
 	// backupJob is the plan's BackupJob as cached, or nil.
@@ -75,15 +68,12 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *ProtectionPlanReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	s, err := reconcile.Setup[*platformv1.ProtectionPlan, state](mgr, &r.Base, access.ProtectionPlan, DefaultCleanupDeadline)
-	if err != nil {
-		return err
-	}
+	s := reconcile.Setup[*platformv1.ProtectionPlan, state](mgr, &r.Base, access.ProtectionPlan)
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
-	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "prepare", Run: r.prepare}, {Name: "backup", Run: r.ensureBackup},
-		{Name: "verification", Run: r.verification}, {Name: "history", Run: r.pruneHistory}, {Name: "migration", Run: r.migration},
-		{Name: "summarise", Run: r.summarise}}
-	s.Cleanup, s.Deleting, s.Transition, s.Observe, s.Forget = r.cleanup, deleting, transition, observe, forget
+	s.Begin = r.begin
+	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "check", Run: r.check}, {Name: "backup", Run: r.ensureBackup},
+		{Name: "verification", Run: r.verification}, {Name: "history", Run: r.pruneHistory}, {Name: "migration", Run: r.migration}}
+	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe, s.Forget = r.summarize, r.cleanup, deleting, transition, metrics.Observe, metrics.ForgetObject
 	// Owns maps a child's events (its status included: that is what the
 	// plan summarises) to exactly its one controller. The BackupJob's
 	// create event is the creating pass's own write (that pass goes on

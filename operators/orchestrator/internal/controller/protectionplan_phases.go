@@ -27,22 +27,25 @@ import (
 	"cairn.dev/operators/orchestrator/internal/planspec"
 )
 
-// prepare reads the clock once, applies defaults and validates the spec:
-// an invalid spec or a scratch database that is the protected one stalls
-// the plan before any child is touched.
-func (r *ProtectionPlanReconciler) prepare(_ context.Context, p *pass) error {
-	plan := p.Obj
+// begin reads the clock once and gives a new plan its first phase
+// (reconcile.Reconciler.Begin).
+func (r *ProtectionPlanReconciler) begin(p *pass) {
 	p.State.now = r.Clock.Now()
-	p.State.spec = *plan.Spec.DeepCopy()
-	planspec.SetDefaults(&p.State.spec)
-	if plan.Status.Phase == "" {
-		plan.Status.Phase = platformv1.PhasePending
+	if p.Obj.Status.Phase == "" {
+		p.Obj.Status.Phase = platformv1.PhasePending
 	}
-	if ferr := planspec.ScratchError(&p.State.spec, plan.Namespace, field.NewPath("spec", "verification", "restoreInto")); ferr != nil {
+}
+
+// check validates the defaulted spec: an invalid spec or a scratch
+// database that is the protected one stalls the plan, Pending, before any
+// child is touched.
+func (r *ProtectionPlanReconciler) check(_ context.Context, p *pass) error {
+	plan := p.Obj
+	if ferr := planspec.ScratchError(&p.Defaulted.Spec, plan.Namespace, field.NewPath("spec", "verification", "restoreInto")); ferr != nil {
 		plan.Status.Phase = platformv1.PhasePending
 		return reconcile.Stalled(platformv1.ScratchIsProtectedReason, "%s", ferr.Error())
 	}
-	if err := reconcile.Valid(planspec.Validate(plan.Name, plan.Namespace, &p.State.spec), ""); err != nil {
+	if err := reconcile.Valid(planspec.Validate(plan.Name, plan.Namespace, &p.Defaulted.Spec), ""); err != nil {
 		plan.Status.Phase = platformv1.PhasePending
 		return err
 	}
@@ -62,7 +65,7 @@ func (r *ProtectionPlanReconciler) prepare(_ context.Context, p *pass) error {
 func (r *ProtectionPlanReconciler) ensureBackup(ctx context.Context, p *pass) error {
 	log := ctrl.LoggerFrom(ctx)
 	plan := p.Obj
-	desired := desiredBackupJob(plan, &p.State.spec)
+	desired := desiredBackupJob(plan, &p.Defaulted.Spec)
 	op, err := r.applier.Ensure(ctx, plan, desired)
 	var nc *ownership.NotControlledError
 	switch {
@@ -169,7 +172,7 @@ func finished(r platformv1.VerificationResult) bool {
 
 // due says whether a new verification should start now, and why.
 func (r *ProtectionPlanReconciler) due(p *pass) (bool, string) {
-	plan, spec := p.Obj, &p.State.spec
+	plan, spec := p.Obj, &p.Defaulted.Spec
 	lb, lv := plan.Status.LastBackup, plan.Status.LastVerification
 	if p.State.backupJob == nil || lb == nil || lb.Artifact == nil {
 		return false, ""
@@ -190,7 +193,7 @@ func (r *ProtectionPlanReconciler) due(p *pass) (bool, string) {
 	case spec.Verification.Schedule != nil:
 		sched, err := schedule.Parse(*spec.Verification.Schedule, spec.TimeZone)
 		if err != nil {
-			return false, "" // validated in prepare
+			return false, "" // validated in check
 		}
 		anchor := plan.CreationTimestamp.Time
 		switch {
@@ -244,8 +247,8 @@ func (r *ProtectionPlanReconciler) start(ctx context.Context, p *pass, why strin
 // database is neither the plan's database nor the database the BackupJob
 // actually backs up.
 func (r *ProtectionPlanReconciler) checkScratch(p *pass) error {
-	target := planspec.ScratchTarget(&p.State.spec)
-	dbs := []cairnv1.DatabaseRef{p.State.spec.Database}
+	target := planspec.ScratchTarget(&p.Defaulted.Spec)
+	dbs := []cairnv1.DatabaseRef{p.Defaulted.Spec.Database}
 	if bj := p.State.backupJob; bj != nil {
 		dbs = append(dbs, bj.Spec.Database)
 	}
@@ -263,7 +266,7 @@ func (r *ProtectionPlanReconciler) createRestoreJob(ctx context.Context, p *pass
 	if err := r.checkScratch(p); err != nil {
 		return err
 	}
-	desired := desiredRestoreJob(p.Obj, &p.State.spec, lv)
+	desired := desiredRestoreJob(p.Obj, &p.Defaulted.Spec, lv)
 	_, err := r.applier.Ensure(ctx, p.Obj, desired)
 	var nc *ownership.NotControlledError
 	switch {
@@ -307,7 +310,7 @@ func (r *ProtectionPlanReconciler) follow(ctx context.Context, p *pass, lv *plat
 		return reconcile.Stalled(cairnv1.NotControlledReason, "%s",
 			(&ownership.NotControlledError{Kind: "RestoreJob", Key: key}).Error())
 	}
-	readRestoreJob(lv, rj, &p.State.spec, p.State.now)
+	readRestoreJob(lv, rj, &p.Defaulted.Spec, p.State.now)
 	return nil
 }
 
@@ -442,7 +445,7 @@ func setRecoverability(plan *platformv1.ProtectionPlan) {
 // pruneHistory deletes the oldest finished verification RestoreJobs beyond
 // the history limits.
 func (r *ProtectionPlanReconciler) pruneHistory(ctx context.Context, p *pass) error {
-	plan, v := p.Obj, &p.State.spec.Verification
+	plan, v := p.Obj, &p.Defaulted.Spec.Verification
 	list := &restorev1.RestoreJobList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(plan.Namespace),
 		client.MatchingLabels{platformv1.PlanLabel: plan.Name}); err != nil {

@@ -32,15 +32,21 @@ func (s *state) checkAt(t time.Time) {
 	}
 }
 
-// summarise evaluates the objectives, summarises the three conditions into
-// Ready (libs/conditions.Summary, Cluster API style: False before Unknown, a
+// summarize (reconcile.Reconciler.Summarize, after the steps) evaluates
+// the objectives, summarises the three conditions into Ready
+// (libs/conditions.Summary, Cluster API style: False before Unknown, a
 // missing condition is Unknown, the first deciding condition's reason) and
-// the phase, and requeues at the time the next objective
-// would be violated — no polling.
-func (r *ProtectionPlanReconciler) summarise(_ context.Context, p *pass) error {
+// the phase, and requeues at the time the next objective would be violated
+// — no polling. A pass a step ended keeps the status that step set, and a
+// checkpoint stores the facts recorded so far: both are decided at the end
+// of a pass whose steps all ran.
+func (r *ProtectionPlanReconciler) summarize(p *pass, err error) error {
+	if err != nil || p.AtCheckpoint() {
+		return err
+	}
 	plan := p.Obj
-	objectives(plan, &p.State.spec, p.State.now, &p.State)
-	setDecryption(plan, &p.State.spec)
+	objectives(plan, &p.Defaulted.Spec, p.State.now, &p.State)
+	setDecryption(plan, &p.Defaulted.Spec)
 	ready := conditions.Summary(plan, cairnv1.ReadyCondition, platformv1.BackupHealthyCondition,
 		platformv1.RecoverabilityVerifiedCondition, platformv1.ObjectivesMetCondition)
 	switch ready.Status {
@@ -150,7 +156,7 @@ func transition(_ context.Context, rec events.EventRecorder, old, plan *platform
 				typ, reason = corev1.EventTypeWarning, platformv1.VerificationFailedReason
 			}
 			rec.Eventf(plan, nil, typ, reason, "Verify", "RestoreJob %s, backup %s: %s", lv.RestoreJob, lv.Artifact.Path, lv.Message)
-			recordVerification(plan, lv)
+			metrics.Verified(plan, lv)
 		}
 	}
 	oc, nc := conditions.Get(old, platformv1.ObjectivesMetCondition), conditions.Get(plan, platformv1.ObjectivesMetCondition)

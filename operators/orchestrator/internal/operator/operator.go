@@ -13,6 +13,7 @@ import (
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/access"
 	"cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/orchestrator/internal/controller"
@@ -22,7 +23,7 @@ import (
 // New returns the orchestrator at version.
 func New(version string) manager.Operator {
 	return manager.Operator{
-		Name: "orchestrator", Version: version, CleanupDeadline: controller.DefaultCleanupDeadline, Access: true,
+		Name: "orchestrator", Version: version, CleanupDeadline: access.ProtectionPlan.CleanupDeadline, Access: true,
 		AddToScheme: []func(*runtime.Scheme) error{
 			backupv1.AddToScheme, restorev1.AddToScheme, migrationv1.AddToScheme, platformv1.AddToScheme,
 		},

@@ -30,76 +30,63 @@ func TestBadInputIsRejected(t *testing.T) {
 		return &restorev1.StoreSource{Storage: s3Storage(), BackupJob: "shop/orders-db", Artifact: "shop_orders-db_20260102T030405.123Z.pgdump.zst"}
 	}
 
-	cases := []struct {
-		name   string
-		mutate func(*restorev1.RestoreJob)
-		want   string
-	}{
-		{"both sources", func(rj *restorev1.RestoreJob) { rj.Spec.Source.Store = store() },
-			"source: set exactly one of backupJob or store"},
-		{"no source", func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob = nil },
-			"source: set exactly one of backupJob or store"},
-		{"malformed BackupJob name", func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob.Name = "Orders_DB" },
-			"spec.source.backupJob.name"},
-		{"artifact escaping the store", func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob.Artifact = "../../etc/passwd" },
-			`artifact: use a name or relative path without ".."`},
-		{"store without artifact", func(rj *restorev1.RestoreJob) {
+	cases := []testenv.Refusal[*restorev1.RestoreJob]{
+		{Name: "both sources", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.Source.Store = store() },
+			Want: "source: set exactly one of backupJob or store"},
+		{Name: "no source", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob = nil },
+			Want: "source: set exactly one of backupJob or store"},
+		{Name: "malformed BackupJob name", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob.Name = "Orders_DB" },
+			Want: "spec.source.backupJob.name"},
+		{Name: "artifact escaping the store", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.Source.BackupJob.Artifact = "../../etc/passwd" },
+			Want: `artifact: use a name or relative path without ".."`},
+		{Name: "store without artifact", Mutate: func(rj *restorev1.RestoreJob) {
 			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
 			rj.Spec.Source.Store.Artifact = ""
-		}, "spec.source.store.artifact"},
-		{"catalog key without namespace", func(rj *restorev1.RestoreJob) {
+		}, Want: "spec.source.store.artifact"},
+		{Name: "catalog key without namespace", Mutate: func(rj *restorev1.RestoreJob) {
 			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
 			rj.Spec.Source.Store.BackupJob = "orders-db"
-		}, "spec.source.store.backupJob"},
-		{"store with both pvc and s3", func(rj *restorev1.RestoreJob) {
+		}, Want: "spec.source.store.backupJob"},
+		{Name: "store with both pvc and s3", Mutate: func(rj *restorev1.RestoreJob) {
 			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
 			rj.Spec.Source.Store.Storage.PVC = &cairnv1.PVCStorage{ClaimName: "backups"}
-		}, "storage: set exactly one of pvc or s3"},
-		{"S3 endpoint with a path", func(rj *restorev1.RestoreJob) {
+		}, Want: "storage: set exactly one of pvc or s3"},
+		{Name: "S3 endpoint with a path", Mutate: func(rj *restorev1.RestoreJob) {
 			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
 			rj.Spec.Source.Store.Storage.S3.Endpoint = "https://s3.example.com/cairn-backups"
-		}, "spec.source.store.storage.s3.endpoint"},
-		{"port in the host", func(rj *restorev1.RestoreJob) { rj.Spec.Target.Host = "scratch-db:5432" },
-			"set the port in spec.target.port"},
-		{"malformed credentials Secret name", func(rj *restorev1.RestoreJob) { rj.Spec.Target.CredentialsSecretRef.Name = "Scratch Credentials" },
-			"spec.target.credentialsSecretRef.name"},
-		{"unknown engine", func(rj *restorev1.RestoreJob) { rj.Spec.Target.Engine = "oracle" },
-			"spec.target.engine"},
-		{"deadline below a minute", func(rj *restorev1.RestoreJob) { rj.Spec.ActiveDeadlineSeconds = new(int64(10)) },
-			"activeDeadlineSeconds: must be at least 60"},
-		{"too many retries", func(rj *restorev1.RestoreJob) { rj.Spec.MaxRetries = new(int32(50)) },
-			"spec.maxRetries"},
-		{"check running a shell", func(rj *restorev1.RestoreJob) {
+		}, Want: "spec.source.store.storage.s3.endpoint"},
+		{Name: "port in the host", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.Target.Host = "scratch-db:5432" },
+			Want: "set the port in spec.target.port"},
+		{Name: "malformed credentials Secret name", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.Target.CredentialsSecretRef.Name = "Scratch Credentials" },
+			Want: "spec.target.credentialsSecretRef.name"},
+		{Name: "unknown engine", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.Target.Engine = "oracle" },
+			Want: "spec.target.engine"},
+		{Name: "deadline below a minute", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.ActiveDeadlineSeconds = new(int64(10)) },
+			Want: "activeDeadlineSeconds: must be at least 60"},
+		{Name: "too many retries", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.MaxRetries = new(int32(50)) },
+			Want: "spec.maxRetries"},
+		{Name: "check running a shell", Mutate: func(rj *restorev1.RestoreJob) {
 			rj.Spec.Checks = []restorev1.Check{{Name: "env", SQL: `\! cat /proc/1/environ`, Equals: new("x")}}
-		}, "spec.checks[0].sql"},
-		{"check with a second statement", func(rj *restorev1.RestoreJob) {
+		}, Want: "spec.checks[0].sql"},
+		{Name: "check with a second statement", Mutate: func(rj *restorev1.RestoreJob) {
 			rj.Spec.Checks = []restorev1.Check{{Name: "ok", RowCountsMatchBackup: true},
 				{Name: "rw", SQL: "SET transaction_read_only = off; DELETE FROM orders", AtLeast: new(int64(0))}}
-		}, "spec.checks[1].sql"},
-		{"name too long for its Job", func(rj *restorev1.RestoreJob) { rj.Name = strings.Repeat("a", 56) },
-			"metadata.name: at most 55 characters"},
-		{"target is the source's database", func(rj *restorev1.RestoreJob) { rj.Spec.Target = sourceDB() },
-			"restoring would overwrite it; restore into another database, or set spec.allowOverwriteSource: true"},
-		{"target is the source's database, under another name", func(rj *restorev1.RestoreJob) {
+		}, Want: "spec.checks[1].sql"},
+		{Name: "name too long for its Job", Mutate: func(rj *restorev1.RestoreJob) { rj.Name = strings.Repeat("a", 56) },
+			Want: "metadata.name: at most 55 characters"},
+		{Name: "target is the source's database", Mutate: func(rj *restorev1.RestoreJob) { rj.Spec.Target = sourceDB() },
+			Want: "restoring would overwrite it; restore into another database, or set spec.allowOverwriteSource: true"},
+		{Name: "target is the source's database, under another name", Mutate: func(rj *restorev1.RestoreJob) {
 			rj.Spec.Target = sourceDB()
 			rj.Spec.Target.Host, rj.Spec.Target.Port = "ORDERS-DB.shop", 0
-		}, "restoring would overwrite it"},
-		{"target is the store's BackupJob's database", func(rj *restorev1.RestoreJob) {
+		}, Want: "restoring would overwrite it"},
+		{Name: "target is the store's BackupJob's database", Mutate: func(rj *restorev1.RestoreJob) {
 			rj.Spec.Source = restorev1.RestoreSource{Store: store()}
 			rj.Spec.Source.Store.BackupJob = ns + "/orders-db"
 			rj.Spec.Target = sourceDB()
-		}, "restoring would overwrite it"},
+		}, Want: "restoring would overwrite it"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			g := NewWithT(t)
-			rj := restoreJob(ns, "bad", fromBackupJob("orders-db", ""))
-			tc.mutate(rj)
-			err := env.Client.Create(context.Background(), rj)
-			g.Expect(err).To(HaveOccurred())
-			g.Expect(err.Error()).To(ContainSubstring(tc.want))
-		})
-	}
+	testenv.CheckRefused(t, env.Client, func() *restorev1.RestoreJob { return restoreJob(ns, "bad", fromBackupJob("orders-db", "")) }, cases)
 }
 
 // What is legal is admitted, with a warning where it may surprise.

@@ -7,8 +7,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -27,15 +25,6 @@ const (
 	ComponentLabel = "app.kubernetes.io/component"
 	ComponentValue = "restore"
 )
-
-// CacheByObject keeps only the operator's own Jobs and Pods in memory, and
-// those without their spec (agentjob.TransformRun): the controller reads a
-// cached Job's metadata and status only (a lost status.artifact is read
-// from the Job past the cache). RestoreJobs and BackupJobs, one or more per
-// RestoreJob, have their repeated short strings interned.
-func CacheByObject() map[client.Object]cache.ByObject {
-	return agentjob.Cache(ManagedByValue, []client.Object{&restorev1.RestoreJob{}, &backupv1.BackupJob{}})
-}
 
 // jobLabels are the labels of rj's Job and its pods.
 func jobLabels(rj *restorev1.RestoreJob) map[string]string {

@@ -6,7 +6,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,19 +39,18 @@ import (
 // still records through the core API). Leases are not here: the base's
 // leader-election Role grants them in the operator's namespace only.
 
-// Defaults of the reconciler's timings.
-const (
-	DefaultWaitInterval    = 30 * time.Second
-	DefaultCleanupDeadline = 5 * time.Minute
-)
+// DefaultWaitInterval is how soon a waiting RestoreJob looks again
+// (WaitInterval's default).
+const DefaultWaitInterval = 30 * time.Second
 
 // RestoreJobReconciler reconciles RestoreJobs.
 type RestoreJobReconciler struct {
 	reconcile.Base
-	// AgentImage runs in every restore pod.
-	AgentImage string
+	// Agent: the image of every restore pod, the result grace.
+	agentjob.Agent
 	// WaitInterval is how soon to look again while waiting for a BackupJob
-	// or its first successful backup (BackupJob events also wake it).
+	// or its first successful backup (BackupJob events also wake it); zero
+	// is DefaultWaitInterval.
 	WaitInterval time.Duration
 }
 
@@ -61,9 +59,6 @@ type pass = reconcile.Pass[*restorev1.RestoreJob, state]
 
 // state is what the RestoreJob's steps share within one pass.
 type state struct {
-	// spec is the RestoreJob's spec with defaults applied (for objects
-	// admitted while the defaulting webhook was not running).
-	spec restorev1.RestoreJobSpec
 	// src is the resolved source (start), the run's Job renders it.
 	src *source
 	// run is what the run step found of the restore Job.
@@ -72,28 +67,19 @@ type state struct {
 
 // SetupWithManager registers the controller with mgr.
 func (r *RestoreJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if r.AgentImage == "" {
-		return errors.New("restore controller: no agent image")
-	}
-	if r.WaitInterval <= 0 {
-		r.WaitInterval = DefaultWaitInterval
-	}
-	s, err := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, DefaultCleanupDeadline)
-	if err != nil {
-		return err
-	}
-	s.Steps = []reconcile.Step[*restorev1.RestoreJob, state]{{Name: "prepare", Run: r.prepare}, {Name: "start", Run: r.start}, {Name: "run", Run: r.run}}
+	s := reconcile.Setup[*restorev1.RestoreJob, state](mgr, &r.Base, access.RestoreJob, &r.Agent)
+	s.Begin, s.Final = begin, (*restorev1.RestoreJob).Finished
+	s.Steps = []reconcile.Step[*restorev1.RestoreJob, state]{{Name: "start", Run: r.start}, {Name: "run", Run: r.run}}
 	s.Summarize, s.Cleanup, s.Transition = r.summarize, r.cleanup, transition
-	if err := setupScratchPods(mgr, r, opts); err != nil {
-		return err
-	}
 	// One index of everything a RestoreJob refers to: its source BackupJob
 	// (whose first backup it may wait for) and the Secrets and PVC a restore
 	// needs. Their events wake exactly the RestoreJobs that refer to them.
 	return s.Complete(ctx, mgr, opts, agentjob.Watch(restorev1.RestoreJobLabel),
 		reconcile.Referrers(restoreJobIndex, nil, references.Secret, references.PVC),
 		// A started RestoreJob no longer depends on its BackupJob.
-		reconcile.ReferrersOf(&backupv1.BackupJob{}, notStarted))
+		reconcile.ReferrersOf(&backupv1.BackupJob{}, notStarted),
+		// The scratch-pod controller (scratch.go).
+		scratchPodHold().Reporter(&scratchPods{r: r}, "restorejob-scratch-pods"))
 }
 
 // cleanup is the finalizer's work: remove the restore Job (and, by

@@ -24,22 +24,15 @@ import (
 	"cairn.dev/operators/restore/internal/restorespec"
 )
 
-// prepare applies defaults, sets the status fields every phase shows and
-// ends the pass of a finished RestoreJob.
-func (r *RestoreJobReconciler) prepare(_ context.Context, p *pass) error {
+// begin sets the status fields every phase shows and the first phase
+// (reconcile.Reconciler.Begin: before a finished RestoreJob's pass ends).
+func begin(p *pass) {
 	rj := p.Obj
-	p.State.spec = *rj.Spec.DeepCopy()
-	p.State.spec.SetDefaults()
 	rj.Status.Source = describeSource(rj)
 	rj.Status.JobName = rj.JobName()
 	if rj.Status.Phase == "" {
 		rj.Status.Phase = restorev1.PhasePending
 	}
-	if rj.Finished() {
-		// Succeeded and Failed are final: the Job may be gone by now.
-		return reconcile.Done()
-	}
-	return nil
 }
 
 // start validates the spec, resolves the source, checks the objects the
@@ -59,7 +52,7 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 	}
 	log := ctrl.LoggerFrom(ctx)
 	rj := p.Obj
-	if err := reconcile.Valid(restorespec.Validate(rj.Name, &p.State.spec), ""); err != nil {
+	if err := reconcile.Valid(restorespec.Validate(rj.Name, &p.Defaulted.Spec), ""); err != nil {
 		return err
 	}
 	// Only references the admission webhook approved (libs/access): not
@@ -72,7 +65,7 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 	if err != nil {
 		return err
 	}
-	prob, err := r.Refs.Check(ctx, restoreReferences(rj.Namespace, &p.State.spec, src.Storage))
+	prob, err := r.Refs.Check(ctx, restoreReferences(rj.Namespace, &p.Defaulted.Spec, src.Storage))
 	if err != nil {
 		return err
 	}
@@ -114,7 +107,7 @@ func (r *RestoreJobReconciler) start(ctx context.Context, p *pass) error {
 func (r *RestoreJobReconciler) resolve(ctx context.Context, p *pass) (source, error) {
 	rj := p.Obj
 	var src source
-	switch s := p.State.spec.Source; {
+	switch s := p.Defaulted.Spec.Source; {
 	case s.BackupJob != nil:
 		bj := &backupv1.BackupJob{}
 		key := client.ObjectKey{Namespace: rj.Namespace, Name: s.BackupJob.Name}
@@ -177,9 +170,7 @@ func (r *RestoreJobReconciler) resolve(ctx context.Context, p *pass) (source, er
 // guardOverwrite refuses to restore into the database bj backs up unless
 // spec.allowOverwriteSource says so.
 func guardOverwrite(p *pass, bj *backupv1.BackupJob) error {
-	rj := p.Obj.DeepCopy()
-	rj.Spec = p.State.spec
-	if ferr := restorespec.OverwriteError(rj, bj); ferr != nil {
+	if ferr := restorespec.OverwriteError(p.Defaulted, bj); ferr != nil {
 		return reconcile.Stalled(restorev1.RestoreJobOverwritesSourceReason, "%s", ferr.Error())
 	}
 	return nil
@@ -197,11 +188,11 @@ func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
 			if p.State.src == nil {
 				return nil, errors.New("the restore's source was not resolved")
 			}
-			job := desiredJob(rj, &p.State.spec, *p.State.src, r.AgentImage)
+			job := desiredJob(rj, &p.Defaulted.Spec, *p.State.src, r.AgentImage)
 			return job, ownership.SetController(rj, job, r.Scheme)
 		},
 		Ours:  func(job *batchv1.Job) bool { return metav1.IsControlledBy(job, rj) },
-		Parse: contract.Parse, Now: r.Clock.Now,
+		Parse: contract.Parse, Grace: r.ResultGrace, Now: r.Clock.Now,
 	}
 	obs, err := run.Observe(ctx)
 	if err != nil {
@@ -239,7 +230,7 @@ func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
 // is Pending; a running Job Running; a finished one Succeeded or Failed,
 // by the Job's outcome and the checks' results.
 func (r *RestoreJobReconciler) summarize(p *pass, err error) error {
-	rj, spec, obs := p.Obj, &p.State.spec, p.State.run
+	rj, spec, obs := p.Obj, &p.Defaulted.Spec, p.State.run
 	var waiting *reconcile.WaitingError
 	if errors.As(err, &waiting) {
 		rj.Status.Phase = restorev1.PhasePending
@@ -337,5 +328,30 @@ func (r *RestoreJobReconciler) deleteJob(ctx context.Context, rj *restorev1.Rest
 // (summarize), Reconciling with reason, looked at again within
 // WaitInterval (BackupJob events wake it sooner).
 func (r *RestoreJobReconciler) wait(_ *pass, reason, format string, args ...any) error {
-	return reconcile.Waiting(r.WaitInterval, reason, format, args...)
+	after := r.WaitInterval
+	if after <= 0 {
+		after = DefaultWaitInterval
+	}
+	return reconcile.Waiting(after, reason, format, args...)
+}
+
+// failedReason is the Stalled reason of a failed restore: the agent's
+// failure code when the operator knows it (an encrypted artifact restored
+// without a matching identity: the target was not touched, and the
+// message names the recipients the artifact needs), else Failed. Decided
+// on the code, never on the message's words.
+func failedReason(f *contract.FailedError) string {
+	if f != nil {
+		switch f.Code {
+		case contract.CodeEncryptionIdentityMissing:
+			return restorev1.RestoreJobEncryptionIdentityMissingReason
+		case contract.CodeEncryptionIdentityMismatch:
+			return restorev1.RestoreJobEncryptionIdentityMismatchReason
+		case contract.CodeOutsideWindow:
+			return restorev1.RestoreJobOutsideWindowReason
+		case contract.CodeArchiveGap:
+			return restorev1.RestoreJobArchiveGapReason
+		}
+	}
+	return cairnv1.FailedReason
 }

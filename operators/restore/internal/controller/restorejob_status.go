@@ -25,7 +25,7 @@ import (
 // should have been dropped after the checks was not.
 func transition(_ context.Context, rec events.EventRecorder, old, rj *restorev1.RestoreJob) {
 	if rj.Finished() && !old.Finished() {
-		recordFinished(rj)
+		metrics.Finish(rj)
 		if why, ok := notDropped(rj); ok {
 			rec.Eventf(rj, nil, corev1.EventTypeWarning, restorev1.RestoreJobTargetNotDroppedReason, "Drop",
 				"target database %s was not dropped after the checks%s", describeTarget(rj.Spec.Target), why)

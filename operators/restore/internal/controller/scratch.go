@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"cairn.dev/agent/contract"
@@ -227,15 +226,13 @@ func (s *scratchPods) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 	return ctrl.Result{}, nil // the RestoreJob records the outcome; then the pod is released
 }
 
-// setupScratchPods registers the scratch-pod controller: held pods (the
-// operator's cached pods), and verification RestoreJobs' changes mapped to
-// their held pods.
-func setupScratchPods(mgr ctrl.Manager, r *RestoreJobReconciler, opts controller.Options) error {
-	pods := &hold.Children{Finalizer: ScratchReportFinalizer, Label: restorev1.RestoreJobLabel,
+// scratchPodHold is what the scratch-pod controller holds: the pods of
+// verification RestoreJobs (their changes are mapped to their held pods).
+func scratchPodHold() *hold.Children {
+	return &hold.Children{Finalizer: ScratchReportFinalizer, Label: restorev1.RestoreJobLabel,
 		Object: &corev1.Pod{}, List: &corev1.PodList{}, Owner: &restorev1.RestoreJob{},
 		Has: func(o client.Object) bool {
 			rj, ok := o.(*restorev1.RestoreJob)
 			return ok && rj.Spec.DropTargetAfterChecks
 		}}
-	return pods.Setup(mgr, r.Client, &scratchPods{r: r}, "restorejob-scratch-pods", opts)
 }

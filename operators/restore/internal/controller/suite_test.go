@@ -18,6 +18,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
+	"cairn.dev/libs/agentjob"
 	cairnmgr "cairn.dev/libs/manager"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/libs/testing/testenv"
@@ -54,7 +55,7 @@ func startOperator(t *testing.T, oo operatorOptions) *testenv.Operator {
 	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *cairnmgr.Options) error {
 		o.RateLimiterMaxDelay = 2 * time.Second
 		r := &controller.RestoreJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), time.Minute),
-			AgentImage: agentImage, WaitInterval: 2 * time.Second}
+			Agent: agentjob.Agent{AgentImage: agentImage}, WaitInterval: 2 * time.Second}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}
 	return env.StartOperatorForTest(t, op, testenv.OperatorOptions{Config: oo.config, LeaderElection: oo.leaderElection, Args: oo.args})
