@@ -35,6 +35,13 @@ func StartMariaDB(user, password string) (*MariaDB, error) {
 	return testenv.StartMariaDB(user, password)
 }
 
+// StartMariaDBWithBinlog is StartMariaDB with the binary log on (ROW
+// format, server id 1), as production servers run and as a point-in-time
+// archiver reads it.
+func StartMariaDBWithBinlog(user, password string) (*MariaDB, error) {
+	return testenv.StartMariaDBWithBinlog(user, password)
+}
+
 // StartS3 starts versitygw serving root (a new temporary folder when root is
 // empty) with one access key.
 func StartS3(root, accessKey, secretKey string) (*S3, error) {

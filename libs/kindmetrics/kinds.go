@@ -12,7 +12,11 @@ import "github.com/prometheus/client_golang/prometheus"
 type BackupJob struct {
 	*Set
 	LastSuccess, ConsecutiveFailures, Interval *prometheus.GaugeVec
-	RunDuration                                *prometheus.HistogramVec
+	// PointInTimeReady and PointInTimeGaps: only for a BackupJob with
+	// spec.pointInTime (its PointInTimeReady condition, the gaps its last
+	// backup found in the archive).
+	PointInTimeReady, PointInTimeGaps *prometheus.GaugeVec
+	RunDuration                       *prometheus.HistogramVec
 	Runs                                       *prometheus.CounterVec
 }
 
@@ -23,6 +27,10 @@ func NewBackupJob() *BackupJob {
 		LastSuccess:         s.ObjectGauge("cairn_backupjob_last_success_timestamp_seconds", "Unix time of the last successful backup run of a BackupJob."),
 		ConsecutiveFailures: s.ObjectGauge("cairn_backupjob_consecutive_failures", "Failed backup runs of a BackupJob since its last success."),
 		Interval:            s.ObjectGauge("cairn_backupjob_schedule_interval_seconds", "Seconds between two scheduled runs of a BackupJob (for 'no success for twice the interval' alerts)."),
+		PointInTimeReady: s.ObjectGauge("cairn_backupjob_point_in_time_ready",
+			"1 while a BackupJob's point-in-time archive is continuous and its archiver keeps up (PointInTimeReady), else 0; no series without spec.pointInTime."),
+		PointInTimeGaps: s.ObjectGauge("cairn_backupjob_point_in_time_gaps",
+			"Gaps (missing segments) its last backup found in a BackupJob's point-in-time archive; no series without spec.pointInTime."),
 		RunDuration: s.Histogram("cairn_backupjob_run_duration_seconds",
 			"Duration of finished backup runs, from Job start to finish, by result.",
 			prometheus.ExponentialBuckets(5, 2, 12), // 5 s .. ~2.8 h

@@ -46,6 +46,23 @@ func (m *BackupJob) Observe(bj *backupv1.BackupJob, interval time.Duration) {
 	} else {
 		m.Interval.DeleteLabelValues(bj.Namespace, bj.Name)
 	}
+	// Point-in-time: series only while it is on (alerts: not ready for
+	// long, any gap).
+	if bj.Spec.PointInTime == nil {
+		m.PointInTimeReady.DeleteLabelValues(bj.Namespace, bj.Name)
+		m.PointInTimeGaps.DeleteLabelValues(bj.Namespace, bj.Name)
+		return
+	}
+	ready := 0.0
+	if conditions.IsTrue(bj, backupv1.PointInTimeReadyCondition) {
+		ready = 1
+	}
+	m.PointInTimeReady.WithLabelValues(bj.Namespace, bj.Name).Set(ready)
+	gaps := 0
+	if st := bj.Status.PointInTime; st != nil {
+		gaps = len(st.Gaps)
+	}
+	m.PointInTimeGaps.WithLabelValues(bj.Namespace, bj.Name).Set(float64(gaps))
 }
 
 // Finish counts rj, which just reached Succeeded or Failed, and the time

@@ -99,6 +99,7 @@ func TestPointInTimeRunsOneArchiver(t *testing.T) {
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(c.Reason).To(Equal(backupv1.ArchivingReason))
 		g.Expect(get(g, key).Status.PointInTime.Archiver).To(Equal("shop-archiver"))
+		g.Expect(gauge(g, "cairn_backupjob_point_in_time_ready", ns, "shop")).To(BeEquivalentTo(1))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 
 	// A backup reports the window, and a gap.
@@ -117,6 +118,8 @@ func TestPointInTimeRunsOneArchiver(t *testing.T) {
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(c.Reason).To(Equal(backupv1.ArchiveGapReason))
 		g.Expect(c.Message).To(ContainSubstring("mysql-bin.000017 is missing"))
+		g.Expect(gauge(g, "cairn_backupjob_point_in_time_gaps", ns, "shop")).To(BeEquivalentTo(1))
+		g.Expect(gauge(g, "cairn_backupjob_point_in_time_ready", ns, "shop")).To(BeZero())
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 	// The backup itself is fine: Ready stays about the runs.
 	g.Expect(meta.IsStatusConditionTrue(get(g, key).Status.Conditions, cairnv1.ReadyCondition)).To(BeTrue())
