@@ -41,7 +41,10 @@ func StartServers(logf func(string, ...any)) (*Servers, error) {
 	errs := make([]error, 3)
 	wg.Add(3)
 	go func() { defer wg.Done(); s.Postgres, errs[0] = testservers.StartPostgres(PostgresPassword) }()
-	go func() { defer wg.Done(); s.MariaDB, errs[1] = testservers.StartMariaDBWithBinlog(MariaDBUser, MariaDBPassword) }()
+	go func() {
+		defer wg.Done()
+		s.MariaDB, errs[1] = testservers.StartMariaDBWithBinlog(MariaDBUser, MariaDBPassword)
+	}()
 	go func() { defer wg.Done(); s.S3, errs[2] = testservers.StartS3("", S3AccessKey, S3SecretKey) }()
 	wg.Wait()
 	err := errors.Join(errs...)

@@ -17,7 +17,7 @@ type BackupJob struct {
 	// backup found in the archive).
 	PointInTimeReady, PointInTimeGaps *prometheus.GaugeVec
 	RunDuration                       *prometheus.HistogramVec
-	Runs                                       *prometheus.CounterVec
+	Runs                              *prometheus.CounterVec
 }
 
 // NewBackupJob declares the BackupJob metrics.
