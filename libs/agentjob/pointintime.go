@@ -57,10 +57,12 @@ func ArchiverDeployment(s Spec) appsv1.DeploymentSpec {
 	tpl := PodTemplate(s)
 	tpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
 	c := &tpl.Spec.Containers[0]
-	c.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: contract.ArchiverHealthPort, Protocol: corev1.ProtocolTCP}}
+	// The probe's port is not declared as a container port: nothing but
+	// the kubelet reads it (no Service), and a pod declaring none runs on
+	// the e2e pod runner in the host's network, where the databases are.
 	c.ReadinessProbe = &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Path: contract.ArchiverReadyPath, Port: intstr.FromString("health"), Scheme: corev1.URISchemeHTTP,
+			Path: contract.ArchiverReadyPath, Port: intstr.FromInt32(contract.ArchiverHealthPort), Scheme: corev1.URISchemeHTTP,
 		}},
 		PeriodSeconds: 10, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: 3,
 	}

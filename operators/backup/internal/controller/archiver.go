@@ -143,7 +143,7 @@ func (r *BackupJobReconciler) removeArchiver(ctx context.Context, bj *backupv1.B
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Delete(ctx, dep, client.Preconditions{UID: &dep.UID}); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Delete(ctx, dep, client.Preconditions{UID: &dep.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removing the archiver: %w", err)
 	}
 	ctrl.LoggerFrom(ctx).Info("archiver removed (spec.pointInTime unset)", "Deployment", dep.Name)

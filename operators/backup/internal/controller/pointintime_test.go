@@ -68,7 +68,7 @@ func TestPointInTimeRunsOneArchiver(t *testing.T) {
 	g.Expect(c.Args).To(Equal([]string{contract.CommandArchive}))
 	g.Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
 	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal(contract.ArchiverReadyPath))
-	g.Expect(c.Ports[0].ContainerPort).To(BeEquivalentTo(contract.ArchiverHealthPort))
+	g.Expect(c.ReadinessProbe.HTTPGet.Port.IntValue()).To(Equal(contract.ArchiverHealthPort))
 	e := envFor(c)
 	g.Expect(e[contract.EnvMaxSegmentAge].Value).To(Equal("30s"))
 	g.Expect(e[contract.EnvMaxLag].Value).To(Equal("5m0s"))
