@@ -195,6 +195,9 @@ func (r *Recovery) Start(ctx context.Context, agentBin string) error {
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=20", "-c", "shared_buffers=64MB", "-c", "max_wal_senders=0", "-c", "max_replication_slots=0",
 		"-c", "wal_level=replica", "-c", "logging_collector=off", "-c", "log_destination=stderr",
+		// Dynamic shared memory in the data directory, not /dev/shm (small
+		// in a container).
+		"-c", "dynamic_shared_memory_type=mmap",
 		"-c", "restore_command=" + quoteShell(agentBin) + " wal-fetch " + quoteShell(sock) + " %f %p",
 	}
 	switch {
