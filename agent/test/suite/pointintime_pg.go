@@ -191,6 +191,19 @@ func PointInTimePostgres(t *testing.T, e *Env, kind string) {
 		}
 	}
 
+	// Into the source database itself: refused after the recovery, before
+	// anything is written (the recovered cluster is the source's copy,
+	// the target is the source).
+	before := rows(db)
+	r := restore(db, between.UTC().Format(time.RFC3339))
+	mustFail(t, r, "is the source")
+	if r.Code != contract.ExitUsage {
+		t.Errorf("a point-in-time restore into the source: exit %d, want %d", r.Code, contract.ExitUsage)
+	}
+	if got := rows(db); got != before {
+		t.Errorf("a refused restore into the source changed it: %q, was %q", got, before)
+	}
+
 	// The base alone, without a target: its own consistent point.
 	mustSucceed(t, restore(db+"_base", ""))
 	if got := rows(db + "_base"); got != "0:before the base" {
@@ -254,7 +267,7 @@ func PointInTimePostgres(t *testing.T, e *Env, kind string) {
 		}
 		return nil
 	}))
-	r := restore(db+"_gap", "latest")
+	r = restore(db+"_gap", "latest")
 	mustFail(t, r, "gap")
 	if _, err := e.DB.SQL(db+"_gap", "SELECT 1"); err == nil {
 		t.Error("a restore across the gap created its target")
