@@ -197,3 +197,5 @@ func TestPointInTime(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.PointInTime(t, e(t), kind) })
 	}
 }
+
+func TestPointInTimeEncrypted(t *testing.T) { suite.PointInTimePostgresEncrypted(t, e(t), "pvc") }
