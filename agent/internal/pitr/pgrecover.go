@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/store"
@@ -275,8 +277,19 @@ func (r *Recovery) start(ctx context.Context, postgres string, args []string) er
 func (r *Recovery) promoted(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := inventory.ConnectPostgres(cctx, r.Conn(r.User), "postgres")
-	if err != nil {
+	// The base's own role, else the usual bootstrap superuser's name (the
+	// role may have been dropped after the base).
+	var c *pgx.Conn
+	var err error
+	for _, role := range []string{r.User, "postgres"} {
+		if role == "" {
+			continue
+		}
+		if c, err = inventory.ConnectPostgres(cctx, r.Conn(role), "postgres"); err == nil {
+			break
+		}
+	}
+	if c == nil {
 		return false
 	}
 	defer c.Close(context.WithoutCancel(ctx))

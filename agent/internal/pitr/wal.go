@@ -231,9 +231,33 @@ func (a *WALArchiver) Run(ctx context.Context) error {
 			return nil
 		}
 		// pg_receivewal stopped (the server restarted, the connection
-		// broke): store what it received, then start it again.
-		if serr := a.ship(ctx, db); serr != nil {
-			a.Log.Warn("storing closed segments", "err", serr)
+		// broke), or the store does not take segments: store what it
+		// received — with a full spool, until the store takes it all —
+		// then start it again.
+		full := errors.Is(err, errSpoolFull)
+		if full {
+			a.Log.Warn("the spool is full and the store takes no segment: reading stops until it does (the slot keeps the WAL on the source, up to its limit)", "err", err)
+		}
+		for {
+			serr := a.ship(ctx, db)
+			if serr == nil && (!full || a.unshipped() == 0) {
+				break
+			}
+			if serr != nil {
+				a.Log.Warn("storing closed segments", "err", serr)
+			}
+			if !full {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			if werr := a.watch(ctx, db); werr != nil {
+				a.Log.Warn("checking the replication slot", "err", werr)
+			}
 		}
 		a.Log.Warn("the WAL reader stopped; starting it again", "err", err, "in", backoff)
 		select {
@@ -387,6 +411,30 @@ func (a *WALArchiver) prepare(ctx context.Context, db *pgx.Conn) (string, error)
 	return start, nil
 }
 
+// MaxSpoolSegments bounds the received segments the spool holds while the
+// store takes none (512 MiB of 16 MB segments): then reading stops until
+// the store takes them; the slot keeps the WAL on the source meanwhile
+// (bounded by MaxRetainedWALBytes and the watchdog).
+const MaxSpoolSegments = 32
+
+var errSpoolFull = errors.New("the spool is full of segments the store did not take")
+
+// unshipped counts the complete segments in the spool after the newest
+// stored one.
+func (a *WALArchiver) unshipped() int {
+	entries, err := os.ReadDir(a.Spool)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range entries {
+		if name := e.Name(); len(name) == walNameLen && name > a.newest && name > a.floor {
+			n++
+		}
+	}
+	return n
+}
+
 // placeholder writes a sparse file of a segment's size: pg_receivewal
 // takes it for a complete segment and streams from the next.
 func placeholder(path string, size int64) error {
@@ -453,6 +501,9 @@ func (a *WALArchiver) loop(ctx context.Context, db *pgx.Conn, done <-chan error,
 		}
 		if err := a.ship(ctx, db); err != nil {
 			a.Log.Warn("storing closed segments", "err", err)
+			if n := a.unshipped(); n >= MaxSpoolSegments {
+				return fmt.Errorf("%w (%d segments): %v", errSpoolFull, n, err)
+			}
 		}
 		if err := a.watch(ctx, db); err != nil {
 			a.Log.Warn("checking the replication slot", "err", err)
