@@ -203,16 +203,25 @@ const (
 	EnvTargetName     = "CAIRN_TARGET_DB_NAME"
 	EnvTargetUser     = "CAIRN_TARGET_DB_USER"
 	EnvTargetPassword = "CAIRN_TARGET_DB_PASSWORD"
-	// EnvPointInTime "true": backup (MySQL/MariaDB) records where its
-	// snapshot stands in the binary log, so the artifact is a base for
-	// point-in-time recovery (docs/pitr.md).
+	// EnvPointInTime "true": backup takes a base for point-in-time
+	// recovery (docs/pitr.md): MySQL/MariaDB, a dump that records where its
+	// snapshot stands in the binary log; PostgreSQL, a physical base backup
+	// of the cluster (pg_basebackup, artifact "….pgbase.tar.zst", its WAL
+	// start in the manifest's walBase).
 	EnvPointInTime = "CAIRN_POINT_IN_TIME"
-	// EnvMaxSegmentAge: `agent archive` closes the binary log file being
-	// written at least this often (a Go duration; default 1m).
+	// EnvMaxSegmentAge: `agent archive` closes the binary log file (WAL
+	// segment) being written at least this often (a Go duration; default
+	// 1m).
 	EnvMaxSegmentAge = "CAIRN_MAX_SEGMENT_AGE"
 	// EnvSpoolDir: where `agent archive` receives the files being written
 	// (default /tmp/cairn-binlog).
 	EnvSpoolDir = "CAIRN_SPOOL_DIR"
+	// EnvArchiveMaxRetainedWALBytes (PostgreSQL): `agent archive` and
+	// `agent archive-status` drop the archiver's physical replication slot
+	// when it retains more WAL on the source than this many bytes (the
+	// archive then shows a gap; the source is never held back). Empty or
+	// 0: no limit.
+	EnvArchiveMaxRetainedWALBytes = "CAIRN_ARCHIVE_MAX_RETAINED_WAL_BYTES"
 	// EnvRecoveryTarget: restore to this second (RFC 3339 with a zone), or
 	// "latest": the newest base before it, then the archived binary log.
 	EnvRecoveryTarget = "CAIRN_RECOVERY_TARGET"
@@ -239,7 +248,7 @@ var (
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
 		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
 		EnvEncryptionRecipients, EnvEncryptionRecipientsFile, EnvEncryptionIdentity, EnvEncryptionIdentityFile,
-		EnvPointInTime, EnvMaxSegmentAge, EnvSpoolDir, EnvRecoveryTarget, EnvMaxLag,
+		EnvPointInTime, EnvMaxSegmentAge, EnvSpoolDir, EnvRecoveryTarget, EnvMaxLag, EnvArchiveMaxRetainedWALBytes,
 	}
 	MigrateVars = []string{
 		EnvMigration, EnvMigrationUID, EnvMode, EnvInclude, EnvExclude, EnvParallel, EnvAllowNonEmptyTarget, EnvVerify,

@@ -49,6 +49,16 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 	if m, ok := eng.(*engine.MySQL); ok && cfg.PointInTime {
 		m.BinlogPosition = true
 	}
+	invOpts := inventory.Options{Method: cfg.Inventory}
+	if pg, ok := eng.(*engine.Postgres); ok && cfg.PointInTime {
+		// A physical base of the cluster (docs/pitr.md): no snapshot to
+		// count rows in.
+		eng = &engine.PostgresBase{Conn: pg.Conn}
+		invOpts.Method = "None"
+		if name, err = naming.ToBase(name); err != nil {
+			return nil, err
+		}
+	}
 	if name, err = b.multipartName(eng, name); err != nil {
 		return nil, err
 	}
@@ -75,7 +85,7 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 	// With S3 Object Lock, the artifact and its manifest are written locked
 	// (until start + the lock days); markers are not.
 	locked := b.lockedStore(st, start)
-	w, inv, invErr, err := b.DumpWithInventory(ctx, eng, cfg.DB, locked, key, inventory.Options{Method: cfg.Inventory})
+	w, inv, invErr, err := b.DumpWithInventory(ctx, eng, cfg.DB, locked, key, invOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +118,15 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 			entry.BinlogBase = &catalog.BinlogBase{File: base.File, Pos: base.Pos}
 			b.log.Info("point-in-time base", "binlogFile", base.File, "binlogPos", base.Pos)
 		}
+	}
+	if pb, ok := eng.(*engine.PostgresBase); ok {
+		label, err := pitr.ParseBackupLabel(pb.BackupLabel())
+		if err != nil {
+			return nil, fmt.Errorf("artifact %s was written but is no usable base: %w", st.Path(key), err)
+		}
+		entry.WALBase = &catalog.WALBase{File: label.File, StartLSN: label.StartLSN.String(), Timeline: label.Timeline,
+			StartTime: label.StartTime, User: cfg.DB.User, Database: cfg.DB.Database}
+		b.log.Info("point-in-time base", "walFile", label.File, "startLSN", label.StartLSN, "timeline", label.Timeline)
 	}
 	b.recordParts(&entry)
 	b.log.Info("artifact written", "artifact", st.Path(key), "size", w.Size, "checksum", w.Checksum,

@@ -51,7 +51,11 @@ func (b *Runner) Delete(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range segs {
+	wal, err := st.List(ctx, job.WALDir())
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range append(segs, wal...) {
 		if err := st.Delete(ctx, o.Key); err != nil {
 			return nil, fmt.Errorf("deleted %d objects, then: %w", deleted, err)
 		}
@@ -67,6 +71,9 @@ func (b *Runner) Delete(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 		if err := p.RemoveDir(job.BinlogDir()); err != nil {
+			return nil, err
+		}
+		if err := p.RemoveDir(job.WALDir()); err != nil {
 			return nil, err
 		}
 	}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/pitr"
 	"cairn.dev/agent/internal/store"
 )
@@ -19,7 +22,7 @@ func baseFor(cat *catalog.Catalog, target time.Time) (catalog.Entry, error) {
 	var oldest time.Time
 	found := false
 	for _, e := range cat.Entries {
-		if e.BinlogBase == nil {
+		if e.BinlogBase == nil && e.WALBase == nil {
 			continue
 		}
 		if oldest.IsZero() || e.End.Before(oldest) {
@@ -61,8 +64,9 @@ func (b *Runner) prepareReplay(ctx context.Context, st store.Store, entry catalo
 	return pitr.Prepare(ctx, st, cfg.BackupJob.BinlogDir(), base, cfg.RecoveryTarget, entry.Source.Database, cfg.DB.Database, "")
 }
 
-// Archive streams the source's binary log into the store until ctx ends
-// (`agent archive`, the point-in-time archiver).
+// Archive streams the source's binary log (MySQL/MariaDB) or write-ahead
+// log (PostgreSQL) into the store until ctx ends (`agent archive`, the
+// point-in-time archiver).
 func (b *Runner) Archive(ctx context.Context) ([]byte, error) {
 	cfg := b.cfg
 	st, err := b.OpenStore()
@@ -75,6 +79,24 @@ func (b *Runner) Archive(ctx context.Context) ([]byte, error) {
 	health := &archiveHealth{maxLag: cfg.MaxLag, now: b.now}
 	if err := health.serve(ctx, cfg.HealthAddr, b.log); err != nil {
 		return nil, err
+	}
+	if cfg.Engine == "postgres" {
+		conn := cfg.DB
+		if conn.Port == 0 {
+			conn.Port = 5432
+		}
+		if err := engine.CheckConn(conn); err != nil {
+			return nil, err
+		}
+		a := &pitr.WALArchiver{Conn: conn, Store: st, Dir: cfg.BackupJob.WALDir(), Spool: cfg.SpoolDir,
+			MaxSegmentAge: cfg.MaxSegmentAge, Slot: pitr.SlotName(cfg.BackupJob.String()),
+			MaxRetainedWALBytes: cfg.ArchiveMaxRetainedWALBytes, Log: b.log, CaughtUp: health.set}
+		b.log.Info("archiving the write-ahead log", "host", conn.Host, "port", conn.Port, "store", st.String(),
+			"dir", st.Path(a.Dir), "slot", a.Slot, "maxSegmentAge", cfg.MaxSegmentAge)
+		if err := a.Run(ctx); err != nil {
+			return nil, err
+		}
+		return []byte("{\"archive\":\"stopped\"}\n"), nil
 	}
 	a := &pitr.Archiver{
 		Source: pitr.Source{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password},
@@ -99,22 +121,33 @@ func readerID(job string) int {
 	return 1<<30 + int(h%(1<<20))
 }
 
-// pruneBinlog deletes the archived binary log segments no kept base can use
-// (those before the oldest kept base's file): the log is kept as long as a
-// base that replays it is, and no longer. With no base kept it deletes
-// nothing. A segment's record goes first, so the index never names a
-// missing object.
+// pruneBinlog deletes the archived binary log (and WAL) segments no kept
+// base can use (those before the oldest kept base's file): the log is kept
+// as long as a base that replays it is, and no longer. With no base kept
+// it deletes nothing. A segment's record goes first, so the index never
+// names a missing object.
 func (b *Runner) pruneBinlog(ctx context.Context, st store.Store, kept *catalog.Catalog) (int, error) {
-	var bases []pitr.Base
+	var binlog, wal []pitr.Base
 	for _, e := range kept.Entries {
 		if e.BinlogBase != nil {
-			bases = append(bases, pitr.Base{File: e.BinlogBase.File, Pos: e.BinlogBase.Pos})
+			binlog = append(binlog, pitr.Base{File: e.BinlogBase.File, Pos: e.BinlogBase.Pos})
+		}
+		if e.WALBase != nil {
+			wal = append(wal, pitr.Base{File: e.WALBase.File})
 		}
 	}
+	n, err := b.pruneLog(ctx, st, b.cfg.BackupJob.BinlogDir(), binlog)
+	if err != nil {
+		return n, err
+	}
+	m, err := b.pruneLog(ctx, st, b.cfg.BackupJob.WALDir(), wal)
+	return n + m, err
+}
+
+func (b *Runner) pruneLog(ctx context.Context, st store.Store, dir string, bases []pitr.Base) (int, error) {
 	if len(bases) == 0 {
 		return 0, nil
 	}
-	dir := b.cfg.BackupJob.BinlogDir()
 	ix, err := pitr.LoadIndex(ctx, st, dir)
 	if err != nil {
 		return 0, err
@@ -123,11 +156,64 @@ func (b *Runner) pruneBinlog(ctx context.Context, st store.Store, kept *catalog.
 	for _, f := range ix.Prunable(bases) {
 		for _, k := range pitr.SegmentKeys(dir, f) {
 			if err := st.Delete(ctx, k); err != nil {
-				return n, fmt.Errorf("pruning binary log segment %s: %w", f, err)
+				return n, fmt.Errorf("pruning log segment %s: %w", f, err)
 			}
 		}
 		n++
-		b.log.Info("pruned binary log segment (before every kept base)", "segment", st.Path(dir+"/"+f))
+		b.log.Info("pruned log segment (before every kept base)", "segment", st.Path(dir+"/"+f))
 	}
 	return n, nil
+}
+
+// ArchiveStatus reports the archive (segments, newest, gaps) and, for
+// PostgreSQL, the archiver's replication slot on the source, dropping the
+// slot when it retains more WAL than CAIRN_ARCHIVE_MAX_RETAINED_WAL_BYTES
+// (`agent archive-status`: the operator's watchdog and status).
+func (b *Runner) ArchiveStatus(ctx context.Context) ([]byte, error) {
+	cfg := b.cfg
+	st, err := b.OpenStore()
+	if err != nil {
+		return nil, err
+	}
+	job := cfg.BackupJob
+	dir := job.LogDir(cfg.Engine)
+	r := contract.ArchiveStatus{Command: "archive-status", BackupJob: job.String(), Engine: cfg.Engine, Dir: st.Path(dir),
+		MaxRetainedWALBytes: cfg.ArchiveMaxRetainedWALBytes}
+	if cfg.Engine == "postgres" {
+		// The source first: the slot is what can harm it.
+		conn := cfg.DB
+		if conn.Port == 0 {
+			conn.Port = 5432
+		}
+		db, err := inventory.ConnectPostgres(ctx, conn, "postgres")
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close(context.WithoutCancel(ctx))
+		rep, err := pitr.WatchSlot(ctx, db, pitr.SlotName(job.String()), cfg.ArchiveMaxRetainedWALBytes)
+		if err != nil {
+			return nil, err
+		}
+		r.Slot, r.SlotExists, r.RetainedWALBytes, r.SlotDropped, r.MaxSlotWALKeepSize = rep.Slot, rep.Exists, rep.RetainedBytes, rep.Dropped, rep.MaxSlotWALKeepSize
+		if rep.Dropped {
+			b.log.Warn("dropped the archiver's replication slot: it retained more WAL than the limit", "slot", rep.Slot,
+				"retainedBytes", rep.RetainedBytes, "limit", cfg.ArchiveMaxRetainedWALBytes)
+		}
+	}
+	ix, err := pitr.LoadIndex(ctx, st, dir)
+	if err != nil {
+		return nil, err
+	}
+	files := ix.Files()
+	r.Segments = len(files)
+	if len(files) > 0 {
+		r.Oldest, r.Newest = files[0], files[len(files)-1]
+		n := ix.Segments[r.Newest]
+		r.NewestArchivedAt = n.ArchivedAt
+		r.LatestCovered = ix.WindowFrom(pitr.Base{File: r.Newest}).Latest
+	}
+	for _, g := range ix.Gaps() {
+		r.Gaps = append(r.Gaps, g.String())
+	}
+	return contract.Marshal(r)
 }

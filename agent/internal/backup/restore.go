@@ -86,7 +86,19 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 	// Point in time: the whole replay is found and its segments fetched
 	// and checked before the target is touched.
 	var replay *pitr.Replayer
-	if pit {
+	var recovery *pitr.Recovery
+	switch {
+	case naming.PhysicalBase(entry.Name):
+		// A PostgreSQL physical base: recovered in a temporary server
+		// first (to the target, or to its own consistent point).
+		if recovery, err = b.recoverBase(ctx, st, entry, ids, pit); err != nil {
+			if pit {
+				return nil, fmt.Errorf("point-in-time restore refused, the target database was not touched: %w", err)
+			}
+			return nil, fmt.Errorf("recovering the base failed, the target database was not touched: %w", err)
+		}
+		defer recovery.Close()
+	case pit:
 		if replay, err = b.prepareReplay(ctx, st, entry); err != nil {
 			return nil, windowError(fmt.Errorf("point-in-time restore refused, the target database was not touched: %w", err))
 		}
@@ -123,6 +135,8 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 	}
 	if x != nil {
 		err = b.restoreParts(ctx, st, entry, x, ids, eng)
+	} else if recovery != nil {
+		err = b.restoreRecovered(ctx, recovery, entry, eng)
 	} else {
 		err = pipeline.Restore(ctx, st, key, entry.Size, entry.Checksum, ids, eng)
 	}
@@ -130,6 +144,9 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 		return nil, err
 	}
 	var reached time.Time
+	if recovery != nil && pit {
+		reached = recovery.Reached()
+	}
 	if replay != nil {
 		b.log.Info("replaying the binary log", "segments", replay.Segments(), "to", replay.Reached())
 		if reached, err = replay.Apply(ctx, pitr.Target{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password}, ""); err != nil {

@@ -67,6 +67,11 @@ type Entry struct {
 	// log (MySQL/MariaDB, CAIRN_POINT_IN_TIME): the artifact is a base for
 	// point-in-time recovery from there. Absent otherwise.
 	BinlogBase *BinlogBase `json:"binlogBase,omitempty"`
+	// WALBase is where a PostgreSQL physical base (a name ending in
+	// naming.ExtPostgresBase) starts in the source's write-ahead log
+	// (CAIRN_POINT_IN_TIME): recovery replays the archived WAL from there.
+	// Absent otherwise.
+	WALBase *WALBase `json:"walBase,omitempty"`
 	// Encryption says the artifact is age-encrypted (after compression) and
 	// to which recipients, by public key and fingerprint; never a private
 	// key. Absent for an artifact that is not encrypted. Size and Checksum
@@ -216,6 +221,9 @@ func validEntry(job naming.Job, e Entry) error {
 	if e.Size < 0 {
 		return fmt.Errorf("entry %s: negative size", e.Name)
 	}
+	if naming.PhysicalBase(e.Name) != (e.WALBase != nil) {
+		return fmt.Errorf("entry %s: its name and its WAL base record disagree on whether it is a physical base", e.Name)
+	}
 	if naming.Multipart(e.Name) != (e.Parts > 0) {
 		return fmt.Errorf("entry %s: its name and its parts count (%d) disagree on whether it is a multi-part artifact", e.Name, e.Parts)
 	}
@@ -231,6 +239,23 @@ func validEntry(job naming.Job, e Entry) error {
 // Names are fixed-width and share the job prefix, so name order is time order.
 func sortEntries(es []Entry) {
 	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// WALBase is the start of a PostgreSQL base backup in the write-ahead log,
+// as its backup_label says.
+type WALBase struct {
+	// File is the WAL segment the backup starts in (its checkpoint's redo).
+	File string `json:"file"`
+	// StartLSN ("0/2000028"), Timeline and StartTime of the backup.
+	StartLSN  string    `json:"startLSN"`
+	Timeline  int       `json:"timeline"`
+	StartTime time.Time `json:"startTime,omitzero"`
+	// User is the role that took it (it exists in the recovered cluster:
+	// the restore connects to its temporary server as that role first).
+	User string `json:"user,omitempty"`
+	// Database is the database the backup was configured for: the one a
+	// restore takes out of the recovered cluster.
+	Database string `json:"database"`
 }
 
 // BinlogBase is a position in a MySQL/MariaDB binary log.

@@ -25,6 +25,7 @@ import (
 	"cairn.dev/agent/internal/identity"
 	"cairn.dev/agent/internal/migrate"
 	"cairn.dev/agent/internal/pipeline"
+	"cairn.dev/agent/internal/pitr"
 )
 
 // Options are the process's surroundings, replaceable in tests.
@@ -46,8 +47,12 @@ Commands:
   delete    delete every artifact and the catalog of a BackupJob (deletionPolicy: Delete)
   migrate   one step of a migration: agent migrate precheck|precheck-source|precheck-target|copy|export|
             import|verify|cutover|replication-start|replication-status|replication-stop
-  archive   stream a MySQL/MariaDB binary log into the store until stopped (point-in-time recovery;
-            restore with CAIRN_RECOVERY_TARGET replays it onto a base taken with CAIRN_POINT_IN_TIME)
+  archive   stream a MySQL/MariaDB binary log or a PostgreSQL write-ahead log into the store until
+            stopped (point-in-time recovery; restore with CAIRN_RECOVERY_TARGET replays it onto a base
+            taken with CAIRN_POINT_IN_TIME)
+  archive-status  report the archive (segments, gaps) and the PostgreSQL archiver's replication slot,
+            dropping the slot when it retains more than CAIRN_ARCHIVE_MAX_RETAINED_WAL_BYTES
+  wal-fetch the restore_command of a point-in-time restore's temporary PostgreSQL server (internal)
   version   print the version (also: agent --version)
 
 Configuration comes from CAIRN_* environment variables; each has a flag that
@@ -82,7 +87,11 @@ func Main(ctx context.Context, args []string, o Options) int {
 	case "-h", "--help", "help":
 		fmt.Fprint(o.Stdout, usage)
 		return contract.ExitOK
-	case "backup", "restore", "list", "prune", "delete", "migrate", "archive":
+	case "wal-fetch":
+		// The restore_command of a point-in-time restore's temporary
+		// PostgreSQL server: no configuration, only its socket.
+		return pitr.WALFetch(args[1:], o.Stderr)
+	case "backup", "restore", "list", "prune", "delete", "migrate", "archive", "archive-status":
 	default:
 		fmt.Fprintf(o.Stderr, "agent: unknown command %q\n\n%s", cmd, usage)
 		return contract.ExitUsage
@@ -122,6 +131,8 @@ func Main(ctx context.Context, args []string, o Options) int {
 		line, err = migrate.New(cfg, log, now, o.Version).Run(ctx)
 	case "archive":
 		line, err = b.Archive(ctx)
+	case "archive-status":
+		line, err = b.ArchiveStatus(ctx)
 	}
 	log.Debug("resources", "peakRSSKiB", peakRSSKiB())
 	if err != nil {

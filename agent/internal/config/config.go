@@ -123,6 +123,11 @@ type Config struct {
 	// RecoverLatest: to the newest archived change ("latest").
 	RecoveryTarget time.Time
 	RecoverLatest  bool
+	// ArchiveMaxRetainedWALBytes: `agent archive` and `agent
+	// archive-status` (PostgreSQL) drop the archiver's replication slot
+	// when it retains more WAL on the source than this (0: no limit;
+	// CAIRN_ARCHIVE_MAX_RETAINED_WAL_BYTES).
+	ArchiveMaxRetainedWALBytes int64
 }
 
 // Env reads the environment and mounted files.
@@ -255,9 +260,10 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	fs.StringVar(&c.LogLevel, "log-level", envStr(contract.EnvLogLevel, "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", envStr(contract.EnvLogFormat, "text"), "text or json, on stderr (env CAIRN_LOG_FORMAT)")
 
-	fs.BoolVar(&c.PointInTime, "point-in-time", envBool(contract.EnvPointInTime, false), "backup (MySQL/MariaDB): record the dump's binary log position, a base for point-in-time recovery (env "+contract.EnvPointInTime+")")
+	fs.BoolVar(&c.PointInTime, "point-in-time", envBool(contract.EnvPointInTime, false), "backup: a base for point-in-time recovery (MySQL/MariaDB: the dump records its binary log position; PostgreSQL: a physical base backup of the cluster) (env "+contract.EnvPointInTime+")")
+	fs.DurationVar(&c.MaxSegmentAge, "max-segment-age", envDuration(contract.EnvMaxSegmentAge, time.Minute), "archive: close the binary log file or WAL segment being written at least this often, 1s..1h (env "+contract.EnvMaxSegmentAge+")")
+	maxRetained := fs.String("archive-max-retained-wal-bytes", env.get(contract.EnvArchiveMaxRetainedWALBytes), "archive, archive-status (PostgreSQL): drop the archiver's replication slot when it retains more WAL than this; 0 or empty: no limit (env "+contract.EnvArchiveMaxRetainedWALBytes+")")
 	fs.DurationVar(&c.MaxLag, "max-lag", envDuration(contract.EnvMaxLag, 5*time.Minute), "archive: report not ready while the newest archived change is older than this (env "+contract.EnvMaxLag+")")
-	fs.DurationVar(&c.MaxSegmentAge, "max-segment-age", envDuration(contract.EnvMaxSegmentAge, time.Minute), "archive: close the binary log file being written at least this often, 1s..1h (env "+contract.EnvMaxSegmentAge+")")
 	fs.StringVar(&c.HealthAddr, "health-addr", ":"+strconv.Itoa(contract.ArchiverHealthPort), "archive: the address of the readiness endpoint "+contract.ArchiverReadyPath)
 	fs.StringVar(&c.SpoolDir, "spool-dir", envStr(contract.EnvSpoolDir, "/tmp/cairn-binlog"), "archive: local folder for the files being received (env "+contract.EnvSpoolDir+")")
 	recoveryTarget := fs.String("recovery-target", env.get(contract.EnvRecoveryTarget), "restore: to this second (RFC 3339 with a zone) or latest, from the archived binary log (env "+contract.EnvRecoveryTarget+")")
@@ -391,6 +397,13 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	if c.Output != "json" && c.Output != "table" {
 		return nil, &UsageError{fmt.Sprintf("output %q: want json or table", c.Output)}
 	}
+	if v := strings.TrimSpace(*maxRetained); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, &UsageError{fmt.Sprintf("archive max retained WAL bytes %q: want a non-negative number of bytes", v)}
+		}
+		c.ArchiveMaxRetainedWALBytes = n
+	}
 	if err := c.pointInTime(*recoveryTarget); err != nil {
 		return nil, err
 	}
@@ -409,19 +422,19 @@ func (c *Config) pointInTime(target string) error {
 	if c.MaxLag < c.MaxSegmentAge {
 		return &UsageError{fmt.Sprintf("max lag %s: want at least the max segment age, %s", c.MaxLag, c.MaxSegmentAge)}
 	}
-	mysqlOnly := func(what string) error {
-		if c.Engine != "mysql" {
-			return &UsageError{fmt.Sprintf("%s needs the mysql engine (MySQL/MariaDB binary log); engine is %q", what, c.Engine)}
+	knownEngine := func(what string) error {
+		if c.Engine != "mysql" && c.Engine != "postgres" {
+			return &UsageError{fmt.Sprintf("%s needs the engine set, mysql (binary log) or postgres (write-ahead log); engine is %q", what, c.Engine)}
 		}
 		return nil
 	}
-	if c.Command == "archive" {
-		if err := mysqlOnly("archive"); err != nil {
+	if c.Command == "archive" || c.Command == "archive-status" {
+		if err := knownEngine(c.Command); err != nil {
 			return err
 		}
 	}
 	if c.PointInTime && c.Command == "backup" {
-		if err := mysqlOnly("point-in-time backup"); err != nil {
+		if err := knownEngine("point-in-time backup"); err != nil {
 			return err
 		}
 	}

@@ -51,6 +51,10 @@ const TimeLayout = "20060102T150405.000Z"
 const (
 	ExtPostgres = ".pgdump.zst" // pg_dump custom format, zstd-compressed
 	ExtMySQL    = ".sql.zst"    // mysqldump SQL text, zstd-compressed
+	// ExtPostgresBase is a physical base backup of a PostgreSQL cluster
+	// (pg_basebackup, tar format, zstd-compressed): a base for
+	// point-in-time recovery.
+	ExtPostgresBase = ".pgbase.tar.zst"
 	// ExtEncrypted follows the engine's extension on an artifact encrypted
 	// with age after compression: "….pgdump.zst.age".
 	ExtEncrypted = ".age"
@@ -77,6 +81,22 @@ func ToParts(name string) (string, error) {
 		return "", fmt.Errorf("artifact %q: only MySQL backups are written in parts", name)
 	}
 	return base + ExtMySQLParts, nil
+}
+
+// ToBase turns a PostgreSQL artifact name (before ExtEncrypted) into the
+// name of a physical base of the same start and token.
+func ToBase(name string) (string, error) {
+	base, ok := strings.CutSuffix(name, ExtPostgres)
+	if !ok {
+		return "", fmt.Errorf("artifact %q: only PostgreSQL backups are physical bases", name)
+	}
+	return base + ExtPostgresBase, nil
+}
+
+// PhysicalBase reports whether an artifact name is a PostgreSQL physical
+// base's.
+func PhysicalBase(name string) bool {
+	return strings.HasSuffix(strings.TrimSuffix(name, ExtEncrypted), ExtPostgresBase)
 }
 
 // PartsDir is the directory (store key) of a multi-part artifact's parts.
@@ -131,6 +151,23 @@ const BinlogSpace = "_binlog"
 
 // BinlogDir is the job's binary log archive, relative to the store root.
 func (j Job) BinlogDir() string { return path.Join(BinlogSpace, j.Namespace, j.Name) }
+
+// WALSpace is the directory under which BackupJobs of PostgreSQL keep their
+// archived write-ahead log (point-in-time recovery):
+// <WALSpace>/<namespace>/<name>/, apart from the artifacts as BinlogSpace.
+const WALSpace = "_wal"
+
+// WALDir is the job's WAL archive, relative to the store root.
+func (j Job) WALDir() string { return path.Join(WALSpace, j.Namespace, j.Name) }
+
+// LogDir is the job's change-log archive of engine: the WAL archive for
+// postgres, the binary log archive otherwise.
+func (j Job) LogDir(engine string) string {
+	if engine == "postgres" {
+		return j.WALDir()
+	}
+	return j.BinlogDir()
+}
 
 // MigrationJob is the store key of a MigrationJob's exports.
 func MigrationJob(namespace, name string) Job {
@@ -257,6 +294,8 @@ func ParseArtifactName(j Job, name string) (time.Time, string, error) {
 	switch {
 	case strings.HasSuffix(rest, ExtPostgres):
 		engine, stamp = "postgres", strings.TrimSuffix(rest, ExtPostgres)
+	case strings.HasSuffix(rest, ExtPostgresBase):
+		engine, stamp = "postgres", strings.TrimSuffix(rest, ExtPostgresBase)
 	case strings.HasSuffix(rest, ExtMySQL):
 		engine, stamp = "mysql", strings.TrimSuffix(rest, ExtMySQL)
 	case strings.HasSuffix(rest, ExtMySQLParts):

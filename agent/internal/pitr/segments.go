@@ -44,6 +44,9 @@ type Segment struct {
 	ClosedBy time.Time `json:"closedBy,omitzero"`
 	// ArchivedAt is when the archiver stored it.
 	ArchivedAt time.Time `json:"archivedAt"`
+	// Timeline is a PostgreSQL WAL segment's timeline (File names it too);
+	// zero for a binary log file.
+	Timeline int `json:"timeline,omitempty"`
 }
 
 // covers is the newest second this segment (with those before it) is known
@@ -67,6 +70,22 @@ func recordKey(dir, file string) string { return path.Join(dir, file+".json") }
 type Index struct {
 	Dir      string
 	Segments map[string]Segment
+	// Covered, when the archiver recorded one (PostgreSQL, an idle
+	// server): every change before Covered.At is in the segments up to
+	// Covered.Through.
+	Covered *Covered
+}
+
+// coversThrough is the newest second the archive holds every change of,
+// given that its continuous chain ends at segment cur.
+func (ix *Index) coversThrough(cur Segment) time.Time {
+	t := cur.covers()
+	if c := ix.Covered; c != nil && c.Through == cur.File && c.At.After(t) {
+		if newest, _ := ix.Newest(); newest.File == cur.File {
+			t = c.At
+		}
+	}
+	return t
 }
 
 // LoadIndex reads every segment record under dir. Objects without their
@@ -78,6 +97,19 @@ func LoadIndex(ctx context.Context, st store.Store, dir string) (*Index, error) 
 	}
 	ix := &Index{Dir: dir, Segments: map[string]Segment{}}
 	for _, o := range objs {
+		if o.Key == CoveredKey(dir) {
+			rc, err := st.Get(ctx, o.Key)
+			if err != nil {
+				return nil, err
+			}
+			var c Covered
+			err = json.NewDecoder(rc).Decode(&c)
+			rc.Close()
+			if err == nil {
+				ix.Covered = &c
+			}
+			continue
+		}
 		if !strings.HasSuffix(o.Key, ".json") {
 			continue
 		}
@@ -118,10 +150,16 @@ func (ix *Index) Newest() (Segment, bool) {
 // Gap is a break in the archive: after segment After, the server continued
 // in Missing, which is not archived, though later files are.
 type Gap struct {
-	After, Missing string
+	After, Missing string `json:",omitempty"`
+	// Timeline, for a WAL archive, names the segment of another timeline
+	// archived in Missing's place: the break is a timeline change.
+	Timeline string `json:",omitempty"`
 }
 
 func (g Gap) String() string {
+	if g.Timeline != "" {
+		return fmt.Sprintf("%s is missing: the server continued on another timeline after %s (%s); a recovery does not cross a timeline change", g.Missing, g.After, g.Timeline)
+	}
 	return fmt.Sprintf("%s is missing (the server continued in it after %s)", g.Missing, g.After)
 }
 
@@ -141,10 +179,26 @@ func (ix *Index) Gaps() []Gap {
 			next = nextFile(f)
 		}
 		if _, ok := ix.Segments[next]; !ok {
-			gaps = append(gaps, Gap{After: f, Missing: next})
+			gaps = append(gaps, ix.gap(f, next))
 		}
 	}
 	return gaps
+}
+
+// gap is the break after file after, whose successor missing is not
+// archived; a WAL segment of the same number on another timeline makes it
+// a timeline change.
+func (ix *Index) gap(after, missing string) Gap {
+	g := Gap{After: after, Missing: missing}
+	if len(missing) == walNameLen {
+		for _, f := range ix.Files() {
+			if len(f) == walNameLen && f[8:] == missing[8:] && f != missing {
+				g.Timeline = f
+				break
+			}
+		}
+	}
+	return g
 }
 
 // nextFile is the file after f in the server's numbering (mysql-bin.000007
@@ -200,11 +254,11 @@ func (ix *Index) Chain(from string, until time.Time) ([]Segment, error) {
 	// The chain ends at its newest segment: is that the archive's end, or a gap?
 	if newest, _ := ix.Newest(); newest.File != cur.File {
 		return nil, fmt.Errorf("%w after %s: %s; nothing after it can be recovered from this base", ErrGap, cur.File,
-			Gap{After: cur.File, Missing: cur.Next}.String())
+			ix.gap(cur.File, cur.Next).String())
 	}
-	if !until.IsZero() {
+	if !until.IsZero() && until.After(ix.coversThrough(cur)) {
 		return nil, fmt.Errorf("%s is after the newest archived change (%s, in %s): %w", until.UTC().Format(time.RFC3339),
-			cur.covers().UTC().Format(time.RFC3339), cur.File, ErrOutsideWindow)
+			ix.coversThrough(cur).UTC().Format(time.RFC3339), cur.File, ErrOutsideWindow)
 	}
 	return out, nil
 }
@@ -305,9 +359,10 @@ func (ix *Index) WindowFrom(base Base) Window {
 		}
 		s, ok := ix.Segments[next]
 		if !ok {
-			w := Window{Latest: cur.covers(), Through: cur.File}
+			w := Window{Latest: ix.coversThrough(cur), Through: cur.File}
 			if newest, _ := ix.Newest(); newest.File != cur.File {
-				w.Gap = &Gap{After: cur.File, Missing: next}
+				g := ix.gap(cur.File, next)
+				w.Gap = &g
 			}
 			return w
 		}

@@ -191,3 +191,11 @@ func TestMigrateViaStoreEncrypted(t *testing.T) {
 		t.Run(kind, func(t *testing.T) { suite.MigrateViaStoreEncrypted(t, e(t), kind) })
 	}
 }
+
+func TestPointInTime(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PointInTime(t, e(t), kind) })
+	}
+}
+
+func TestPointInTimeEncrypted(t *testing.T) { suite.PointInTimePostgresEncrypted(t, e(t), "pvc") }

@@ -24,6 +24,10 @@ import (
 // refused before the target exists; `agent delete` removes the archive
 // with the artifacts.
 func PointInTime(t *testing.T, e *Env, kind string) {
+	if e.DB.Engine() == "postgres" {
+		PointInTimePostgres(t, e, kind)
+		return
+	}
 	st := e.NewStore(t, kind)
 	db := "pit_" + kind
 	job := naming.Job{Namespace: "shop", Name: "pit-" + kind}

@@ -1,0 +1,488 @@
+package pitr
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/internal/store"
+)
+
+// Recovery brings a PostgreSQL physical base forward in a temporary server
+// inside the restore's own pod: the base is unpacked into a private folder
+// under the temporary directory, the server started on a Unix socket only,
+// with restore_command fetching the archived segments from the store
+// through the agent (agent wal-fetch, served by this process: the
+// temporary server never sees the store's credentials), and a recovery
+// target. Once promoted, its database is dumped and restored into the
+// target like every restore.
+type Recovery struct {
+	st    store.Store
+	dir   string
+	chain []Segment
+	until time.Time
+	// immediate: recover only to the base's consistent point (a plain
+	// restore of a base, no recovery target).
+	immediate bool
+	reached   time.Time
+	log       *slog.Logger
+
+	Tmp     string // the private folder: data/, the socket, the log
+	DataDir string
+	uid     int
+	gid     int
+	asUser  bool
+	srv     *exec.Cmd
+	srvDone chan error
+	srvLog  *os.File
+	ln      net.Listener
+	wg      sync.WaitGroup
+	// User is the role the base was taken as; Superuser the cluster's
+	// bootstrap superuser, read once the server accepts connections.
+	User      string
+	Superuser string
+	fetched   []string
+	mu        sync.Mutex
+}
+
+// PrepareRecovery finds the whole chain of segments from the base's
+// segment baseFile up to until (zero with latest: everything archived) and
+// reads every one of them, checked against its checksum — before anything
+// is written anywhere: a gap, an unreadable or corrupt segment or a time
+// outside the window is refused here. immediate (a plain restore of a
+// base) needs no segment: the base carries the WAL to its consistent
+// point.
+func PrepareRecovery(ctx context.Context, st store.Store, dir, baseFile string, until time.Time, immediate bool, log *slog.Logger) (*Recovery, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Recovery{st: st, dir: dir, until: until, immediate: immediate, log: log}
+	if immediate {
+		return r, nil
+	}
+	ix, err := LoadIndex(ctx, st, dir)
+	if err != nil {
+		return nil, err
+	}
+	if r.chain, err = ix.Chain(baseFile, until); err != nil {
+		return nil, err
+	}
+	for _, s := range r.chain {
+		if err := verify(ctx, st, dir, s); err != nil {
+			return nil, err
+		}
+	}
+	r.reached = ix.coversThrough(r.chain[len(r.chain)-1])
+	if !until.IsZero() {
+		r.reached = until.UTC()
+	}
+	return r, nil
+}
+
+// verify reads segment s whole and checks it against its record.
+func verify(ctx context.Context, st store.Store, dir string, s Segment) error {
+	f, err := os.CreateTemp("", "cairn-wal-check-")
+	if err != nil {
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	defer os.Remove(name)
+	return fetch(ctx, st, dir, s, name)
+}
+
+// Segments are the segments the recovery may read, in order.
+func (r *Recovery) Segments() []string {
+	out := make([]string, len(r.chain))
+	for i, s := range r.chain {
+		out[i] = s.File
+	}
+	return out
+}
+
+// Reached is the recovery point: the target time, or for latest the newest
+// second the chain covers; zero for a recovery to the base's own
+// consistent point.
+func (r *Recovery) Reached() time.Time { return r.reached }
+
+// Fetched lists the segments the temporary server asked for and got.
+func (r *Recovery) Fetched() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.fetched...)
+}
+
+// Unpack makes the private folder and returns a writer-side function for
+// the base's tar stream: it unpacks into the data directory.
+func (r *Recovery) Unpack(ctx context.Context, tarStream io.Reader) error {
+	var err error
+	if r.Tmp == "" {
+		if r.Tmp, err = os.MkdirTemp("", "cairn-recover-"); err != nil {
+			return err
+		}
+	}
+	r.DataDir = filepath.Join(r.Tmp, "data")
+	if err := os.Mkdir(r.DataDir, 0o700); err != nil {
+		return err
+	}
+	return untar(tarStream, r.DataDir)
+}
+
+// Start configures the unpacked base for recovery and starts the
+// temporary server; it returns once the server has promoted (the recovery
+// target, or the end of the archived WAL, reached) and accepts
+// connections.
+func (r *Recovery) Start(ctx context.Context, agentBin string) error {
+	postgres, err := PGTool("postgres")
+	if err != nil {
+		return err
+	}
+	if err := r.runAs(); err != nil {
+		return err
+	}
+	// restore_command: this agent, as a client of the socket this process
+	// serves. Run as root (tests), the server runs as another user, who
+	// gets its own copy of the agent.
+	if r.asUser {
+		own := filepath.Join(r.Tmp, "agent")
+		if err := copyFile(agentBin, own, 0o755); err != nil {
+			return err
+		}
+		agentBin = own
+	}
+	sock := filepath.Join(r.Tmp, "wal-fetch.sock")
+	if r.ln, err = net.Listen("unix", sock); err != nil {
+		return err
+	}
+	os.Chmod(sock, 0o777)
+	r.wg.Add(1)
+	go r.serve(ctx)
+	for _, f := range []string{"postmaster.pid", "postmaster.opts", "standby.signal", "recovery.signal", "backup_manifest"} {
+		os.Remove(filepath.Join(r.DataDir, f))
+	}
+	if err := os.WriteFile(filepath.Join(r.DataDir, "recovery.signal"), nil, 0o600); err != nil {
+		return err
+	}
+	hba := filepath.Join(r.Tmp, "pg_hba.conf")
+	if err := os.WriteFile(hba, []byte("local all all trust\n"), 0o600); err != nil {
+		return err
+	}
+	if r.asUser {
+		if err := chownTree(r.Tmp, r.uid, r.gid); err != nil {
+			return err
+		}
+	}
+	args := []string{"-D", r.DataDir,
+		"-c", "listen_addresses=", "-c", "unix_socket_directories=" + r.Tmp, "-c", "port=5432",
+		"-c", "hba_file=" + hba, "-c", "ident_file=" + hba, "-c", "ssl=off",
+		"-c", "shared_preload_libraries=", "-c", "archive_mode=off", "-c", "hot_standby=off",
+		"-c", "primary_conninfo=", "-c", "primary_slot_name=", "-c", "cluster_name=cairn-recover",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=20", "-c", "shared_buffers=64MB", "-c", "max_wal_senders=0", "-c", "max_replication_slots=0",
+		"-c", "wal_level=replica", "-c", "logging_collector=off", "-c", "log_destination=stderr",
+		// Dynamic shared memory in the data directory, not /dev/shm (small
+		// in a container).
+		"-c", "dynamic_shared_memory_type=mmap",
+		"-c", "restore_command=" + quoteShell(agentBin) + " wal-fetch " + quoteShell(sock) + " %f %p",
+	}
+	switch {
+	case r.immediate:
+		args = append(args, "-c", "recovery_target=immediate", "-c", "recovery_target_action=promote")
+	case !r.until.IsZero():
+		args = append(args, "-c", "recovery_target_time="+r.until.UTC().Format("2006-01-02 15:04:05.999999+00"),
+			"-c", "recovery_target_action=promote", "-c", "recovery_target_inclusive=false")
+	}
+	err = r.start(ctx, postgres, args)
+	if err != nil && !r.until.IsZero() && strings.Contains(r.logTail(), "recovery ended before configured recovery target was reached") {
+		// No transaction in the archived WAL ended after the target: the
+		// whole chain (it covers the target) is the state at the target.
+		// Start again without a target, from where recovery stopped.
+		r.log.Info("no transaction after the recovery target in the archive: recovering to the end of the chain, which covers it", "target", r.until)
+		os.WriteFile(filepath.Join(r.DataDir, "recovery.signal"), nil, 0o600)
+		if r.asUser {
+			os.Chown(filepath.Join(r.DataDir, "recovery.signal"), r.uid, r.gid)
+		}
+		var again []string
+		for i := 0; i < len(args); i += 2 {
+			if !strings.HasPrefix(args[i+1], "recovery_target") {
+				again = append(again, args[i], args[i+1])
+			}
+		}
+		err = r.start(ctx, postgres, again)
+	}
+	return err
+}
+
+// start runs the server with args and waits until it accepts connections
+// out of recovery, or exits.
+func (r *Recovery) start(ctx context.Context, postgres string, args []string) error {
+	logPath := filepath.Join(r.Tmp, "server.log")
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	r.srvLog = lf
+	cmd := exec.Command(postgres, args...)
+	cmd.Dir = r.Tmp
+	cmd.Stdout, cmd.Stderr = lf, lf
+	// The server's environment: no credentials of the agent's.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TZ=UTC", "HOME=" + r.Tmp}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if r.asUser {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(r.uid), Gid: uint32(r.gid)}
+	}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("starting the temporary PostgreSQL server: %w", err)
+	}
+	r.srv = cmd
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	r.srvDone = done
+	for {
+		select {
+		case err := <-done:
+			r.srv = nil
+			lf.Close()
+			return fmt.Errorf("the temporary PostgreSQL server stopped during recovery (%v): %s", err, r.logTail())
+		case <-ctx.Done():
+			r.Stop()
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if r.promoted(ctx) {
+			return nil
+		}
+	}
+}
+
+// promoted: the server accepts connections and is out of recovery.
+func (r *Recovery) promoted(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	// The base's own role, else the usual bootstrap superuser's name (the
+	// role may have been dropped after the base).
+	var c *pgx.Conn
+	var err error
+	for _, role := range []string{r.User, "postgres"} {
+		if role == "" {
+			continue
+		}
+		if c, err = inventory.ConnectPostgres(cctx, r.Conn(role), "postgres"); err == nil {
+			break
+		}
+	}
+	if c == nil {
+		return false
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	var inRecovery bool
+	var su string
+	if err := c.QueryRow(cctx, "SELECT pg_is_in_recovery(), (SELECT rolname FROM pg_roles WHERE oid = 10)").Scan(&inRecovery, &su); err != nil || inRecovery {
+		return false
+	}
+	r.Superuser = su
+	return true
+}
+
+// Conn is the temporary server's address for role.
+func (r *Recovery) Conn(role string) engine.Conn {
+	return engine.Conn{Host: r.Tmp, Port: 5432, User: role}
+}
+
+func (r *Recovery) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(r.Tmp, "server.log"))
+	var keep []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "FATAL") || strings.Contains(l, "PANIC") || strings.Contains(l, "recovery") || strings.Contains(l, "ERROR") {
+			keep = append(keep, strings.TrimSpace(l))
+		}
+	}
+	if len(keep) > 6 {
+		keep = keep[len(keep)-6:]
+	}
+	return strings.Join(keep, "; ")
+}
+
+// Close stops the server and removes the private folder.
+func (r *Recovery) Close() {
+	r.Stop()
+	if r.ln != nil {
+		r.ln.Close()
+		r.wg.Wait()
+	}
+	if r.Tmp != "" {
+		os.RemoveAll(r.Tmp)
+	}
+}
+
+// Stop stops the temporary server (fast shutdown, then kill).
+func (r *Recovery) Stop() {
+	if r.srv == nil {
+		return
+	}
+	r.srv.Process.Signal(syscall.SIGINT)
+	select {
+	case <-r.srvDone:
+	case <-time.After(30 * time.Second):
+		syscall.Kill(-r.srv.Process.Pid, syscall.SIGKILL)
+		<-r.srvDone
+	}
+	r.srv = nil
+	if r.srvLog != nil {
+		r.srvLog.Close()
+	}
+}
+
+// runAs decides who runs the server: PostgreSQL refuses root, so an agent
+// run as root (tests; never in its pod, which runs as a non-root user)
+// runs it as the postgres user, or nobody.
+func (r *Recovery) runAs() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		r.uid, _ = strconv.Atoi(u.Uid)
+		r.gid, _ = strconv.Atoi(u.Gid)
+		r.asUser = true
+		return nil
+	}
+	return errors.New("running as root, and neither a postgres nor a nobody user exists to run the temporary server as")
+}
+
+// serve answers the restore_command's requests: a segment of the chain is
+// fetched from the store, checked against its record, and written where
+// the server asked (inside its data directory); anything else is "not
+// archived" (the server then ends recovery, or tries another timeline).
+func (r *Recovery) serve(ctx context.Context) {
+	defer r.wg.Done()
+	inChain := map[string]Segment{}
+	for _, s := range r.chain {
+		inChain[s.File] = s
+	}
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		func() {
+			defer c.Close()
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				return
+			}
+			name, dst, _ := strings.Cut(strings.TrimSpace(line), "\t")
+			s, ok := inChain[name]
+			switch {
+			case !ok:
+				fmt.Fprintf(c, "NO %s is not in this recovery's chain\n", name)
+				return
+			case !strings.HasPrefix(filepath.Clean(dst), r.DataDir+string(filepath.Separator)):
+				fmt.Fprintf(c, "NO %s is outside the data directory\n", dst)
+				return
+			}
+			tmp := dst + ".cairn-fetch"
+			if err := fetch(ctx, r.st, r.dir, s, tmp); err != nil {
+				os.Remove(tmp)
+				r.log.Warn("restore_command: fetching a segment failed", "segment", name, "err", err)
+				fmt.Fprintf(c, "NO %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+				return
+			}
+			if r.asUser {
+				os.Chown(tmp, r.uid, r.gid)
+			}
+			if err := os.Rename(tmp, dst); err != nil {
+				os.Remove(tmp)
+				fmt.Fprintf(c, "NO %v\n", err)
+				return
+			}
+			r.mu.Lock()
+			r.fetched = append(r.fetched, name)
+			r.mu.Unlock()
+			fmt.Fprintf(c, "OK\n")
+		}()
+	}
+}
+
+// WALFetch is `agent wal-fetch <socket> <file> <path>`, the temporary
+// server's restore_command: it asks the restoring agent (listening on
+// socket) for segment file, written to path (relative to the server's
+// data directory, its working directory). Exit status 0: restored; 1: not
+// available (PostgreSQL then ends recovery or looks elsewhere).
+func WALFetch(args []string, stderr io.Writer) int {
+	if len(args) != 3 {
+		fmt.Fprintln(stderr, "usage: agent wal-fetch <socket> <file> <path>")
+		return 2
+	}
+	dst := args[2]
+	if !filepath.IsAbs(dst) {
+		wd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		dst = filepath.Join(wd, dst)
+	}
+	c, err := net.Dial("unix", args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "wal-fetch:", err)
+		return 1
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "%s\t%s\n", args[1], dst)
+	reply, _ := bufio.NewReader(c).ReadString('\n')
+	if strings.TrimSpace(reply) == "OK" {
+		return 0
+	}
+	fmt.Fprintf(stderr, "wal-fetch %s: %s\n", args[1], strings.TrimSpace(strings.TrimPrefix(reply, "NO ")))
+	return 1
+}
+
+func quoteShell(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func chownTree(root string, uid, gid int) error {
+	return filepath.Walk(root, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
