@@ -13,54 +13,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
-	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/conditions"
 	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
 )
 
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
-
-// runArchiver is RunKindLabel's value on the archiver Deployment and pods.
-const runArchiver = "archiver"
-
-// pointInTime is the run settings of bj's point-in-time recovery: its
-// backups are bases, its archiver closes segments every maxSegmentAge and
-// is ready within maxLag. Nil without spec.pointInTime.
-func pointInTime(bj *backupv1.BackupJob) *agentjob.PointInTime {
-	p := bj.Spec.PointInTime
-	if p == nil {
-		return nil
-	}
-	age, lag := durationOr(p.MaxSegmentAge, backupv1.DefaultMaxSegmentAge), durationOr(p.MaxLag, backupv1.DefaultMaxLag)
-	return &agentjob.PointInTime{Base: true, MaxSegmentAge: age, MaxLag: max(lag, age)}
-}
-
-func durationOr(d *metav1.Duration, def string) time.Duration {
-	if d != nil && d.Duration > 0 {
-		return d.Duration
-	}
-	v, _ := time.ParseDuration(def)
-	return v
-}
-
-// desiredArchiver is bj's archiver: `agent archive` streaming the
-// database's binary log into bj's store, one replica (agentjob.
-// ArchiverDeployment), named "<name>-archiver".
-func desiredArchiver(bj *backupv1.BackupJob, image string) *appsv1.Deployment {
-	s := runSpec(bj, image, runArchiver)
-	s.Command = contract.CommandArchive
-	s.RetentionDays, s.Retention, s.ObjectLock, s.Parallelism = 0, nil, nil, 0
-	s.BackoffLimit, s.ActiveDeadlineSeconds = nil, nil
-	s.PointInTime.Base = false
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: bj.ArchiverName(), Labels: s.Labels},
-		Spec:       agentjob.ArchiverDeployment(s),
-	}
-}
 
 // ensureArchiver is the step that keeps bj's archiver while
 // spec.pointInTime is set, and removes it when it is not; it decides
@@ -148,30 +108,4 @@ func (r *BackupJobReconciler) removeArchiver(ctx context.Context, bj *backupv1.B
 	}
 	ctrl.LoggerFrom(ctx).Info("archiver removed (spec.pointInTime unset)", "Deployment", dep.Name)
 	return nil
-}
-
-// recordWindow records the archive's window a point-in-time backup read.
-func recordWindow(bj *backupv1.BackupJob, w *contract.PointInTimeWindow, at *metav1.Time) {
-	if w == nil || bj.Spec.PointInTime == nil {
-		return
-	}
-	st := bj.Status.PointInTime
-	if st == nil {
-		st = &backupv1.PointInTimeStatus{Archiver: bj.ArchiverName()}
-		bj.Status.PointInTime = st
-	}
-	st.Earliest, st.Latest = optTime(w.Earliest), optTime(w.Latest)
-	st.LastSegment, st.Segments = w.LastSegment, int32(w.Segments)
-	st.Gaps = w.Gaps
-	if len(st.Gaps) > 16 {
-		st.Gaps = st.Gaps[:16]
-	}
-	st.ReadTime = at
-}
-
-func optTime(t time.Time) *metav1.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &metav1.Time{Time: t.UTC()}
 }

@@ -3,11 +3,14 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/names"
@@ -121,5 +124,43 @@ func deleteJob(bj *backupv1.BackupJob, image string) *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: prefix + "-delete-" + h, Labels: spec.Labels},
 		Spec:       agentjob.JobSpec(spec),
+	}
+}
+
+// runArchiver is RunKindLabel's value on the archiver Deployment and pods.
+const runArchiver = "archiver"
+
+// pointInTime is the run settings of bj's point-in-time recovery: its
+// backups are bases, its archiver closes segments every maxSegmentAge and
+// is ready within maxLag. Nil without spec.pointInTime.
+func pointInTime(bj *backupv1.BackupJob) *agentjob.PointInTime {
+	p := bj.Spec.PointInTime
+	if p == nil {
+		return nil
+	}
+	age, lag := durationOr(p.MaxSegmentAge, backupv1.DefaultMaxSegmentAge), durationOr(p.MaxLag, backupv1.DefaultMaxLag)
+	return &agentjob.PointInTime{Base: true, MaxSegmentAge: age, MaxLag: max(lag, age)}
+}
+
+func durationOr(d *metav1.Duration, def string) time.Duration {
+	if d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	v, _ := time.ParseDuration(def)
+	return v
+}
+
+// desiredArchiver is bj's archiver: `agent archive` streaming the
+// database's binary log into bj's store, one replica (agentjob.
+// ArchiverDeployment), named "<name>-archiver".
+func desiredArchiver(bj *backupv1.BackupJob, image string) *appsv1.Deployment {
+	s := runSpec(bj, image, runArchiver)
+	s.Command = contract.CommandArchive
+	s.RetentionDays, s.Retention, s.ObjectLock, s.Parallelism = 0, nil, nil, 0
+	s.BackoffLimit, s.ActiveDeadlineSeconds = nil, nil
+	s.PointInTime.Base = false
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: bj.ArchiverName(), Labels: s.Labels},
+		Spec:       agentjob.ArchiverDeployment(s),
 	}
 }

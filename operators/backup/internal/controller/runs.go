@@ -315,3 +315,29 @@ func (r *BackupJobReconciler) run(bj *backupv1.BackupJob, job *batchv1.Job, pars
 		Parse:  parse, Grace: r.ResultGrace, Now: r.Now,
 	}
 }
+
+// recordWindow records the archive's window a point-in-time backup read.
+func recordWindow(bj *backupv1.BackupJob, w *contract.PointInTimeWindow, at *metav1.Time) {
+	if w == nil || bj.Spec.PointInTime == nil {
+		return
+	}
+	st := bj.Status.PointInTime
+	if st == nil {
+		st = &backupv1.PointInTimeStatus{Archiver: bj.ArchiverName()}
+		bj.Status.PointInTime = st
+	}
+	st.Earliest, st.Latest = optTime(w.Earliest), optTime(w.Latest)
+	st.LastSegment, st.Segments = w.LastSegment, int32(w.Segments)
+	st.Gaps = w.Gaps
+	if len(st.Gaps) > 16 {
+		st.Gaps = st.Gaps[:16]
+	}
+	st.ReadTime = at
+}
+
+func optTime(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: t.UTC()}
+}
