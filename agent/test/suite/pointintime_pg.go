@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,8 @@ type archiver struct {
 	out    *syncBuffer
 	stop   func()
 	exited chan error
+	// ready is the archiver's readiness endpoint.
+	ready string
 }
 
 func (e *Env) startArchiver(t *testing.T, st *Store, db string, job naming.Job, spool string, extra ...string) *archiver {
@@ -27,9 +31,12 @@ func (e *Env) startArchiver(t *testing.T, st *Store, db string, job naming.Job, 
 	ctx, stop := context.WithCancel(context.Background())
 	env := append(append(append(append([]string{}, e.DB.AgentEnv(db)...), st.Env...), "CAIRN_BACKUPJOB="+job.String(),
 		"CAIRN_MAX_SEGMENT_AGE=1s", "CAIRN_SPOOL_DIR="+spool), extra...)
-	cmd, _, err := e.Agent.Command(ctx, env, "archive")
+	healthPort, err := testenv.FreePort()
 	check(t, err)
-	a := &archiver{out: &syncBuffer{}, stop: stop, exited: make(chan error, 1)}
+	cmd, _, err := e.Agent.Command(ctx, env, "archive", fmt.Sprintf("--health-addr=127.0.0.1:%d", healthPort))
+	check(t, err)
+	a := &archiver{out: &syncBuffer{}, stop: stop, exited: make(chan error, 1),
+		ready: fmt.Sprintf("http://127.0.0.1:%d%s", healthPort, contract.ArchiverReadyPath)}
 	cmd.Stdout, cmd.Stderr = a.out, a.out
 	check(t, cmd.Start())
 	go func() { a.exited <- cmd.Wait() }()
@@ -42,6 +49,21 @@ func (e *Env) startArchiver(t *testing.T, st *Store, db string, job naming.Job, 
 		}
 		if !strings.Contains(a.out.String(), "reading the write-ahead log") {
 			return fmt.Errorf("agent archive has not started reading yet:\n%s", a.out.String())
+		}
+		return nil
+	}))
+	// Ready (its Deployment's probe) once the segment its first switch
+	// closed is stored: within seconds with a 1 s segment age, idle
+	// database or not.
+	check(t, testenv.Poll(60*time.Second, 200*time.Millisecond, func() error {
+		resp, err := http.Get(a.ready)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %d %s\n%s", a.ready, resp.StatusCode, body, lastLines(a.out.String(), 10))
 		}
 		return nil
 	}))
