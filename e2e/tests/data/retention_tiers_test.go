@@ -48,6 +48,7 @@ func TestRetentionTiersOnRealStore(t *testing.T) {
 	g.Expect(e.seed(src, 200)).To(Succeed())
 	bj := backupJob(ns, "tiers", e, src, fixtures.Yearly, pvcStorage(t, ns, "backups"))
 	bj.Spec.TimeZone = middayZone(time.Now())
+	bj.Spec.RetentionDays = 0 // one or the other: calendar tiers here
 	bj.Spec.Retention = &backupv1.RetentionPolicy{KeepLast: 1, KeepDaily: 2}
 	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
 	t.Logf("time zone %s", bj.Spec.TimeZone)
