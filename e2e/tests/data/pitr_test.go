@@ -95,7 +95,7 @@ func TestPointInTimeRecovery(t *testing.T) {
 			g.Expect(latest.Status.RecoveryPoint.Time).To(BeTemporally(">=", afterDelete.Add(-time.Second)))
 
 			// Before the base: refused, the target never created.
-			early := pitRestoreJob(bj, e, "early", base.LastArtifact.Path, "2020-01-01T00:00:00Z")
+			early := pitRestoreJob(bj, e, "early", "2020-01-01T00:00:00Z")
 			g.Expect(env.Client.Create(ctx, early)).To(Succeed())
 			early = waitRestore(t, early, 3*time.Minute)
 			g.Expect(early.Status.Phase).To(Equal(restorev1.PhaseFailed))
@@ -156,7 +156,7 @@ func waitPointInTimeReady(t *testing.T, bj *backupv1.BackupJob) {
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 }
 
-func pitRestoreJob(bj *backupv1.BackupJob, e engine, name, _ string, at string) *restorev1.RestoreJob {
+func pitRestoreJob(bj *backupv1.BackupJob, e engine, name, at string) *restorev1.RestoreJob {
 	rj := restoreJob(bj, name, e, dbName(bj.Namespace, name), "")
 	rj.Spec.Source.PointInTime = at
 	return rj
@@ -170,7 +170,7 @@ func restoreToTime(t *testing.T, bj *backupv1.BackupJob, e engine, name, at stri
 	g := NewWithT(t)
 	deadline := time.Now().Add(2 * time.Minute)
 	for try := 1; ; try++ {
-		rj := pitRestoreJob(bj, e, name, "", at)
+		rj := pitRestoreJob(bj, e, name, at)
 		rj.Name = fmt.Sprintf("%s-%d", name, try)
 		g.Expect(env.Client.Create(context.Background(), rj)).To(Succeed())
 		rj = waitRestore(t, rj, 3*time.Minute)

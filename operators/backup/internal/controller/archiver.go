@@ -33,19 +33,12 @@ func (r *BackupJobReconciler) ensureArchiver(ctx context.Context, p *pass) error
 		return r.removeArchiver(ctx, bj)
 	}
 	desired := desiredArchiver(bj, r.AgentImage)
-	op, err := r.archivers.Ensure(ctx, bj, desired)
-	var nc *ownership.NotControlledError
-	switch {
-	case errors.As(err, &nc):
-		conditions.Set(bj, backupv1.PointInTimeReadyCondition, metav1.ConditionFalse, cairnv1.NotControlledReason, nc.Error())
-		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
-	case apierrors.IsAlreadyExists(err):
-		p.RequeueAfter(time.Second) // ours, not cached yet
-		return nil
-	case err != nil:
-		return fmt.Errorf("ensuring the archiver: %w", err)
-	case op != ownership.Unchanged:
-		ctrl.LoggerFrom(ctx).Info("archiver "+string(op), "Deployment", desired.Name)
+	op, err := reconcile.EnsureChild(ctx, p, r.archivers, desired)
+	if stalled := (*reconcile.StalledError)(nil); errors.As(err, &stalled) {
+		conditions.Set(bj, backupv1.PointInTimeReadyCondition, metav1.ConditionFalse, cairnv1.NotControlledReason, err.Error())
+	}
+	if err != nil || op == "" {
+		return err
 	}
 	if bj.Status.PointInTime == nil {
 		bj.Status.PointInTime = &backupv1.PointInTimeStatus{}

@@ -177,3 +177,32 @@ func TestPointInTimeAdmission(t *testing.T) {
 		}
 	}
 }
+
+// TestPointInTimeArchiverNameTaken: a Deployment named like the archiver
+// that the BackupJob does not control is never adopted nor changed: the
+// BackupJob stalls NotControlled, and PointInTimeReady says why.
+func TestPointInTimeArchiverNameTaken(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	labels := map[string]string{"app": "someone-else"}
+	foreign := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-archiver"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.test/app:1"}}}}},
+	}
+	g.Expect(env.Client.Create(ctx, foreign)).To(Succeed())
+	b := mysqlBackupJob(ns, "shop")
+	b.Spec.PointInTime = &backupv1.PointInTimeSpec{}
+	key := client.ObjectKeyFromObject(create(t, b))
+	g.Eventually(func(g Gomega) {
+		c := pitReady(g, key)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(cairnv1.NotControlledReason))
+		g.Expect(meta.IsStatusConditionTrue(get(g, key).Status.Conditions, cairnv1.StalledCondition)).To(BeTrue())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	got := archiverOf(g, b)
+	g.Expect(got.Spec.Template.Spec.Containers[0].Image).To(Equal("example.test/app:1"), "not changed")
+	g.Expect(metav1.GetControllerOf(got)).To(BeNil(), "not adopted")
+}

@@ -2,19 +2,15 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
-	"cairn.dev/libs/ownership"
 	"cairn.dev/libs/reconcile"
 	"cairn.dev/operators/orchestrator/internal/planspec"
 )
@@ -25,23 +21,12 @@ import (
 // template). Its phase and conditions are mirrored into status.migration;
 // they do not count towards the plan's Ready.
 func (r *ProtectionPlanReconciler) migration(ctx context.Context, p *pass) error {
-	log := ctrl.LoggerFrom(ctx)
 	plan := p.Obj
 	name := planspec.MigrationJobName(plan)
 	if m := p.Defaulted.Spec.Migration; m != nil && m.Start {
 		desired := planspec.MigrationJob(plan, &p.Defaulted.Spec)
-		op, err := r.applier.Ensure(ctx, plan, desired)
-		var nc *ownership.NotControlledError
-		switch {
-		case errors.As(err, &nc):
-			return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
-		case apierrors.IsAlreadyExists(err):
-			log.V(1).Info("MigrationJob exists but is not cached yet", "MigrationJob", name)
-			p.RequeueAfter(time.Second)
-		case err != nil:
-			return fmt.Errorf("ensuring MigrationJob %s: %w", name, err)
-		case op != ownership.Unchanged:
-			log.Info("MigrationJob ensured", "MigrationJob", name, "op", op)
+		if _, err := reconcile.EnsureChild(ctx, p, r.applier, desired); err != nil {
+			return err
 		}
 	}
 	mj := &migrationv1.MigrationJob{}

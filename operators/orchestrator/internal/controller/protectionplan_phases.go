@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -63,21 +62,11 @@ func (r *ProtectionPlanReconciler) check(_ context.Context, p *pass) error {
 // ensureBackup creates the plan's BackupJob, or reverts it to the plan's
 // template, and records what it reports.
 func (r *ProtectionPlanReconciler) ensureBackup(ctx context.Context, p *pass) error {
-	log := ctrl.LoggerFrom(ctx)
 	plan := p.Obj
 	desired := desiredBackupJob(plan, &p.Defaulted.Spec)
-	op, err := r.applier.Ensure(ctx, plan, desired)
-	var nc *ownership.NotControlledError
-	switch {
-	case errors.As(err, &nc):
-		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
-	case apierrors.IsAlreadyExists(err):
-		log.V(1).Info("BackupJob exists but is not cached yet", "BackupJob", desired.Name)
-		p.RequeueAfter(time.Second)
-	case err != nil:
-		return fmt.Errorf("ensuring BackupJob %s: %w", desired.Name, err)
-	case op != ownership.Unchanged:
-		log.Info("BackupJob ensured", "BackupJob", desired.Name, "op", op)
+	op, err := reconcile.EnsureChild(ctx, p, r.applier, desired)
+	if err != nil {
+		return err
 	}
 	bj := &backupv1.BackupJob{}
 	if op == ownership.Created {
@@ -267,17 +256,8 @@ func (r *ProtectionPlanReconciler) createRestoreJob(ctx context.Context, p *pass
 		return err
 	}
 	desired := desiredRestoreJob(p.Obj, &p.Defaulted.Spec, lv)
-	_, err := r.applier.Ensure(ctx, p.Obj, desired)
-	var nc *ownership.NotControlledError
-	switch {
-	case errors.As(err, &nc):
-		return reconcile.Stalled(cairnv1.NotControlledReason, "%s", nc.Error())
-	case apierrors.IsAlreadyExists(err):
-		// Ours, created by an earlier pass; the cache has not seen it yet.
-		p.RequeueAfter(time.Second)
-		return nil
-	case err != nil:
-		return fmt.Errorf("creating RestoreJob %s: %w", desired.Name, err)
+	if op, err := reconcile.EnsureChild(ctx, p, r.applier, desired); err != nil || op == "" {
+		return err // "" with no error: ours, not cached yet (looked at again)
 	}
 	ctrl.LoggerFrom(ctx).Info("verification RestoreJob created", "RestoreJob", desired.Name, "artifact", lv.Artifact.Path)
 	lv.Result = platformv1.VerificationRunning
