@@ -39,3 +39,9 @@ type ArchiveStatus struct {
 	// MaxSlotWALKeepSize is the source's own bound on a slot ("-1": none).
 	MaxSlotWALKeepSize string `json:"maxSlotWALKeepSize,omitempty"`
 }
+
+// ParseArchiveStatus decodes an `archive-status` termination message; an
+// agent failure is a *FailedError.
+func ParseArchiveStatus(message string) (*ArchiveStatus, error) {
+	return parseReport[ArchiveStatus](message, CommandArchiveStatus)
+}

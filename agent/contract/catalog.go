@@ -2,7 +2,6 @@ package contract
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -55,7 +54,11 @@ func MarshalCatalog(c Catalog) ([]byte, error) {
 
 // ParseCatalog decodes a `list` termination message; an agent failure is a
 // *FailedError.
-func ParseCatalog(message string) (*Catalog, error) {
+func ParseCatalog(message string) (*Catalog, error) { return parseReport[Catalog](message, "list") }
+
+// parseReport decodes the termination message of a command whose report
+// names it in "command"; an agent failure is a *FailedError.
+func parseReport[T any](message, command string) (*T, error) {
 	message = strings.TrimSpace(message)
 	var probe struct {
 		Error   *string `json:"error"`
@@ -67,12 +70,12 @@ func ParseCatalog(message string) (*Catalog, error) {
 	if probe.Error != nil {
 		return nil, parseFailure(message)
 	}
-	if probe.Command != "list" {
-		return nil, errors.New("termination message is not a list report")
+	if probe.Command != command {
+		return nil, fmt.Errorf("termination message is not a %s report", command)
 	}
-	var c Catalog
-	if err := json.Unmarshal([]byte(message), &c); err != nil {
-		return nil, fmt.Errorf("malformed list report: %w", err)
+	var r T
+	if err := json.Unmarshal([]byte(message), &r); err != nil {
+		return nil, fmt.Errorf("malformed %s report: %w", command, err)
 	}
-	return &c, nil
+	return &r, nil
 }

@@ -10,10 +10,12 @@ const (
 	CommandDelete  = "delete"
 	CommandMigrate = "migrate"
 	CommandArchive = "archive"
+	// CommandArchiveStatus reports (and watches) a point-in-time archive.
+	CommandArchiveStatus = "archive-status"
 )
 
 // Commands lists every command, in the order `agent help` shows them.
-var Commands = []string{CommandBackup, CommandRestore, CommandList, CommandPrune, CommandDelete, CommandMigrate, CommandArchive}
+var Commands = []string{CommandBackup, CommandRestore, CommandList, CommandPrune, CommandDelete, CommandMigrate, CommandArchive, CommandArchiveStatus}
 
 // Stores: the values of EnvStore.
 const (

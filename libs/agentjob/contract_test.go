@@ -2,6 +2,7 @@ package agentjob
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,8 +35,14 @@ func TestRolesRenderTheContract(t *testing.T) {
 		"backup in parallel": {Command: contract.CommandBackup, Database: db, Storage: pvc, Parallelism: 4},
 		"restore in parallel": {Command: contract.CommandRestore, Database: db, Storage: pvc,
 			Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}},
-		"prune":  {Command: contract.CommandPrune, Storage: *s3p, RetentionDays: 1},
-		"delete": {Command: contract.CommandDelete, Storage: *s3p},
+		"archiver postgres": {Command: contract.CommandArchive, Database: db, Storage: pvc,
+			PointInTime: &PointInTime{MaxSegmentAge: time.Minute, MaxLag: 5 * time.Minute, MaxRetainedWALBytes: 10 << 30}},
+		"archive check": {Command: contract.CommandArchiveStatus, Database: db, Storage: *s3p,
+			PointInTime: &PointInTime{MaxRetainedWALBytes: 1 << 30}},
+		"backup base":         {Command: contract.CommandBackup, Database: db, Storage: pvc, PointInTime: &PointInTime{Base: true}},
+		"restore to a second": {Command: contract.CommandRestore, Database: db, Storage: pvc, PointInTime: &PointInTime{RecoveryTarget: "2026-12-05T10:00:00+08:00"}},
+		"prune":               {Command: contract.CommandPrune, Storage: *s3p, RetentionDays: 1},
+		"delete":              {Command: contract.CommandDelete, Storage: *s3p},
 		"restore with checks": {Command: contract.CommandRestore, Database: db, Storage: pvc, Artifact: "a.sql.zst",
 			Restore: &RestoreSpec{ChecksJSON: `[{"name":"n","sql":"select 1","equals":"1"}]`, DropTargetAfterChecks: true, AllowOverwriteSource: true}},
 		"migrate, every setting": {Command: contract.CommandMigrate, Step: contract.StepCutover, Database: db, Storage: *s3p, Artifact: "x",

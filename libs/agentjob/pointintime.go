@@ -1,6 +1,7 @@
 package agentjob
 
 import (
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,6 +21,10 @@ type PointInTime struct {
 	// MaxSegmentAge and MaxLag: the archiver's (contract.EnvMaxSegmentAge,
 	// contract.EnvMaxLag); rendered when set.
 	MaxSegmentAge, MaxLag time.Duration
+	// MaxRetainedWALBytes (PostgreSQL): the archiver and the archive-status
+	// check drop the archiver's slot when it retains more
+	// (contract.EnvArchiveMaxRetainedWALBytes); rendered when set.
+	MaxRetainedWALBytes int64
 	// RecoveryTarget: a restore's target second (RFC 3339) or "latest"
 	// (contract.EnvRecoveryTarget).
 	RecoveryTarget string
@@ -38,6 +43,9 @@ func (p *PointInTime) env() []corev1.EnvVar {
 	}
 	if p.MaxLag > 0 {
 		env = append(env, corev1.EnvVar{Name: contract.EnvMaxLag, Value: p.MaxLag.String()})
+	}
+	if p.MaxRetainedWALBytes > 0 {
+		env = append(env, corev1.EnvVar{Name: contract.EnvArchiveMaxRetainedWALBytes, Value: strconv.FormatInt(p.MaxRetainedWALBytes, 10)})
 	}
 	if p.RecoveryTarget != "" {
 		env = append(env, corev1.EnvVar{Name: contract.EnvRecoveryTarget, Value: p.RecoveryTarget})

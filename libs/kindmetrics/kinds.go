@@ -14,8 +14,9 @@ type BackupJob struct {
 	LastSuccess, ConsecutiveFailures, Interval *prometheus.GaugeVec
 	// PointInTimeReady and PointInTimeGaps: only for a BackupJob with
 	// spec.pointInTime (its PointInTimeReady condition, the gaps its last
-	// backup found in the archive).
-	PointInTimeReady, PointInTimeGaps *prometheus.GaugeVec
+	// backup or archive check found in the archive); PointInTimeRetainedWAL
+	// only for PostgreSQL (the archiver's slot on the source).
+	PointInTimeReady, PointInTimeGaps, PointInTimeRetainedWAL *prometheus.GaugeVec
 	RunDuration                       *prometheus.HistogramVec
 	Runs                              *prometheus.CounterVec
 }
@@ -30,7 +31,9 @@ func NewBackupJob() *BackupJob {
 		PointInTimeReady: s.ObjectGauge("cairn_backupjob_point_in_time_ready",
 			"1 while a BackupJob's point-in-time archive is continuous and its archiver keeps up (PointInTimeReady), else 0; no series without spec.pointInTime."),
 		PointInTimeGaps: s.ObjectGauge("cairn_backupjob_point_in_time_gaps",
-			"Gaps (missing segments) its last backup found in a BackupJob's point-in-time archive; no series without spec.pointInTime."),
+			"Gaps (missing segments) its last backup or archive check found in a BackupJob's point-in-time archive; no series without spec.pointInTime."),
+		PointInTimeRetainedWAL: s.ObjectGauge("cairn_backupjob_point_in_time_retained_wal_bytes",
+			"WAL the PostgreSQL archiver's replication slot keeps on the source at the last archive check (dropped past spec.pointInTime.maxRetainedWAL); no series without a PostgreSQL point-in-time archive."),
 		RunDuration: s.Histogram("cairn_backupjob_run_duration_seconds",
 			"Duration of finished backup runs, from Job start to finish, by result.",
 			prometheus.ExponentialBuckets(5, 2, 12), // 5 s .. ~2.8 h

@@ -51,6 +51,7 @@ func (m *BackupJob) Observe(bj *backupv1.BackupJob, interval time.Duration) {
 	if bj.Spec.PointInTime == nil {
 		m.PointInTimeReady.DeleteLabelValues(bj.Namespace, bj.Name)
 		m.PointInTimeGaps.DeleteLabelValues(bj.Namespace, bj.Name)
+		m.PointInTimeRetainedWAL.DeleteLabelValues(bj.Namespace, bj.Name)
 		return
 	}
 	ready := 0.0
@@ -63,6 +64,11 @@ func (m *BackupJob) Observe(bj *backupv1.BackupJob, interval time.Duration) {
 		gaps = len(st.Gaps)
 	}
 	m.PointInTimeGaps.WithLabelValues(bj.Namespace, bj.Name).Set(float64(gaps))
+	if st := bj.Status.PointInTime; st != nil && st.Check != nil && st.Check.Slot != "" {
+		m.PointInTimeRetainedWAL.WithLabelValues(bj.Namespace, bj.Name).Set(float64(st.Check.RetainedWALBytes))
+	} else {
+		m.PointInTimeRetainedWAL.DeleteLabelValues(bj.Namespace, bj.Name)
+	}
 }
 
 // Finish counts rj, which just reached Succeeded or Failed, and the time

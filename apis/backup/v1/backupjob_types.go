@@ -81,6 +81,9 @@ const (
 	RunKindLabel = "backup.cairn.dev/run"
 	// RunKindList is RunKindLabel's value on a catalog listing's Job and pods.
 	RunKindList = "list"
+	// RunKindArchiveCheck is RunKindLabel's value on a point-in-time
+	// archive check's Job and pods (not a backup run either).
+	RunKindArchiveCheck = "archive-check"
 )
 
 // Condition reasons specific to BackupJob.
@@ -219,7 +222,6 @@ type KeptArtifact struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || !has(self.retention) || has(self.objectLock.days)",message="objectLock.days: required with retention (calendar tiers): how long each artifact stays locked"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || (oldSelf.hasValue() && has(oldSelf.value().retention) && has(oldSelf.value().retentionDays) && oldSelf.value().retentionDays == self.retentionDays)",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
-// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || self.database.engine == 'mysql'",message="pointInTime: point-in-time recovery is available for MySQL/MariaDB (engine mysql) so far; PostgreSQL is not yet"
 // +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || !has(self.encryption)",message="pointInTime: not with encryption: the archived change log is not encrypted yet, and it holds the data"
 type BackupJobSpec struct {
 	// Database to back up.
@@ -320,9 +322,10 @@ type BackupJobSpec struct {
 	// +optional
 	Encryption *cairnv1.EncryptionSpec `json:"encryption,omitempty"`
 
-	// PointInTime turns on point-in-time recovery (MySQL/MariaDB): the
-	// database's binary log is archived continuously beside the dumps, so
-	// a RestoreJob can recover any second of the window. Not with
+	// PointInTime turns on point-in-time recovery: the database's change
+	// log (MySQL/MariaDB binary log, PostgreSQL WAL) is archived
+	// continuously beside the dumps (PostgreSQL: physical base backups),
+	// so a RestoreJob can recover any second of the window. Not with
 	// encryption (the archived log is not encrypted yet).
 	// +optional
 	PointInTime *PointInTimeSpec `json:"pointInTime,omitempty"`

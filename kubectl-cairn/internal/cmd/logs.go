@@ -57,8 +57,9 @@ func (o *Options) logs(ctx context.Context, w io.Writer, arg string, runs int, t
 	} else {
 		selectors = []client.MatchingLabels{{k.podLabel: obj.GetName()}}
 	}
-	// A BackupJob's catalog listings (kubectl cairn backups) are not runs.
-	notListing, err := labels.NewRequirement(backupv1.RunKindLabel, selection.NotEquals, []string{backupv1.RunKindList})
+	// A BackupJob's catalog listings (kubectl cairn backups) and archive
+	// checks are not runs.
+	notListing, err := labels.NewRequirement(backupv1.RunKindLabel, selection.NotIn, []string{backupv1.RunKindList, backupv1.RunKindArchiveCheck})
 	if err != nil {
 		return err
 	}

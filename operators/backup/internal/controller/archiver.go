@@ -23,12 +23,13 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 
 // ensureArchiver is the step that keeps bj's archiver while
-// spec.pointInTime is set, and removes it when it is not; it decides
-// PointInTimeReady from the archiver's readiness and the archive's gaps.
+// spec.pointInTime is set, and removes it when it is not. It records the
+// archiver for summarize, which decides PointInTimeReady
+// (pointInTimeReady); a Deployment of that name controlled by someone else
+// stalls the BackupJob and is named in the condition here.
 func (r *BackupJobReconciler) ensureArchiver(ctx context.Context, p *pass) error {
 	bj := p.Obj
 	if bj.Spec.PointInTime == nil {
-		conditions.Delete(bj, backupv1.PointInTimeReadyCondition)
 		bj.Status.PointInTime = nil
 		return r.removeArchiver(ctx, bj)
 	}
@@ -50,23 +51,45 @@ func (r *BackupJobReconciler) ensureArchiver(ctx context.Context, p *pass) error
 	} else if err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), dep); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	reason, msg := archiveState(bj, dep)
+	p.State.archiver = dep
+	return nil
+}
+
+// pointInTimeReady decides PointInTimeReady (summarize): absent without
+// point-in-time; otherwise from the archiver the step saw and what the
+// last backup and archive check read (archiveState). Left as the steps set
+// it when the archiver step did not see one (NotControlled).
+func pointInTimeReady(p *pass) {
+	bj := p.Obj
+	if bj.Spec.PointInTime == nil {
+		conditions.Delete(bj, backupv1.PointInTimeReadyCondition)
+		return
+	}
+	if p.State.archiver == nil || bj.Status.PointInTime == nil {
+		return
+	}
+	reason, msg := archiveState(bj, p.State.archiver)
 	status := metav1.ConditionFalse
 	if reason == backupv1.ArchivingReason {
 		status = metav1.ConditionTrue
 	}
 	conditions.Set(bj, backupv1.PointInTimeReadyCondition, status, reason, msg)
-	return nil
 }
 
 // archiveState is PointInTimeReady's reason and message: a gap in the
-// archive first (restores across it are refused), then the archiver's
-// readiness (its probe: caught up within maxLag).
+// archive first (restores across it are refused), then a slot the check
+// dropped since the last backup (PostgreSQL: the archive breaks there),
+// then the archiver's readiness (its probe: caught up within maxLag).
 func archiveState(bj *backupv1.BackupJob, dep *appsv1.Deployment) (string, string) {
 	st := bj.Status.PointInTime
 	if len(st.Gaps) > 0 {
 		return backupv1.ArchiveGapReason, fmt.Sprintf("the archive has %d gap(s): %s; a restore to a time across one is refused, and a new backup starts a continuous window after it",
 			len(st.Gaps), strings.Join(st.Gaps, "; "))
+	}
+	chk := st.Check
+	if chk != nil && chk.SlotDroppedTime != nil && (bj.Status.LastSuccessfulTime == nil || !chk.SlotDroppedTime.Before(bj.Status.LastSuccessfulTime)) {
+		return backupv1.SlotDroppedReason, fmt.Sprintf("the archiver's replication slot %s retained more than spec.pointInTime.maxRetainedWAL (%d bytes) and was dropped at %s so the source's disk stays safe; the archive breaks there: a restore to a later time needs a backup taken after it",
+			chk.Slot, bj.Spec.PointInTime.MaxRetainedWALBytes(), chk.SlotDroppedTime.UTC().Format(time.RFC3339))
 	}
 	ready := dep.Status.ObservedGeneration >= dep.Generation && dep.Status.ReadyReplicas > 0 && dep.Status.UpdatedReplicas > 0
 	if !ready {
@@ -76,6 +99,9 @@ func archiveState(bj *backupv1.BackupJob, dep *appsv1.Deployment) (string, strin
 			if c.Type == appsv1.DeploymentAvailable && c.Message != "" {
 				msg += "; " + c.Message
 			}
+		}
+		if chk != nil && chk.Message != "" {
+			msg += "; " + chk.Message
 		}
 		return backupv1.ArchiverNotReadyReason, msg
 	}

@@ -84,6 +84,7 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	s.Finalizer.RetryInterval = 15 * time.Second
 	s.Steps = []reconcile.Step[*backupv1.BackupJob, state]{{Name: "validate", Run: r.validate}, {Name: "references", Run: r.checkReferences},
 		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns}, {Name: "archiver", Run: r.ensureArchiver},
+		{Name: "archive-check", Run: r.checkArchive},
 		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}}
 	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe = r.summarize, r.cleanup, deleting, r.transition, observe
 	s.Forget = metrics.ForgetObject
@@ -207,6 +208,7 @@ func (r *BackupJobReconciler) summarize(p *pass, err error) error {
 	}
 	bj := p.Obj
 	now := r.Now()
+	pointInTimeReady(p)
 	if bj.Spec.Suspend {
 		bj.Status.NextScheduleTime = nil
 	} else if sched, err := schedule.Parse(bj.Spec.Schedule, bj.Spec.TimeZone); err == nil {

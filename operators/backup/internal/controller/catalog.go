@@ -38,7 +38,7 @@ func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 	if bj.Status.Catalog != nil && bj.Status.Catalog.Request == id {
 		// Answered: its Job goes (a pass that read the BackupJob before the
 		// answer was stored may have started it again).
-		return r.deleteListJob(ctx, bj, job)
+		return r.deleteOwnJob(ctx, bj, job.Name, "catalog listing")
 	}
 	run := &agentjob.Run[contract.Catalog]{
 		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
@@ -82,13 +82,14 @@ func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 	if err := p.Checkpoint(ctx); err != nil {
 		return err
 	}
-	return r.deleteListJob(ctx, bj, obs.Job)
+	return r.deleteOwnJob(ctx, bj, obs.Job.Name, "catalog listing")
 }
 
-// deleteListJob deletes a listing Job of bj's if the cache shows it.
-func (r *BackupJobReconciler) deleteListJob(ctx context.Context, bj *backupv1.BackupJob, job *batchv1.Job) error {
+// deleteOwnJob deletes the Job name of bj's (a catalog listing, an
+// archive check) if the cache shows it, controlled by bj.
+func (r *BackupJobReconciler) deleteOwnJob(ctx context.Context, bj *backupv1.BackupJob, name, what string) error {
 	cur := &batchv1.Job{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(job), cur); err != nil {
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: name}, cur); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !metav1.IsControlledBy(cur, bj) || !cur.DeletionTimestamp.IsZero() {
@@ -96,7 +97,7 @@ func (r *BackupJobReconciler) deleteListJob(ctx context.Context, bj *backupv1.Ba
 	}
 	err := r.Client.Delete(ctx, cur, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &cur.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting catalog listing Job %s: %w", cur.Name, err)
+		return fmt.Errorf("deleting %s Job %s: %w", what, cur.Name, err)
 	}
 	return nil
 }

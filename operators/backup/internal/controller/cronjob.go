@@ -151,7 +151,8 @@ func durationOr(d *metav1.Duration, def string) time.Duration {
 }
 
 // desiredArchiver is bj's archiver: `agent archive` streaming the
-// database's binary log into bj's store, one replica (agentjob.
+// database's change log into bj's store (PostgreSQL: with the slot's
+// retained-WAL limit), one replica (agentjob.
 // ArchiverDeployment), named "<name>-archiver".
 func desiredArchiver(bj *backupv1.BackupJob, image string) *appsv1.Deployment {
 	s := runSpec(bj, image, runArchiver)
@@ -159,6 +160,7 @@ func desiredArchiver(bj *backupv1.BackupJob, image string) *appsv1.Deployment {
 	s.RetentionDays, s.Retention, s.ObjectLock, s.Parallelism = 0, nil, nil, 0
 	s.BackoffLimit, s.ActiveDeadlineSeconds = nil, nil
 	s.PointInTime.Base = false
+	s.PointInTime.MaxRetainedWALBytes = maxRetainedWALBytes(bj)
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: bj.ArchiverName(), Labels: s.Labels},
 		Spec:       agentjob.ArchiverDeployment(s),

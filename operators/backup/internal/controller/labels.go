@@ -28,6 +28,7 @@ const (
 	runNow       = "run-now"
 	runDelete    = "delete"
 	runList      = backupv1.RunKindList
+	runCheck     = backupv1.RunKindArchiveCheck
 )
 
 func childLabels(backupJob, kind string) map[string]string {

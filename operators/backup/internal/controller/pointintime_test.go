@@ -9,9 +9,11 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -145,18 +147,23 @@ func TestPointInTimeRunsOneArchiver(t *testing.T) {
 }
 
 // TestPointInTimeAdmission: point-in-time recovery is refused where it
-// cannot work or would leak: on PostgreSQL (not yet), beside encryption
-// (the archived log is not encrypted), and with a segment age out of
-// range; the CRD says so before anything is created.
+// cannot work or would leak: beside encryption (the archived log is not
+// encrypted), with a segment age, a check interval or a slot limit out of
+// range; the CRD says so before anything is created. PostgreSQL is
+// admitted (its slot has a watchdog: TestPointInTimeChecksTheArchive).
 func TestPointInTimeAdmission(t *testing.T) {
 	ns := newNamespace(t)
 	for name, tc := range map[string]struct {
 		mutate func(*backupv1.BackupJob)
 		want   string
 	}{
-		"postgres": {func(b *backupv1.BackupJob) {
+		"retained WAL below a few segments": {func(b *backupv1.BackupJob) {
 			b.Spec.Database.Engine, b.Spec.Database.Port = cairnv1.PostgresEngine, 5432
-		}, "MySQL/MariaDB"},
+			b.Spec.PointInTime.MaxRetainedWAL = new(resource.MustParse("64Mi"))
+		}, "at least 256Mi"},
+		"check every 10s": {func(b *backupv1.BackupJob) {
+			b.Spec.PointInTime.CheckInterval = &metav1.Duration{Duration: 10 * time.Second}
+		}, "between 1m and 1h"},
 		"encrypted": {func(b *backupv1.BackupJob) {
 			b.Spec.Encryption = &cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{ConfigMapKeyRef: &cairnv1.KeySelector{Name: "k", Key: "r"}}}
 		}, "not with encryption"},
@@ -205,4 +212,115 @@ func TestPointInTimeArchiverNameTaken(t *testing.T) {
 	got := archiverOf(g, b)
 	g.Expect(got.Spec.Template.Spec.Containers[0].Image).To(Equal("example.test/app:1"), "not changed")
 	g.Expect(metav1.GetControllerOf(got)).To(BeNil(), "not adopted")
+}
+
+// archiveCheckJob waits for bj's n-th archive-status Job.
+func archiveCheckJob(g Gomega, bj *backupv1.BackupJob, n int) *batchv1.Job {
+	job := &batchv1.Job{}
+	g.Eventually(func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: bj.Namespace, Name: fmt.Sprintf("%s-archive-check-%d", bj.Name, n)}, job)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	return job
+}
+
+// TestPointInTimeChecksTheArchive: a PostgreSQL BackupJob with
+// point-in-time gets an archiver that carries the slot's limit and one
+// archive-status Job at a time (the operator's watchdog: the slot is
+// dropped past spec.pointInTime.maxRetainedWAL even while the archiver is
+// down), restricted, with the database and store by Secret reference, not
+// a backup run. Its report becomes status.pointInTime (check, gaps,
+// latest, segments) and the retained-WAL series; a dropped slot turns
+// PointInTimeReady False/SlotDropped; the Job is deleted once recorded,
+// and the next one waits for the interval. A failed check says why (MySQL:
+// no slot, no limit).
+func TestPointInTimeChecksTheArchive(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	b := backupJob(ns, "pg")
+	b.Spec.PointInTime = &backupv1.PointInTimeSpec{MaxRetainedWAL: new(resource.MustParse("1Gi")), CheckInterval: &metav1.Duration{Duration: time.Hour}}
+	bj := create(t, b)
+	key := client.ObjectKeyFromObject(bj)
+
+	var dep *appsv1.Deployment
+	g.Eventually(func(g Gomega) { dep = archiverOf(g, bj) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(envFor(dep.Spec.Template.Spec.Containers[0])[contract.EnvArchiveMaxRetainedWALBytes].Value).To(Equal("1073741824"))
+	g.Eventually(func() error { // one ready replica
+		d := archiverOf(g, bj)
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+		return env.Client.Status().Update(ctx, d)
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	job := archiveCheckJob(g, bj, 1)
+	g.Expect(metav1.IsControlledBy(job, get(g, key))).To(BeTrue())
+	g.Expect(job.Labels[backupv1.RunKindLabel]).To(Equal(backupv1.RunKindArchiveCheck))
+	g.Expect(*job.Spec.BackoffLimit).To(BeZero(), "the next check is the retry")
+	pod := job.Spec.Template.Spec
+	g.Expect(*pod.AutomountServiceAccountToken).To(BeFalse())
+	c := pod.Containers[0]
+	g.Expect(c.Args).To(Equal([]string{contract.CommandArchiveStatus}))
+	g.Expect(*c.SecurityContext.ReadOnlyRootFilesystem).To(BeTrue())
+	e := envFor(c)
+	g.Expect(e[contract.EnvArchiveMaxRetainedWALBytes].Value).To(Equal("1073741824"))
+	g.Expect(e[contract.EnvBackupJob].Value).To(Equal(ns + "/pg"))
+	g.Expect(e[contract.EnvDBPassword].ValueFrom.SecretKeyRef.Name).To(Equal("orders-db-credentials"))
+	g.Expect(e).NotTo(HaveKey(contract.EnvRetentionDays), "a check prunes nothing")
+	g.Expect(e).NotTo(HaveKey(contract.EnvPointInTime))
+
+	terminate(t, job, true, `{"command":"archive-status","backupJob":"`+ns+`/pg","engine":"postgres","dir":"/x","segments":12,"oldest":"000000010000000000000003","newest":"00000001000000000000000E",`+
+		`"latestCovered":"2026-12-05T10:05:07Z","slot":"cairn_pitr_x","slotExists":false,"retainedWALBytes":1200000000,"maxRetainedWALBytes":1073741824,"slotDropped":true,"maxSlotWALKeepSize":"-1"}`)
+	g.Eventually(func(g Gomega) {
+		got := get(g, key)
+		st := got.Status.PointInTime
+		g.Expect(st.Check).NotTo(BeNil())
+		g.Expect(st.Check.Checks).To(BeEquivalentTo(1))
+		g.Expect(st.Check.Slot).To(Equal("cairn_pitr_x"))
+		g.Expect(st.Check.RetainedWALBytes).To(BeEquivalentTo(1200000000))
+		g.Expect(st.Check.SlotDroppedTime).NotTo(BeNil())
+		g.Expect(st.Check.MaxSlotWALKeepSize).To(Equal("-1"))
+		g.Expect(st.Segments).To(BeEquivalentTo(12))
+		g.Expect(st.LastSegment).To(Equal("00000001000000000000000E"))
+		g.Expect(st.Latest.UTC().Format(time.RFC3339)).To(Equal("2026-12-05T10:05:07Z"))
+		g.Expect(got.Status.LastBackupTime).To(BeNil(), "a check is not a backup run")
+		c := pitReady(g, key)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(backupv1.SlotDroppedReason))
+		g.Expect(c.Message).To(ContainSubstring("cairn_pitr_x"))
+		g.Expect(gauge(g, "cairn_backupjob_point_in_time_retained_wal_bytes", ns, "pg")).To(BeEquivalentTo(1200000000))
+		// Recorded, so deleted.
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "check Job still there: %v", err)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	// The next check waits for the interval (an hour here).
+	g.Consistently(func() bool {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-archive-check-2"}, &batchv1.Job{})
+		return apierrors.IsNotFound(err)
+	}).WithTimeout(3 * time.Second).Should(BeTrue())
+
+	// A backup after the drop starts a new window: the slot's drop no
+	// longer stands in the way (the archiver is ready).
+	res := fmt.Sprintf(`{"artifact":"cairn/%s/pg/b1.pgbase.tar.zst","size":2048,"checksum":"sha256:%064x","start":"2026-12-05T10:00:00Z","end":"2026-12-05T10:01:00Z","durationSeconds":60,"engine":"postgres",`+
+		`"pointInTime":{"earliest":"2026-12-05T10:01:00Z","latest":"2026-12-05T10:05:07Z","lastSegment":"00000001000000000000000E","segments":12}}`, ns, 7)
+	finishRunAt(t, bj, "pg-1001", true, res, metav1.NewTime(time.Now().Add(time.Minute)))
+	g.Eventually(func(g Gomega) {
+		c := pitReady(g, key)
+		g.Expect(c.Reason).To(Equal(backupv1.ArchivingReason))
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// MySQL: no slot, no limit; a failed check says why.
+	m := mysqlBackupJob(ns, "shop")
+	m.Spec.PointInTime = &backupv1.PointInTimeSpec{}
+	mj := create(t, m)
+	mjob := archiveCheckJob(g, mj, 1)
+	g.Expect(envFor(mjob.Spec.Template.Spec.Containers[0])).NotTo(HaveKey(contract.EnvArchiveMaxRetainedWALBytes))
+	g.Expect(envFor(archiverOf(g, mj).Spec.Template.Spec.Containers[0])).NotTo(HaveKey(contract.EnvArchiveMaxRetainedWALBytes))
+	terminate(t, mjob, false, `{"error":"archive-status failed: the store is unreachable","code":""}`)
+	g.Eventually(func(g Gomega) {
+		chk := get(g, client.ObjectKeyFromObject(mj)).Status.PointInTime.Check
+		g.Expect(chk).NotTo(BeNil())
+		g.Expect(chk.Checks).To(BeEquivalentTo(1))
+		g.Expect(chk.Message).To(ContainSubstring("the store is unreachable"))
+		g.Expect(gauge(g, "cairn_backupjob_point_in_time_retained_wal_bytes", ns, "shop")).To(BeZero(), "no series for MySQL")
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,9 @@ type state struct {
 	runs []batchv1.Job
 	// active: a run has not finished yet.
 	active bool
+	// archiver is the archiver Deployment as the archiver step saw it
+	// (nil: point-in-time off, or the step did not get that far).
+	archiver *appsv1.Deployment
 }
 
 // runNowHistory is how many finished, recorded run-now Jobs are kept (like
@@ -141,7 +145,7 @@ func (r *BackupJobReconciler) listRuns(ctx context.Context, bj *backupv1.BackupJ
 	}
 	var runs []batchv1.Job
 	for _, j := range jobs.Items {
-		if kind := j.Labels[RunKindLabel]; kind == runDelete || kind == runList {
+		if kind := j.Labels[RunKindLabel]; kind == runDelete || kind == runList || kind == runCheck {
 			continue
 		}
 		ref := metav1.GetControllerOf(&j)
