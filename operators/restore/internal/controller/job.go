@@ -3,8 +3,11 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -71,12 +74,34 @@ func desiredJob(rj *restorev1.RestoreJob, spec *restorev1.RestoreJobSpec, src so
 			Encryption:            agentjob.RestoreEncryption(spec.Encryption),
 			Parallelism:           ptr.Deref(spec.Parallelism, 0),
 			PointInTime:           pointInTime(src),
+			Resources:             temporaryServerResources(target, src),
 			Labels:                lbls,
 			BackoffLimit:          spec.MaxRetries,
 			ActiveDeadlineSeconds: spec.ActiveDeadlineSeconds,
 		}),
 	}
 	return job
+}
+
+// temporaryServerMemory is the agent container's memory limit when the
+// restore recovers a PostgreSQL physical base in a temporary server inside
+// the pod (docs/pitr.md): its 64 MB of shared buffers, its processes and
+// the dump piped out of it, beside the agent.
+var temporaryServerMemory = resource.MustParse("1Gi")
+
+// temporaryServerResources are the resources of a restore that runs a
+// temporary PostgreSQL server (a point-in-time restore, or a physical base
+// "….pgbase.tar…" restored as it is); nil (the defaults) otherwise. The
+// cluster's files unpack into the pod's /tmp (an emptyDir on the node's
+// disk).
+func temporaryServerResources(target cairnv1.DatabaseRef, src source) *corev1.ResourceRequirements {
+	if target.Engine != cairnv1.PostgresEngine || (src.PointInTime == "" && !strings.Contains(src.Artifact.Path, ".pgbase.tar")) {
+		return nil
+	}
+	return &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: temporaryServerMemory},
+	}
 }
 
 // restoreSpec passes spec.checks, spec.dropTargetAfterChecks and

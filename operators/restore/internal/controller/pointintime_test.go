@@ -134,3 +134,61 @@ func TestPointInTimeAdmission(t *testing.T) {
 		}
 	}
 }
+
+// TestPointInTimePostgresRestoreMemory: a PostgreSQL restore that recovers
+// a physical base in a temporary server inside its pod (to a time, or a
+// base restored as it is) gets the memory that server needs; a MySQL
+// point-in-time restore and a plain PostgreSQL dump restore keep the
+// agent's default.
+func TestPointInTimePostgresRestoreMemory(t *testing.T) {
+	g := NewWithT(t)
+	startOperator(t, operatorOptions{})
+	ns := namespace(t)
+	ctx := context.Background()
+	memory := func(job *batchv1.Job) string {
+		return job.Spec.Template.Spec.Containers[0].Resources.Limits.Memory().String()
+	}
+	pg := scratchDB()
+	pg.Host, pg.Database = "orders-db", "orders"
+	base := cairnv1.Artifact{Path: "cairn/" + ns + "/orders/20260105T020000.000Z.pgbase.tar.zst", Size: 1, Checksum: "sha256:" + strings.Repeat("a", 64)}
+	bj := createBackupJob(t, ns, "orders", pg, nil)
+	g.Eventually(func() error {
+		cur := &backupv1.BackupJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(bj), cur); err != nil {
+			return err
+		}
+		cur.Spec.PointInTime = &backupv1.PointInTimeSpec{}
+		return env.Client.Update(ctx, cur)
+	}).WithTimeout(timeout).Should(Succeed())
+	setLastArtifact(t, bj, base)
+
+	toTime := restoreJob(ns, "pg-to-a-time", restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: "orders"}, PointInTime: "latest"})
+	toTime.Spec.Target.Engine, toTime.Spec.Target.Port = cairnv1.PostgresEngine, 5432
+	g.Expect(env.Client.Create(ctx, toTime)).To(Succeed())
+	g.Expect(memory(waitForJob(t, toTime))).To(Equal("1Gi"))
+
+	asIs := restoreJob(ns, "pg-base", restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: "orders"}})
+	asIs.Spec.Target.Engine, asIs.Spec.Target.Port = cairnv1.PostgresEngine, 5432
+	g.Expect(env.Client.Create(ctx, asIs)).To(Succeed())
+	g.Expect(memory(waitForJob(t, asIs))).To(Equal("1Gi"))
+
+	dump := artifactOf("plain", "20260105T020000.000Z")
+	createBackupJob(t, ns, "plain", pg, &dump)
+	plain := restoreJob(ns, "pg-dump", restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: "plain"}})
+	plain.Spec.Target.Engine, plain.Spec.Target.Port = cairnv1.PostgresEngine, 5432
+	g.Expect(env.Client.Create(ctx, plain)).To(Succeed())
+	g.Expect(memory(waitForJob(t, plain))).To(Equal("256Mi"))
+
+	my := pitRestore(ns, "my-to-a-time", "shop", "latest")
+	createBackupJob(t, ns, "shop", mysqlDB("shop"), &dump)
+	g.Eventually(func() error {
+		cur := &backupv1.BackupJob{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop"}, cur); err != nil {
+			return err
+		}
+		cur.Spec.PointInTime = &backupv1.PointInTimeSpec{}
+		return env.Client.Update(ctx, cur)
+	}).WithTimeout(timeout).Should(Succeed())
+	g.Expect(env.Client.Create(ctx, my)).To(Succeed())
+	g.Expect(memory(waitForJob(t, my))).To(Equal("256Mi"))
+}
