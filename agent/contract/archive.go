@@ -36,6 +36,9 @@ type ArchiveStatus struct {
 	// run dropped the slot, which retained more.
 	MaxRetainedWALBytes int64 `json:"maxRetainedWALBytes,omitempty"`
 	SlotDropped         bool  `json:"slotDropped,omitempty"`
+	// SlotReleased: this run dropped the slot because it was asked to
+	// (EnvArchiveReleaseSlot), not for its size.
+	SlotReleased bool `json:"slotReleased,omitempty"`
 	// MaxSlotWALKeepSize is the source's own bound on a slot ("-1": none).
 	MaxSlotWALKeepSize string `json:"maxSlotWALKeepSize,omitempty"`
 }

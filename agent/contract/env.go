@@ -224,6 +224,11 @@ const (
 	// archive then shows a gap; the source is never held back). Empty or
 	// 0: no limit.
 	EnvArchiveMaxRetainedWALBytes = "CAIRN_ARCHIVE_MAX_RETAINED_WAL_BYTES"
+	// EnvArchiveReleaseSlot (PostgreSQL): `agent archive-status` drops the
+	// archiver's replication slot whatever it retains ("true"): point-in-time
+	// was turned off or its BackupJob deleted, and its archiver is gone, so
+	// nothing will advance the slot again.
+	EnvArchiveReleaseSlot = "CAIRN_ARCHIVE_RELEASE_SLOT"
 	// EnvRecoveryTarget: restore to this second (RFC 3339 with a zone), or
 	// "latest": the newest base before it, then the archived binary log.
 	EnvRecoveryTarget = "CAIRN_RECOVERY_TARGET"
@@ -250,7 +255,7 @@ var (
 		EnvCheckTimeout, EnvTerminationLog, EnvLogLevel, EnvLogFormat,
 		EnvChecks, EnvDropTargetAfterChecks, EnvAllowOverwriteSource,
 		EnvEncryptionRecipients, EnvEncryptionRecipientsFile, EnvEncryptionIdentity, EnvEncryptionIdentityFile,
-		EnvPointInTime, EnvMaxSegmentAge, EnvSpoolDir, EnvRecoveryTarget, EnvMaxLag, EnvArchiveMaxRetainedWALBytes,
+		EnvPointInTime, EnvMaxSegmentAge, EnvSpoolDir, EnvRecoveryTarget, EnvMaxLag, EnvArchiveMaxRetainedWALBytes, EnvArchiveReleaseSlot,
 	}
 	MigrateVars = []string{
 		EnvMigration, EnvMigrationUID, EnvMode, EnvInclude, EnvExclude, EnvParallel, EnvAllowNonEmptyTarget, EnvVerify,

@@ -190,12 +190,19 @@ func (b *Runner) ArchiveStatus(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 		defer db.Close(context.WithoutCancel(ctx))
-		rep, err := pitr.WatchSlot(ctx, db, pitr.SlotName(job.String()), cfg.ArchiveMaxRetainedWALBytes)
+		limit := cfg.ArchiveMaxRetainedWALBytes
+		if cfg.ArchiveReleaseSlot {
+			limit = pitr.ReleaseSlot
+		}
+		rep, err := pitr.WatchSlot(ctx, db, pitr.SlotName(job.String()), limit)
 		if err != nil {
 			return nil, err
 		}
-		r.Slot, r.SlotExists, r.RetainedWALBytes, r.SlotDropped, r.MaxSlotWALKeepSize = rep.Slot, rep.Exists, rep.RetainedBytes, rep.Dropped, rep.MaxSlotWALKeepSize
-		if rep.Dropped {
+		r.Slot, r.SlotExists, r.RetainedWALBytes, r.MaxSlotWALKeepSize = rep.Slot, rep.Exists, rep.RetainedBytes, rep.MaxSlotWALKeepSize
+		r.SlotDropped, r.SlotReleased = rep.Dropped && !cfg.ArchiveReleaseSlot, rep.Dropped && cfg.ArchiveReleaseSlot
+		if r.SlotReleased {
+			b.log.Info("released the archiver's replication slot (point-in-time off or its BackupJob deleted)", "slot", rep.Slot, "retainedBytes", rep.RetainedBytes)
+		} else if rep.Dropped {
 			b.log.Warn("dropped the archiver's replication slot: it retained more WAL than the limit", "slot", rep.Slot,
 				"retainedBytes", rep.RetainedBytes, "limit", cfg.ArchiveMaxRetainedWALBytes)
 		}

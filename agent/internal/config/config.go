@@ -128,6 +128,9 @@ type Config struct {
 	// when it retains more WAL on the source than this (0: no limit;
 	// CAIRN_ARCHIVE_MAX_RETAINED_WAL_BYTES).
 	ArchiveMaxRetainedWALBytes int64
+	// ArchiveReleaseSlot: `agent archive-status` (PostgreSQL) drops the
+	// archiver's slot whatever it retains (CAIRN_ARCHIVE_RELEASE_SLOT).
+	ArchiveReleaseSlot bool
 }
 
 // Env reads the environment and mounted files.
@@ -262,6 +265,7 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 
 	fs.BoolVar(&c.PointInTime, "point-in-time", envBool(contract.EnvPointInTime, false), "backup: a base for point-in-time recovery (MySQL/MariaDB: the dump records its binary log position; PostgreSQL: a physical base backup of the cluster) (env "+contract.EnvPointInTime+")")
 	fs.DurationVar(&c.MaxSegmentAge, "max-segment-age", envDuration(contract.EnvMaxSegmentAge, time.Minute), "archive: close the binary log file or WAL segment being written at least this often, 1s..1h (env "+contract.EnvMaxSegmentAge+")")
+	fs.BoolVar(&c.ArchiveReleaseSlot, "archive-release-slot", envBool(contract.EnvArchiveReleaseSlot, false), "archive-status (PostgreSQL): drop the archiver's replication slot whatever it retains (its archiver is gone for good) (env "+contract.EnvArchiveReleaseSlot+")")
 	maxRetained := fs.String("archive-max-retained-wal-bytes", env.get(contract.EnvArchiveMaxRetainedWALBytes), "archive, archive-status (PostgreSQL): drop the archiver's replication slot when it retains more WAL than this; 0 or empty: no limit (env "+contract.EnvArchiveMaxRetainedWALBytes+")")
 	fs.DurationVar(&c.MaxLag, "max-lag", envDuration(contract.EnvMaxLag, 5*time.Minute), "archive: report not ready while the newest archived change is older than this (env "+contract.EnvMaxLag+")")
 	fs.StringVar(&c.HealthAddr, "health-addr", ":"+strconv.Itoa(contract.ArchiverHealthPort), "archive: the address of the readiness endpoint "+contract.ArchiverReadyPath)

@@ -685,9 +685,13 @@ type SlotReport struct {
 	MaxSlotWALKeepSize string
 }
 
+// ReleaseSlot as WatchSlot's limit drops the slot whatever it retains.
+const ReleaseSlot = -1
+
 // WatchSlot reads the slot's retained WAL and drops the slot when it is
-// above limit (limit > 0): the source is never held back by an archive
-// that fell behind. A walsender holding the slot is ended first.
+// above limit (limit > 0), or whatever it retains (limit ReleaseSlot): the
+// source is never held back by an archive that fell behind, nor by one
+// that is gone. A walsender holding the slot is ended first.
 func WatchSlot(ctx context.Context, db *pgx.Conn, slot string, limit int64) (SlotReport, error) {
 	r := SlotReport{Slot: slot}
 	if err := db.QueryRow(ctx, "SELECT current_setting('max_slot_wal_keep_size')").Scan(&r.MaxSlotWALKeepSize); err != nil {
@@ -698,7 +702,7 @@ func WatchSlot(ctx context.Context, db *pgx.Conn, slot string, limit int64) (Slo
 		return r, err
 	}
 	r.Exists, r.Active, r.RetainedBytes = s.exists, s.active, s.retained
-	if !s.exists || limit <= 0 || s.retained <= limit {
+	if !s.exists || limit == 0 || (limit > 0 && s.retained <= limit) {
 		return r, nil
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -346,8 +346,27 @@ func PointInTimePostgres(t *testing.T, e *Env, kind string) {
 		t.Error("a restore across the deleted segment created its target")
 	}
 
-	// delete takes the WAL archive with the artifacts.
+	// Point-in-time off (or the BackupJob deleted), the archiver gone:
+	// archive-status asked to release drops the slot whatever it retains
+	// (nothing will advance it again); without the ask a small slot stays.
 	arch.halt(t)
+	if s := status("0"); !s.SlotExists || s.SlotReleased {
+		t.Fatalf("archive-status before the release: %+v, want the slot there", s)
+	}
+	rel := e.agent(t, st, db, job, []string{"CAIRN_ARCHIVE_RELEASE_SLOT=true"}, "archive-status")
+	if rel.Code != 0 {
+		t.Fatalf("archive-status releasing the slot: exit %d: %s", rel.Code, rel.Stderr)
+	}
+	var released contract.ArchiveStatus
+	check(t, json.Unmarshal([]byte(rel.TermLog), &released))
+	if !released.SlotReleased || released.SlotDropped {
+		t.Errorf("archive-status releasing the slot: %+v, want slotReleased (not slotDropped: not for its size)", released)
+	}
+	if slotExists() {
+		t.Fatal("the slot is still on the source after archive-status released it")
+	}
+
+	// delete takes the WAL archive with the artifacts.
 	if r := e.agent(t, st, db, job, nil, "delete"); r.Code != 0 {
 		t.Fatalf("delete: exit %d: %s", r.Code, r.Stderr)
 	}

@@ -30,6 +30,15 @@ import (
 func (r *BackupJobReconciler) ensureArchiver(ctx context.Context, p *pass) error {
 	bj := p.Obj
 	if bj.Spec.PointInTime == nil {
+		if needsSlotRelease(bj) {
+			// Turned off: the PostgreSQL slot goes with the archiver
+			// (status.pointInTime stays until it has).
+			done, wait, err := r.releaseSlot(ctx, bj)
+			if err != nil || !done {
+				p.RequeueAfter(wait)
+				return err
+			}
+		}
 		bj.Status.PointInTime = nil
 		return r.removeArchiver(ctx, bj)
 	}

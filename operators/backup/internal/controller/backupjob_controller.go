@@ -63,6 +63,9 @@ type BackupJobReconciler struct {
 	// terminating holds the UIDs of BackupJobs whose namespace refused
 	// their delete Job (being deleted): for the abandon Event's target.
 	terminating sync.Map
+	// slotsLeft holds the UIDs of BackupJobs whose PostgreSQL slot could
+	// not be released (namespace being deleted): said once.
+	slotsLeft   sync.Map
 	secretsHold *hold.Hold
 	claimsHold  *hold.Hold
 	cronJobs    *ownership.Applier

@@ -45,7 +45,8 @@ const (
 // namespaceTerminating: the API refused a create because the namespace is
 // being deleted (the NamespaceLifecycle admission plugin).
 func namespaceTerminating(err error) bool {
-	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+	var se *apierrors.StatusError
+	return errors.As(err, &se) && apierrors.HasStatusCause(se, corev1.NamespaceTerminatingCause)
 }
 
 // elsewhereJob renders the artifact delete Job of bj in the operator's

@@ -82,6 +82,12 @@ func (r *BackupJobReconciler) cleanupStep(ctx context.Context, bj *backupv1.Back
 		}
 		return false, nil
 	}
+	if needsSlotRelease(bj) {
+		done, err := r.releaseSlotOnDelete(ctx, bj)
+		if err != nil || !done {
+			return false, err
+		}
+	}
 	if bj.Spec.DeletionPolicy != backupv1.DeletionPolicyDelete {
 		return true, nil
 	}

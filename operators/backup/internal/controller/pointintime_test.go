@@ -324,3 +324,73 @@ func TestPointInTimeChecksTheArchive(t *testing.T) {
 		g.Expect(gauge(g, "cairn_backupjob_point_in_time_retained_wal_bytes", ns, "shop")).To(BeZero(), "no series for MySQL")
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
+
+// releaseJob waits for bj's slot release Job and checks what it asks.
+func releaseJob(g Gomega, bj *backupv1.BackupJob) *batchv1.Job {
+	job := &batchv1.Job{}
+	g.Eventually(func() error {
+		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: bj.Namespace, Name: bj.Name + "-release-slot"}, job)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	c := job.Spec.Template.Spec.Containers[0]
+	g.Expect(c.Args).To(Equal([]string{contract.CommandArchiveStatus}))
+	g.Expect(envFor(c)[contract.EnvArchiveReleaseSlot].Value).To(Equal("true"))
+	return job
+}
+
+// TestPointInTimeReleasesTheSlot: a PostgreSQL archiver's replication slot
+// never outlives it. Point-in-time turned off: the archiver goes, then one
+// release Job drops the slot (status.pointInTime stays until it
+// succeeded; a failed release is kept, then run again). The BackupJob
+// deleted (deletionPolicy Retain): its finalizer stays until the release
+// succeeded.
+func TestPointInTimeReleasesTheSlot(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	released := func(ns, name string) string {
+		return `{"command":"archive-status","backupJob":"` + ns + `/` + name + `","engine":"postgres","dir":"/x","slot":"cairn_pitr_y","retainedWALBytes":4096,"slotReleased":true}`
+	}
+
+	b := backupJob(ns, "off")
+	b.Spec.PointInTime = &backupv1.PointInTimeSpec{}
+	bj := create(t, b)
+	key := client.ObjectKeyFromObject(bj)
+	g.Eventually(func(g Gomega) { archiverOf(g, bj); g.Expect(get(g, key).Status.PointInTime).NotTo(BeNil()) }).WithTimeout(30 * time.Second).Should(Succeed())
+	update(t, key, func(b *backupv1.BackupJob) { b.Spec.PointInTime = nil })
+	job := releaseJob(g, bj)
+	g.Expect(metav1.IsControlledBy(job, get(g, key))).To(BeTrue())
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "off-archiver"}, &appsv1.Deployment{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the release runs after the archiver is gone: %v", err)
+	g.Expect(get(g, key).Status.PointInTime).NotTo(BeNil(), "kept until the slot is released")
+	// A failed release is kept until its retry is due: no new Job at once.
+	terminate(t, job, false, `{"error":"archive-status failed: the source is unreachable","code":""}`)
+	g.Consistently(func(g Gomega) {
+		cur := &batchv1.Job{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(job), cur)).To(Succeed())
+		g.Expect(cur.UID).To(Equal(job.UID))
+		g.Expect(get(g, key).Status.PointInTime).NotTo(BeNil())
+	}).WithTimeout(3 * time.Second).Should(Succeed())
+	g.Expect(env.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed()) // the retry, sooner
+	// No garbage collector here: its pod goes by hand.
+	g.Expect(env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job.Name + "-pod"}})).To(Succeed())
+	job = releaseJob(g, bj)
+	terminate(t, job, true, released(ns, "off"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, key).Status.PointInTime).To(BeNil())
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "release Job still there: %v", err)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	d := backupJob(ns, "deleted")
+	d.Spec.PointInTime = &backupv1.PointInTimeSpec{}
+	dj := create(t, d)
+	dkey := client.ObjectKeyFromObject(dj)
+	g.Eventually(func(g Gomega) { archiverOf(g, dj); g.Expect(get(g, dkey).Finalizers).NotTo(BeEmpty()) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(env.Client.Delete(ctx, dj)).To(Succeed())
+	job = releaseJob(g, dj)
+	g.Consistently(func(g Gomega) { get(g, dkey) }).WithTimeout(2 * time.Second).Should(Succeed())
+	terminate(t, job, true, released(ns, "deleted"))
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, dkey, &backupv1.BackupJob{}))
+	}).WithTimeout(30 * time.Second).Should(BeTrue(), "the BackupJob is gone once its slot is released")
+}
