@@ -8,8 +8,9 @@
 # know Go's grouped form (`import ( ... )`): each `"path"` or `alias "path"`
 # line inside one counted as code. Two files of the same kind (two
 # controller tests) import much the same packages in the same gofmt order,
-# so most of the pairs it reported were the tail of two import blocks,
-# sometimes with the three lines after them (`func TestX(t *testing.T) {`,
+# so most of the pairs it reported (at 74cc2af: 40 of the 43 with tests,
+# all 3 non-test ones) were runs of two import blocks, sometimes with the
+# two or three lines after them (`func TestX(t *testing.T) {`,
 # `g := NewWithT(t)`, `ctx := ...`). A Go file's imports cannot be shared
 # with another package's file, so that is not duplication one could remove.
 # The script therefore reads a copy of the files the tool would read (those
