@@ -34,9 +34,9 @@ type Defaults[T client.Object] struct {
 	// Want is New's spec with the API's defaults applied (SetDefaults); it
 	// fails t when they leave a field empty that they must fill.
 	Want func(t *testing.T, engine cairnv1.DatabaseEngine) any
-	// Policy is nil when a probe admitted without webhooks shows the
-	// port policy's work (its ports set), else what is missing.
-	Policy func(probe T) error
+	// Ports are an object's database ports: on a probe admitted without
+	// webhooks, the port policy's work (every one set).
+	Ports func(probe T) []int32
 	// Finalizer is the cleanup finalizer the defaulting webhook adds.
 	Finalizer string
 	// WithoutWebhooks, when set, runs while no webhook is installed
@@ -91,7 +91,10 @@ func CheckDefaults[T client.Object](t *testing.T, d Defaults[T]) {
 		if len(p.GetFinalizers()) > 0 {
 			return fmt.Errorf("finalizers %q", p.GetFinalizers())
 		}
-		return d.Policy(p)
+		if ports := d.Ports(p); slices.Contains(ports, 0) {
+			return fmt.Errorf("ports %v: the port policy has not set them all", ports)
+		}
+		return nil
 	}))
 	plain := create("plain")
 	if d.WithoutWebhooks != nil {

@@ -18,8 +18,37 @@ import (
 // test API server runs neither): its pods, their agent container's exit
 // and termination message, the Job's status.
 
-// Timeout bounds the helpers' retries on a conflict.
+// Timeout bounds the helpers' retries on a conflict, and WaitForJob.
 const Timeout = 30 * time.Second
+
+// Jobs lists the Jobs in namespace ns of the cluster of c that opts select
+// (all of them without).
+func Jobs(g gomega.Gomega, c client.Reader, ns string, opts ...client.ListOption) []batchv1.Job {
+	list := &batchv1.JobList{}
+	g.Expect(c.List(context.Background(), list, append([]client.ListOption{client.InNamespace(ns)}, opts...)...)).To(gomega.Succeed())
+	return list.Items
+}
+
+// WaitForJob waits (up to Timeout) until the Job ns/name exists in the
+// cluster of c, and returns it.
+func WaitForJob(t testing.TB, c client.Reader, ns, name string) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	gomega.NewWithT(t).Eventually(func() error {
+		return c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, job)
+	}).WithTimeout(Timeout).WithPolling(100*time.Millisecond).Should(gomega.Succeed(), "Job %s/%s", ns, name)
+	return job
+}
+
+// AgentEnv is the environment of job's agent container (its first), by
+// variable name (of duplicates, the later).
+func AgentEnv(job *batchv1.Job) map[string]corev1.EnvVar {
+	out := map[string]corev1.EnvVar{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		out[e.Name] = e
+	}
+	return out
+}
 
 // AgentPod creates pod n of job (in the cluster of c) whose agent
 // container terminated with exitCode and message.

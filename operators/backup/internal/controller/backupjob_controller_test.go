@@ -23,6 +23,7 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/finalizer"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 )
 
@@ -274,9 +275,7 @@ func TestRunsAreRecorded(t *testing.T) {
 }
 
 func runNowJobs(g Gomega, ns string) []batchv1.Job {
-	list := &batchv1.JobList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{controller.RunKindLabel: "run-now"})).To(Succeed())
-	return list.Items
+	return testenv.Jobs(g, env.Client, ns, client.MatchingLabels{controller.RunKindLabel: "run-now"})
 }
 
 func TestRunNowStartsOneJobPerRequest(t *testing.T) {
@@ -355,18 +354,15 @@ func TestDeletionRetainRemovesChildren(t *testing.T) {
 		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
 	}).WithTimeout(30 * time.Second).Should(BeTrue())
 	g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, key, &batchv1.CronJob{}))).To(BeTrue(), "CronJob left behind")
-	jobs := &batchv1.JobList{}
-	g.Expect(env.Client.List(ctx, jobs, client.InNamespace(ns))).To(Succeed())
-	for _, j := range jobs.Items {
+	for _, j := range testenv.Jobs(g, env.Client, ns) {
 		g.Expect(j.DeletionTimestamp).NotTo(BeNil(), "Job %s left behind", j.Name)
 	}
 }
 
 func deleteJobOf(g Gomega, ns string) *batchv1.Job {
-	list := &batchv1.JobList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{controller.RunKindLabel: "delete"})).To(Succeed())
-	g.Expect(list.Items).To(HaveLen(1))
-	return &list.Items[0]
+	list := testenv.Jobs(g, env.Client, ns, client.MatchingLabels{controller.RunKindLabel: "delete"})
+	g.Expect(list).To(HaveLen(1))
+	return &list[0]
 }
 
 func TestDeletionPolicyDeleteRunsTheArtifactDeleteJob(t *testing.T) {

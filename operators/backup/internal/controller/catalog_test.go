@@ -15,13 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
+	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 )
 
 func listJobs(g Gomega, ns string) []batchv1.Job {
-	list := &batchv1.JobList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{controller.RunKindLabel: "list"})).To(Succeed())
-	return list.Items
+	return testenv.Jobs(g, env.Client, ns, client.MatchingLabels{controller.RunKindLabel: "list"})
 }
 
 // terminate plays the kubelet and the Job controller for job: its pod

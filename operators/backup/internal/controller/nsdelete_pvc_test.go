@@ -232,9 +232,7 @@ func TestNamespaceDeletionPVCStoreNeverTakesAnotherNamespacesVolume(t *testing.T
 	for _, c := range list.Items {
 		g.Expect(c.Spec.VolumeName).NotTo(Equal(victim.Name), "a claim was made for the other namespace's volume")
 	}
-	list2 := &batchv1.JobList{}
-	g.Expect(env.Client.List(ctx, list2, client.InNamespace(operatorNamespace), client.MatchingLabels{controller.ForNamespaceLabel: ns})).To(Succeed())
-	g.Expect(list2.Items).To(BeEmpty())
+	g.Expect(testenv.Jobs(g, env.Client, operatorNamespace, client.MatchingLabels{controller.ForNamespaceLabel: ns})).To(BeEmpty())
 	// The claim's hold is released by its own releaser once no BackupJob
 	// needs it: eventually, not with the BackupJob's deletion.
 	g.Eventually(func() bool {

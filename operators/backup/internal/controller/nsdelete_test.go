@@ -40,11 +40,9 @@ func deleteCredentials(t *testing.T) client.ObjectKey {
 // jobElsewhere is the artifact delete Job for namespace ns in the
 // operator's namespace.
 func jobElsewhere(g Gomega, ns string) *batchv1.Job {
-	list := &batchv1.JobList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(operatorNamespace),
-		client.MatchingLabels{controller.ForNamespaceLabel: ns})).To(Succeed())
-	g.Expect(list.Items).To(HaveLen(1))
-	return &list.Items[0]
+	list := testenv.Jobs(g, env.Client, operatorNamespace, client.MatchingLabels{controller.ForNamespaceLabel: ns})
+	g.Expect(list).To(HaveLen(1))
+	return &list[0]
 }
 
 // A Delete-policy BackupJob whose namespace is deleted still deletes its
@@ -66,10 +64,7 @@ func TestNamespaceDeletionRunsTheArtifactDeleteInTheOperatorNamespace(t *testing
 	var job *batchv1.Job
 	g.Eventually(func(g Gomega) { job = jobElsewhere(g, ns) }).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"delete"}))
-	env1 := map[string]corev1.EnvVar{}
-	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		env1[e.Name] = e
-	}
+	env1 := testenv.AgentEnv(job)
 	g.Expect(env1["CAIRN_BACKUPJOB"].Value).To(Equal(ns + "/orders"))
 	g.Expect(env1["AWS_ACCESS_KEY_ID"].ValueFrom.SecretKeyRef.Name).To(Equal(controller.DeleteCredentialsSecret))
 	sec := &corev1.Secret{}

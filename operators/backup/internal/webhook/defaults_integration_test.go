@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,12 +41,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 			}
 			return want
 		},
-		Policy: func(bj *backupv1.BackupJob) error {
-			if bj.Spec.Database.Port == 0 {
-				return fmt.Errorf("port %d", bj.Spec.Database.Port)
-			}
-			return nil
-		},
+		Ports:     func(bj *backupv1.BackupJob) []int32 { return []int32{bj.Spec.Database.Port} },
 		Finalizer: backupv1.CleanupFinalizer,
 		// The CRD alone refuses a store path in MigrationJobs' key space
 		// (libs/validation.MigrationSpace): no webhook is needed for that.

@@ -32,13 +32,13 @@ func replication(lag, retained int64) *contract.Replication {
 // replication-start and verify.
 func copyAndVerify(t *testing.T, ns, name string) {
 	t.Helper()
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-precheck"), contract.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-copy"), contract.MigrationResult{TablesDone: 2, Bytes: 100})
-	start := waitForJob(t, env.Client, ns, name+"-repl-start")
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, name+"-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, name+"-copy"), contract.MigrationResult{TablesDone: 2, Bytes: 100})
+	start := testenv.WaitForJob(t, env.Client, ns, name+"-repl-start")
 	got, _ := envOf(start, contract.EnvMaxRetainedWALBytes)
 	NewWithT(t).Expect(got).To(Equal("1073741824"))
 	completeStep(t, env.Client, start, contract.MigrationResult{Replication: replication(0, 0)})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-verify"), contract.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, name+"-verify"), contract.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
 }
 
 // Continuous mode: after the copy, logical replication is started; while
@@ -57,16 +57,16 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 	first := contract.MigrationResult{Replication: replication(4096, 1<<20),
 		Warnings: []string{"table public.late is not in the publication: its rows are not replicated"}}
 	first.Replication.NotReplicated = []string{"public.late"}
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "cont-rstatus-0"), first)
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "cont-rstatus-0"), first)
 	g.Eventually(func(g Gomega) *migrationv1.ReplicationStatus { return current(g, mj).Status.Replication }).WithTimeout(timeout).
 		Should(And(HaveField("LagBytes", int64(4096)), HaveField("RetainedWALBytes", int64(1<<20)), HaveField("Slot", "cairn_slot_x"),
 			HaveField("NotReplicated", []string{"public.late"})))
 	g.Eventually(eventNotes(ns, "cont", controller.AgentWarningReason)).WithTimeout(timeout).Should(ConsistOf(
 		"step replication-status: table public.late is not in the publication: its rows are not replicated"))
-	second := waitForJob(t, env.Client, ns, "cont-rstatus-1")
+	second := testenv.WaitForJob(t, env.Client, ns, "cont-rstatus-1")
 	g.Eventually(jobNames(env.Client, ns)).WithTimeout(timeout).ShouldNot(ContainElement("cont-rstatus-0"), "the checked one is deleted")
 	completeStep(t, env.Client, second, contract.MigrationResult{Replication: replication(0, 2<<20)})
-	waitForJob(t, env.Client, ns, "cont-rstatus-2")
+	testenv.WaitForJob(t, env.Client, ns, "cont-rstatus-2")
 	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseReadyForCutover))
 
 	approve(t, mj)
@@ -81,7 +81,7 @@ func TestContinuousReplicatesUntilCutover(t *testing.T) {
 	// replication-stop itself waits until the target applied everything
 	// written before the stop, disables the subscription, then copies the
 	// sequences.
-	stop := waitForJob(t, env.Client, ns, "cont-repl-stop")
+	stop := testenv.WaitForJob(t, env.Client, ns, "cont-repl-stop")
 	wal, _ := envOf(stop, contract.EnvMaxRetainedWALBytes)
 	g.Expect(wal).To(Equal("1073741824"), "its wait enforces the limit")
 	completeStep(t, env.Client, stop, contract.MigrationResult{Replication: replication(0, 0)})
@@ -102,8 +102,8 @@ func TestContinuousAbortsAboveRetainedWALLimit(t *testing.T) {
 	mj.Spec.Cutover.Mode = migrationv1.CutoverManual
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	copyAndVerify(t, ns, "leak")
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "leak-rstatus-0"), contract.MigrationResult{Replication: replication(1<<30, 2<<30)})
-	stop := waitForJob(t, env.Client, ns, "leak-abort")
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "leak-rstatus-0"), contract.MigrationResult{Replication: replication(1<<30, 2<<30)})
+	stop := testenv.WaitForJob(t, env.Client, ns, "leak-abort")
 	g.Expect(current(g, mj).Status.Phase).NotTo(Equal(migrationv1.PhaseFailed), "not failed before the slot is dropped")
 	completeStep(t, env.Client, stop, contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
@@ -122,8 +122,8 @@ func TestContinuousAbortsWhenTheAgentReportsTheLimit(t *testing.T) {
 	mj := continuousJob(ns, "agentleak", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	copyAndVerify(t, ns, "agentleak")
-	failStepWithCode(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-rstatus-0"), 1, "retained WAL 2147483648 bytes above limit 1073741824", contract.CodeRetainedWALOverLimit)
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "agentleak-abort"), contract.MigrationResult{})
+	failStepWithCode(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "agentleak-rstatus-0"), 1, "retained WAL 2147483648 bytes above limit 1073741824", contract.CodeRetainedWALOverLimit)
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "agentleak-abort"), contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	g.Expect(condition(g, mj, cairnv1.StalledCondition).Reason).To(Equal(migrationv1.RetainedWALLimitReason))
 }
@@ -139,7 +139,7 @@ func TestContinuousDeletionStopsReplication(t *testing.T) {
 	copyAndVerify(t, ns, "bye")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseReadyForCutover))
 	g.Expect(env.Client.Delete(context.Background(), mj)).To(Succeed())
-	stop := waitForJob(t, env.Client, ns, "bye-abort")
+	stop := testenv.WaitForJob(t, env.Client, ns, "bye-abort")
 	g.Consistently(testenv.Gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until replication is stopped")
 	completeStep(t, env.Client, stop, contract.MigrationResult{})
 	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())

@@ -20,9 +20,9 @@ import (
 // matching verify.
 func fullToReady(t *testing.T, ns, name string) {
 	t.Helper()
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-precheck"), contract.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-copy"), contract.MigrationResult{TablesDone: 2, Bytes: 10})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, name+"-verify"), contract.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, name+"-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, name+"-copy"), contract.MigrationResult{TablesDone: 2, Bytes: 10})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, name+"-verify"), contract.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})
 }
 
 func secretHost(g Gomega, ns string) string {
@@ -55,11 +55,11 @@ func TestFullCutoverSourceChangedDoesNotSwitch(t *testing.T) {
 	mj.Spec.Cutover = migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SourceReadOnly: true, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}}
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	fullToReady(t, ns, "late")
-	cut := waitForJob(t, env.Client, ns, "late-cutover")
+	cut := testenv.WaitForJob(t, env.Client, ns, "late-cutover")
 	completeStep(t, env.Client, cut, contract.MigrationResult{
 		Actions:      []string{"the source changed since verification (public.b); nothing may be switched: the source database orders was made writable again"},
 		Verification: verification("Checksum", []string{"public.a", "public.b"}, map[string]string{"public.b": "rows differ"})})
-	abort := waitForJob(t, env.Client, ns, "late-abort")
+	abort := testenv.WaitForJob(t, env.Client, ns, "late-abort")
 	ro, _ := envOf(abort, contract.EnvCutoverSourceReadOnly)
 	g.Expect(ro).To(Equal("true"), "the abort undoes the read-only")
 	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseCuttingOver), "not Failed before the source is writable again")
@@ -94,7 +94,7 @@ func TestFullCutoverWaitsUntilWritersStopped(t *testing.T) {
 	g.Expect(secretHost(g, ns)).To(Equal("orders-db.shop.svc"))
 
 	setWritersStopped(t, mj)
-	cut := waitForJob(t, env.Client, ns, "mariadb-cutover")
+	cut := testenv.WaitForJob(t, env.Client, ns, "mariadb-cutover")
 	ro, _ := envOf(cut, contract.EnvCutoverSourceReadOnly)
 	g.Expect(ro).To(Equal("false"))
 	stopped, _ := envOf(cut, contract.EnvCutoverWritersStopped)
@@ -124,8 +124,8 @@ func TestFailedCutoverUndoesReadOnly(t *testing.T) {
 	mj.Spec.Cutover = migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SourceReadOnly: true, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}}
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
 	fullToReady(t, ns, "halfway")
-	failStep(t, env.Client, waitForJob(t, env.Client, ns, "halfway-cutover"), 3, "end the other sessions on source database \"orders\" (needs pg_signal_backend or a superuser): permission denied")
-	abort := waitForJob(t, env.Client, ns, "halfway-abort")
+	failStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "halfway-cutover"), 3, "end the other sessions on source database \"orders\" (needs pg_signal_backend or a superuser): permission denied")
+	abort := testenv.WaitForJob(t, env.Client, ns, "halfway-abort")
 	completeStep(t, env.Client, abort, contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	st := condition(g, mj, cairnv1.StalledCondition)
@@ -144,12 +144,12 @@ func TestContinuousFailureAfterReplicationStartAborts(t *testing.T) {
 	ns := namespace(t)
 	mj := continuousJob(ns, "vbad", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-precheck"), contract.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-copy"), contract.MigrationResult{TablesDone: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-repl-start"), contract.MigrationResult{Replication: replication(0, 0)})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vbad-verify"), contract.MigrationResult{
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vbad-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vbad-copy"), contract.MigrationResult{TablesDone: 2})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vbad-repl-start"), contract.MigrationResult{Replication: replication(0, 0)})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vbad-verify"), contract.MigrationResult{
 		Verification: verification("Checksum", []string{"public.a", "public.b"}, map[string]string{"public.a": "rows differ"})})
-	abort := waitForJob(t, env.Client, ns, "vbad-abort")
+	abort := testenv.WaitForJob(t, env.Client, ns, "vbad-abort")
 	g.Expect(current(g, mj).Status.Phase).NotTo(Equal(migrationv1.PhaseFailed), "not Failed while the slot may exist")
 	g.Expect(abort.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"migrate", "abort"}))
 	_, hasTarget := envOf(abort, contract.EnvTargetHost)
@@ -173,10 +173,10 @@ func TestContinuousReplicationStartFailureAborts(t *testing.T) {
 	ns := namespace(t)
 	mj := continuousJob(ns, "sfail", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-precheck"), contract.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-copy"), contract.MigrationResult{TablesDone: 2})
-	failStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-repl-start"), 3, "target: create subscription: permission denied")
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "sfail-abort"), contract.MigrationResult{})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "sfail-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "sfail-copy"), contract.MigrationResult{TablesDone: 2})
+	failStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "sfail-repl-start"), 3, "target: create subscription: permission denied")
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "sfail-abort"), contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	g.Expect(condition(g, mj, cairnv1.StalledCondition).Message).To(And(ContainSubstring("create subscription"), ContainSubstring("slot dropped")))
 }
@@ -190,15 +190,15 @@ func TestContinuousWatchdogWhileVerifying(t *testing.T) {
 	ns := namespace(t)
 	mj := continuousJob(ns, "vwal", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-precheck"), contract.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-copy"), contract.MigrationResult{TablesDone: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-repl-start"), contract.MigrationResult{Replication: replication(0, 0)})
-	verify := waitForJob(t, env.Client, ns, "vwal-verify")
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vwal-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vwal-copy"), contract.MigrationResult{TablesDone: 2})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vwal-repl-start"), contract.MigrationResult{Replication: replication(0, 0)})
+	verify := testenv.WaitForJob(t, env.Client, ns, "vwal-verify")
 	wal, _ := envOf(verify, contract.EnvMaxRetainedWALBytes)
 	g.Expect(wal).To(Equal("1073741824"), "verify's wait enforces the limit too")
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-rstatus-0"), contract.MigrationResult{Replication: replication(1<<30, 2<<30)})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vwal-rstatus-0"), contract.MigrationResult{Replication: replication(1<<30, 2<<30)})
 	g.Expect(current(g, mj).Status.Phase).To(Equal(migrationv1.PhaseVerifying))
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "vwal-abort"), contract.MigrationResult{})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "vwal-abort"), contract.MigrationResult{})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	g.Expect(condition(g, mj, cairnv1.StalledCondition).Reason).To(Equal(migrationv1.RetainedWALLimitReason))
 }
@@ -212,9 +212,9 @@ func TestContinuousDeletionWaitsForReplicationStart(t *testing.T) {
 	ns := namespace(t)
 	mj := continuousJob(ns, "racy", "1Gi")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "racy-precheck"), contract.MigrationResult{Tables: 2})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "racy-copy"), contract.MigrationResult{TablesDone: 2})
-	start := waitForJob(t, env.Client, ns, "racy-repl-start")
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "racy-precheck"), contract.MigrationResult{Tables: 2})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "racy-copy"), contract.MigrationResult{TablesDone: 2})
+	start := testenv.WaitForJob(t, env.Client, ns, "racy-repl-start")
 	g.Eventually(func(g Gomega) bool {
 		st := current(g, mj).Status.Step(contract.StepReplicationStart)
 		return st != nil && st.Created()
@@ -223,7 +223,7 @@ func TestContinuousDeletionWaitsForReplicationStart(t *testing.T) {
 	g.Consistently(jobNames(env.Client, ns)).WithTimeout(2*time.Second).ShouldNot(ContainElement("racy-abort"), "no abort beside a running replication-start")
 	g.Expect(testenv.Gone(env.Client, mj)()).To(BeFalse())
 	completeStep(t, env.Client, start, contract.MigrationResult{Replication: replication(0, 0)})
-	abort := waitForJob(t, env.Client, ns, "racy-abort")
+	abort := testenv.WaitForJob(t, env.Client, ns, "racy-abort")
 	g.Consistently(testenv.Gone(env.Client, mj)).WithTimeout(time.Second).Should(BeFalse(), "held until the abort succeeded")
 	completeStep(t, env.Client, abort, contract.MigrationResult{})
 	g.Eventually(testenv.Gone(env.Client, mj)).WithTimeout(timeout).Should(BeTrue())

@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -42,12 +41,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 			}
 			return want
 		},
-		Policy: func(mj *migrationv1.MigrationJob) error {
-			if mj.Spec.Source.Port == 0 || mj.Spec.Target.Port == 0 {
-				return fmt.Errorf("ports %d %d", mj.Spec.Source.Port, mj.Spec.Target.Port)
-			}
-			return nil
-		},
+		Ports:     func(mj *migrationv1.MigrationJob) []int32 { return []int32{mj.Spec.Source.Port, mj.Spec.Target.Port} },
 		Finalizer: migrationv1.CleanupFinalizer,
 	})
 }

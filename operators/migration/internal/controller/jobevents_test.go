@@ -27,7 +27,7 @@ func TestStepFinishedWhileTheOperatorWasDown(t *testing.T) {
 	ns := namespace(t)
 	mj := migrationJob(ns, "down")
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
-	job := waitForJob(t, env.Client, ns, "down-precheck")
+	job := testenv.WaitForJob(t, env.Client, ns, "down-precheck")
 	g.Eventually(func(g Gomega) bool {
 		st := current(g, mj).Status.Step(contract.StepPrecheck)
 		return st != nil && st.Created() && st.Phase == migrationv1.StepRunning
@@ -42,7 +42,7 @@ func TestStepFinishedWhileTheOperatorWasDown(t *testing.T) {
 	completeStep(t, env.Client, job, contract.MigrationResult{Tables: 2})
 
 	startOperator(t)
-	waitForJob(t, env.Client, ns, "down-copy")
+	testenv.WaitForJob(t, env.Client, ns, "down-copy")
 	g.Expect(current(g, mj).Status.Step(contract.StepPrecheck).Phase).To(Equal(migrationv1.StepSucceeded))
 }
 
@@ -86,7 +86,7 @@ func TestJobOfALostStatusWriteIsFoundNotDuplicated(t *testing.T) {
 	}).WithTimeout(timeout).Should(BeTrue())
 	g.Consistently(func(g Gomega) []string {
 		var uids []string
-		for _, j := range jobs(g, env.Client, ns) {
+		for _, j := range testenv.Jobs(g, env.Client, ns) {
 			uids = append(uids, j.Name+"/"+string(j.UID))
 		}
 		return uids

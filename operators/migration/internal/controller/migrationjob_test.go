@@ -41,7 +41,7 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	g.Expect(mj.Spec.Cutover.Mode).To(Equal(migrationv1.CutoverManual))
 
 	// Precheck.
-	job := waitForJob(t, env.Client, ns, "orders-precheck")
+	job := testenv.WaitForJob(t, env.Client, ns, "orders-precheck")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhasePrechecking))
 	g.Expect(metav1.IsControlledBy(job, current(g, mj))).To(BeTrue())
 	g.Expect(job.Labels).To(HaveKeyWithValue(migrationv1.MigrationJobLabel, "orders"))
@@ -81,7 +81,7 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 	completeStep(t, env.Client, job, contract.MigrationResult{SourceVersion: "15.4", TargetVersion: "16.2", Tables: 3, EstimatedBytes: 1 << 20})
 
 	// Copy.
-	job = waitForJob(t, env.Client, ns, "orders-copy")
+	job = testenv.WaitForJob(t, env.Client, ns, "orders-copy")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCopying))
 	cur = current(g, mj)
 	g.Expect(cur.Status.Precheck).To(Equal(&migrationv1.PrecheckResult{Passed: true, SourceVersion: "15.4", TargetVersion: "16.2", Tables: 3, EstimatedBytes: 1 << 20}))
@@ -93,7 +93,7 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 		Warnings: []string{"table public.audit has no primary key"}})
 
 	// Verify.
-	job = waitForJob(t, env.Client, ns, "orders-verify")
+	job = testenv.WaitForJob(t, env.Client, ns, "orders-verify")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseVerifying))
 	cur = current(g, mj)
 	g.Expect(cur.Status.Progress).To(Equal(migrationv1.Progress{TablesDone: 3, TablesTotal: 3, Bytes: 3 << 20}))
@@ -125,7 +125,7 @@ func TestFullDirectMigrationWithManualCutover(t *testing.T) {
 
 	// Approve: the cutover Job makes the source read-only, then the Secret is switched.
 	approve(t, mj)
-	job = waitForJob(t, env.Client, ns, "orders-cutover")
+	job = testenv.WaitForJob(t, env.Client, ns, "orders-cutover")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCuttingOver))
 	got, _ := envOf(job, contract.EnvCutoverSourceReadOnly)
 	g.Expect(got).To(Equal("true"))
@@ -172,7 +172,7 @@ func TestPrecheckProblemsFail(t *testing.T) {
 	ns := namespace(t)
 	mj := migrationJob(ns, "blocked")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	job := waitForJob(t, env.Client, ns, "blocked-precheck")
+	job := testenv.WaitForJob(t, env.Client, ns, "blocked-precheck")
 	completeStep(t, env.Client, job, contract.MigrationResult{Tables: 2, Problems: []string{
 		"target already has table public.orders", "user app lacks SELECT on public.secrets"}})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
@@ -196,7 +196,7 @@ func TestDryRunStopsAfterPrecheck(t *testing.T) {
 	mj := migrationJob(ns, "dry")
 	mj.Spec.DryRun = true
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	job := waitForJob(t, env.Client, ns, "dry-precheck")
+	job := testenv.WaitForJob(t, env.Client, ns, "dry-precheck")
 	completeStep(t, env.Client, job, contract.MigrationResult{Tables: 7, EstimatedBytes: 4096})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	ready := condition(g, mj, cairnv1.ReadyCondition)
@@ -215,9 +215,9 @@ func TestVerificationMismatchFails(t *testing.T) {
 	mj := migrationJob(ns, "mismatch")
 	mj.Spec.Cutover = migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto, SwitchSecret: &cairnv1.LocalObjectReference{Name: "app-db"}}
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-precheck"), contract.MigrationResult{Tables: 3})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-copy"), contract.MigrationResult{TablesDone: 3, Bytes: 10})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "mismatch-verify"), contract.MigrationResult{Verification: verification("Checksum",
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "mismatch-precheck"), contract.MigrationResult{Tables: 3})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "mismatch-copy"), contract.MigrationResult{TablesDone: 3, Bytes: 10})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "mismatch-verify"), contract.MigrationResult{Verification: verification("Checksum",
 		[]string{"public.a", "public.b", "public.c"}, map[string]string{"public.b": "content differs", "public.c": "only on target"})})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	v := condition(g, mj, migrationv1.VerifiedCondition)
@@ -242,8 +242,8 @@ func TestStepFailure(t *testing.T) {
 	ns := namespace(t)
 	mj := migrationJob(ns, "broken")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "broken-precheck"), contract.MigrationResult{Tables: 1})
-	failStep(t, env.Client, waitForJob(t, env.Client, ns, "broken-copy"), 3, "pg_restore: connection to target refused")
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "broken-precheck"), contract.MigrationResult{Tables: 1})
+	failStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "broken-copy"), 3, "pg_restore: connection to target refused")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseFailed))
 	st := condition(g, mj, cairnv1.StalledCondition)
 	g.Expect(st.Reason).To(Equal(migrationv1.StepFailedReason))
@@ -261,8 +261,8 @@ func TestRestartMidCopyingFindsTheSameJob(t *testing.T) {
 	mj.Spec.Verify = migrationv1.VerifyNone
 	mj.Spec.Cutover.Mode = migrationv1.CutoverAuto
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "restart-precheck"), contract.MigrationResult{Tables: 2})
-	copyJob := waitForJob(t, env.Client, ns, "restart-copy")
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "restart-precheck"), contract.MigrationResult{Tables: 2})
+	copyJob := testenv.WaitForJob(t, env.Client, ns, "restart-copy")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCopying))
 	g.Expect(op.Stop()).To(Succeed())
 
@@ -270,12 +270,12 @@ func TestRestartMidCopyingFindsTheSameJob(t *testing.T) {
 	// The new operator looks at the running copy and leaves it alone.
 	g.Consistently(func(g Gomega) []string {
 		var uids []string
-		for _, j := range jobs(g, env.Client, ns) {
+		for _, j := range testenv.Jobs(g, env.Client, ns) {
 			uids = append(uids, j.Name+"/"+string(j.UID))
 		}
 		return uids
 	}).WithTimeout(2 * time.Second).Should(ConsistOf(
-		"restart-precheck/"+string(waitForJob(t, env.Client, ns, "restart-precheck").UID), "restart-copy/"+string(copyJob.UID)))
+		"restart-precheck/"+string(testenv.WaitForJob(t, env.Client, ns, "restart-precheck").UID), "restart-copy/"+string(copyJob.UID)))
 	completeStep(t, env.Client, copyJob, contract.MigrationResult{TablesDone: 2, Bytes: 2048})
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseSucceeded))
 	g.Expect(condition(g, mj, migrationv1.VerifiedCondition).Reason).To(Equal(migrationv1.VerificationSkippedReason))
@@ -291,7 +291,7 @@ func TestJobDeletedMidStep(t *testing.T) {
 	ns := namespace(t)
 	mj := migrationJob(ns, "deleted")
 	g.Expect(env.Client.Create(context.Background(), mj)).To(Succeed())
-	job := waitForJob(t, env.Client, ns, "deleted-precheck")
+	job := testenv.WaitForJob(t, env.Client, ns, "deleted-precheck")
 	g.Eventually(func(g Gomega) bool {
 		st := current(g, mj).Status.Step("precheck")
 		return st != nil && st.Created()
@@ -333,9 +333,9 @@ func TestRecordedStepGetsItsJob(t *testing.T) {
 	g.Expect(env.Secret(ctx, ns, "late-credentials", "username", "password")).To(Succeed())
 
 	startOperator(t)
-	job := waitForJob(t, env.Client, ns, "resume-precheck-recorded")
+	job := testenv.WaitForJob(t, env.Client, ns, "resume-precheck-recorded")
 	g.Consistently(jobNames(env.Client, ns)).WithTimeout(time.Second).Should(ConsistOf("resume-precheck-recorded"))
 	completeStep(t, env.Client, job, contract.MigrationResult{Tables: 1})
-	waitForJob(t, env.Client, ns, "resume-copy")
+	testenv.WaitForJob(t, env.Client, ns, "resume-copy")
 	g.Expect(current(g, mj).Status.Step(contract.StepPrecheck).Phase).To(Equal(migrationv1.StepSucceeded))
 }

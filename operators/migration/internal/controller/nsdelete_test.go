@@ -47,7 +47,7 @@ func remoteMigration(t *testing.T) (*testenv.Env, string, *migrationv1.Migration
 		Endpoint: "s3.eu-central-1.amazonaws.com", Bucket: "cairn-migrations", Prefix: "orders",
 		CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "s3-credentials"}}}}
 	g.Expect(env.Client.Create(ctx, mj)).To(Succeed())
-	waitForJob(t, other.Client, remoteNS, "cross-precheck-tgt")
+	testenv.WaitForJob(t, other.Client, remoteNS, "cross-precheck-tgt")
 	g.Eventually(func(g Gomega) {
 		sec := &corev1.Secret{}
 		g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dr-cluster"}, sec)).To(Succeed())

@@ -57,8 +57,8 @@ func TestStoreTransferToRemoteCluster(t *testing.T) {
 	}
 
 	// Precheck: one Job per side, each in its cluster.
-	src := waitForJob(t, env.Client, ns, "cross-precheck-src")
-	tgt := waitForJob(t, other.Client, remoteNS, "cross-precheck-tgt")
+	src := testenv.WaitForJob(t, env.Client, ns, "cross-precheck-src")
+	tgt := testenv.WaitForJob(t, other.Client, remoteNS, "cross-precheck-tgt")
 	g.Expect(tgt.OwnerReferences).To(BeEmpty())
 	uid := string(current(g, mj).UID)
 	g.Expect(tgt.Labels).To(HaveKeyWithValue(migrationv1.MigrationJobUIDLabel, uid))
@@ -76,12 +76,12 @@ func TestStoreTransferToRemoteCluster(t *testing.T) {
 	completeStep(t, other.Client, tgt, contract.MigrationResult{TargetVersion: "16.2"})
 
 	// Export here, import there with the artifact export reported.
-	export := waitForJob(t, env.Client, ns, "cross-export")
+	export := testenv.WaitForJob(t, env.Client, ns, "cross-export")
 	g.Eventually(phaseOf(mj)).WithTimeout(timeout).Should(Equal(migrationv1.PhaseCopying))
 	g.Expect(current(g, mj).Status.Precheck).To(Equal(&migrationv1.PrecheckResult{Passed: true, SourceVersion: "15.4", TargetVersion: "16.2", Tables: 2, EstimatedBytes: 100}))
 	artifact := "orders/migrations/" + ns + "/cross/orders.pgdump.zst"
 	completeStep(t, env.Client, export, contract.MigrationResult{Artifact: artifact, Size: 4096, Checksum: "sha256:abc", Bytes: 8192, TablesDone: 2})
-	imp := waitForJob(t, other.Client, remoteNS, "cross-import")
+	imp := testenv.WaitForJob(t, other.Client, remoteNS, "cross-import")
 	got, _ := envOf(imp, contract.EnvArtifact)
 	g.Expect(got).To(Equal(artifact))
 	got, _ = envOf(imp, contract.EnvTargetPassword)
@@ -90,7 +90,7 @@ func TestStoreTransferToRemoteCluster(t *testing.T) {
 	completeStep(t, other.Client, imp, contract.MigrationResult{TablesDone: 2, Bytes: 8192})
 
 	// Verify there, against the inventory export recorded.
-	ver := waitForJob(t, other.Client, remoteNS, "cross-verify")
+	ver := testenv.WaitForJob(t, other.Client, remoteNS, "cross-verify")
 	got, _ = envOf(ver, contract.EnvArtifact)
 	g.Expect(got).To(Equal(artifact))
 	completeStep(t, other.Client, ver, contract.MigrationResult{Verification: verification("Checksum", []string{"public.a", "public.b"}, nil)})

@@ -147,42 +147,24 @@ func message(mj *migrationv1.MigrationJob, typ string) func(Gomega) string {
 	}
 }
 
-// waitForJob waits until the Job name exists in ns of cluster c and returns it.
-func waitForJob(t *testing.T, c client.Client, ns, name string) *batchv1.Job {
-	t.Helper()
-	job := &batchv1.Job{}
-	NewWithT(t).Eventually(func() error {
-		return c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, job)
-	}).WithTimeout(timeout).WithPolling(tick).Should(Succeed(), "Job %s/%s", ns, name)
-	return job
-}
-
-func jobs(g Gomega, c client.Client, ns string) []batchv1.Job {
-	list := &batchv1.JobList{}
-	g.Expect(c.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
-	return list.Items
-}
-
 func jobNames(c client.Client, ns string) func(Gomega) []string {
 	return func(g Gomega) []string {
 		var out []string
-		for _, j := range jobs(g, c, ns) {
+		for _, j := range testenv.Jobs(g, c, ns) {
 			out = append(out, j.Name)
 		}
 		return out
 	}
 }
 
+// envOf is the agent's variable name: its value, or "secret:<name>/<key>"
+// for one read from a Secret; false when the agent has no such variable.
 func envOf(job *batchv1.Job, name string) (string, bool) {
-	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == name {
-			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-				return "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key, true
-			}
-			return e.Value, true
-		}
+	e, ok := testenv.AgentEnv(job)[name]
+	if ok && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+		return "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key, true
 	}
-	return "", false
+	return e.Value, ok
 }
 
 // completeStep marks job Complete after one pod that reported res.

@@ -118,11 +118,11 @@ func TestSwitchSecretLabelRemovedAfterAdmissionIsNotWritten(t *testing.T) {
 	delete(sec.Labels, migrationv1.SwitchableLabel)
 	g.Expect(env.Client.Update(ctx, sec)).To(Succeed())
 
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-precheck"), contract.MigrationResult{Tables: 1})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-copy"), contract.MigrationResult{TablesDone: 1, Bytes: 10})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-verify"), contract.MigrationResult{Verification: verification("Checksum",
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "unlabel-precheck"), contract.MigrationResult{Tables: 1})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "unlabel-copy"), contract.MigrationResult{TablesDone: 1, Bytes: 10})
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "unlabel-verify"), contract.MigrationResult{Verification: verification("Checksum",
 		[]string{"public.a"}, nil)})
-	completeStep(t, env.Client, waitForJob(t, env.Client, ns, "unlabel-cutover"), contract.MigrationResult{Verification: verification("Checksum",
+	completeStep(t, env.Client, testenv.WaitForJob(t, env.Client, ns, "unlabel-cutover"), contract.MigrationResult{Verification: verification("Checksum",
 		[]string{"public.a"}, nil)})
 	g.Eventually(func(g Gomega) {
 		c := condition(g, mj, cairnv1.StalledCondition)

@@ -61,10 +61,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	rj := pitRestore(ns, "to-a-time", "shop", at)
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
 	job := waitForJob(t, rj)
-	e := map[string]corev1.EnvVar{}
-	for _, v := range job.Spec.Template.Spec.Containers[0].Env {
-		e[v.Name] = v
-	}
+	e := testenv.AgentEnv(job)
 	g.Expect(e[contract.EnvRecoveryTarget].Value).To(Equal(at))
 	g.Expect(e).NotTo(HaveKey(contract.EnvArtifact), "the agent chooses the base")
 	reached := time.Date(2026, 12, 5, 6, 3, 7, 0, time.UTC)

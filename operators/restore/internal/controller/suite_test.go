@@ -158,27 +158,17 @@ func phaseOf(rj *restorev1.RestoreJob) func(Gomega) restorev1.Phase {
 // waitForJob waits until rj's Job exists and returns it.
 func waitForJob(t *testing.T, rj *restorev1.RestoreJob) *batchv1.Job {
 	t.Helper()
-	job := &batchv1.Job{}
-	NewWithT(t).Eventually(func() error {
-		return env.Client.Get(context.Background(), client.ObjectKey{Namespace: rj.Namespace, Name: rj.Name + "-restore"}, job)
-	}).WithTimeout(timeout).WithPolling(tick).Should(Succeed())
-	return job
+	return testenv.WaitForJob(t, env.Client, rj.Namespace, rj.Name+"-restore")
 }
 
 // jobs lists the Jobs in ns.
 func jobs(g Gomega, ns string) []batchv1.Job {
-	list := &batchv1.JobList{}
-	g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
-	return list.Items
+	return testenv.Jobs(g, env.Client, ns)
 }
 
+// envOf is the value of the agent's variable name ("" when it has none).
 func envOf(job *batchv1.Job, name string) string {
-	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == name {
-			return e.Value
-		}
-	}
-	return ""
+	return testenv.AgentEnv(job)[name].Value
 }
 
 // agentSuccess is the agent's termination message after restoring a.

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -63,12 +62,7 @@ func TestDefaultsWithoutWebhooks(t *testing.T) {
 			}
 			return want
 		},
-		Policy: func(rj *restorev1.RestoreJob) error {
-			if rj.Spec.Target.Port == 0 {
-				return fmt.Errorf("port %d", rj.Spec.Target.Port)
-			}
-			return nil
-		},
+		Ports:     func(rj *restorev1.RestoreJob) []int32 { return []int32{rj.Spec.Target.Port} },
 		Finalizer: restorev1.CleanupFinalizer,
 	})
 }
