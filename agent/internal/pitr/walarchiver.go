@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/store"
@@ -40,6 +41,8 @@ type WALArchiver struct {
 	Spool         string
 	MaxSegmentAge time.Duration
 	Slot          string
+	// Recipients, when set, encrypt every segment (age), as a dump is.
+	Recipients *crypt.Recipients
 	// MaxRetainedWALBytes, when positive: the archiver drops its own slot
 	// when the slot retains more WAL than that (it fell behind: the store
 	// is unreachable); the archive then shows a gap, the source is safe.
@@ -367,7 +370,7 @@ func (a *WALArchiver) ship(ctx context.Context, db *pgx.Conn) error {
 			seg.ClosedBy = closedAt.UTC()
 			delete(a.switched, name)
 		}
-		if seg, err = put(ctx, a.Store, a.Dir, local, seg); err != nil {
+		if seg, err = put(ctx, a.Store, a.Dir, local, seg, a.Recipients); err != nil {
 			return err
 		}
 		if closed && a.CaughtUp != nil {
