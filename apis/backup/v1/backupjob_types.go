@@ -220,7 +220,6 @@ type KeptArtifact struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || (oldSelf.hasValue() && has(oldSelf.value().retention) && has(oldSelf.value().retentionDays) && oldSelf.value().retentionDays == self.retentionDays)",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
 // +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || self.database.engine == 'mysql'",message="pointInTime: point-in-time recovery is available for MySQL/MariaDB (engine mysql) so far; PostgreSQL is not yet"
-// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || !has(self.encryption)",message="pointInTime: not with encryption: the archived change log is not encrypted yet, and it holds the data"
 type BackupJobSpec struct {
 	// Database to back up.
 	Database cairnv1.DatabaseRef `json:"database"`
@@ -314,7 +313,8 @@ type BackupJobSpec struct {
 	ObjectLock *ObjectLockSpec `json:"objectLock,omitempty"`
 
 	// Encryption encrypts every artifact on the agent with age to the
-	// recipients given (public keys); restores then need an identity
+	// recipients given (public keys), and with pointInTime every segment
+	// of the archived change log too; restores then need an identity
 	// (RestoreJob spec.encryption). Unset: artifacts are compressed, not
 	// encrypted.
 	// +optional
@@ -322,8 +322,8 @@ type BackupJobSpec struct {
 
 	// PointInTime turns on point-in-time recovery (MySQL/MariaDB): the
 	// database's binary log is archived continuously beside the dumps, so
-	// a RestoreJob can recover any second of the window. Not with
-	// encryption (the archived log is not encrypted yet).
+	// a RestoreJob can recover any second of the window. With encryption
+	// the archived log is encrypted to the same recipients.
 	// +optional
 	PointInTime *PointInTimeSpec `json:"pointInTime,omitempty"`
 }

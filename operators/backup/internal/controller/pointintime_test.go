@@ -145,9 +145,9 @@ func TestPointInTimeRunsOneArchiver(t *testing.T) {
 }
 
 // TestPointInTimeAdmission: point-in-time recovery is refused where it
-// cannot work or would leak: on PostgreSQL (not yet), beside encryption
-// (the archived log is not encrypted), and with a segment age out of
-// range; the CRD says so before anything is created.
+// cannot work: on PostgreSQL (not yet), and with a segment age out of
+// range; the CRD says so before anything is created. (Beside encryption
+// it is accepted: TestPointInTimeEncryptedArchiver.)
 func TestPointInTimeAdmission(t *testing.T) {
 	ns := newNamespace(t)
 	for name, tc := range map[string]struct {
@@ -157,9 +157,6 @@ func TestPointInTimeAdmission(t *testing.T) {
 		"postgres": {func(b *backupv1.BackupJob) {
 			b.Spec.Database.Engine, b.Spec.Database.Port = cairnv1.PostgresEngine, 5432
 		}, "MySQL/MariaDB"},
-		"encrypted": {func(b *backupv1.BackupJob) {
-			b.Spec.Encryption = &cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{ConfigMapKeyRef: &cairnv1.KeySelector{Name: "k", Key: "r"}}}
-		}, "not with encryption"},
 		"segment age 1s": {func(b *backupv1.BackupJob) {
 			b.Spec.PointInTime.MaxSegmentAge = &metav1.Duration{Duration: time.Second}
 		}, "between 10s and 1h"},
