@@ -166,7 +166,7 @@ func (b *Runner) pruneLog(ctx context.Context, st store.Store, dir string, bases
 	}
 	n := 0
 	for _, f := range ix.Prunable(bases) {
-		for _, k := range pitr.SegmentKeys(dir, f) {
+		for _, k := range ix.Keys(f) {
 			if err := st.Delete(ctx, k); err != nil {
 				return n, fmt.Errorf("pruning log segment %s: %w", f, err)
 			}

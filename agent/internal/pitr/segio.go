@@ -42,6 +42,16 @@ func SegmentKeys(dir, file string) []string {
 	return []string{recordKey(dir, file), obj, obj + encryptedExt}
 }
 
+// Keys are the store keys of archived segment file, its record first,
+// then its object as its record names it (prune deletes these).
+func (ix *Index) Keys(file string) []string {
+	s, ok := ix.Segments[file]
+	if !ok {
+		return SegmentKeys(ix.Dir, file)
+	}
+	return []string{recordKey(ix.Dir, file), s.objectKey(ix.Dir)}
+}
+
 func recordKey(dir, file string) string { return path.Join(dir, file+".json") }
 
 // ErrUnreadable: a segment of a recovery's chain cannot be used — its
