@@ -146,6 +146,12 @@ func PointInTimeEncrypted(t *testing.T, e *Env, kind string) {
 			}
 			if bytes.HasPrefix(b, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
 				t.Errorf("object %s is a readable zstd stream", o.Key)
+				if dec, err := zstd.NewReader(bytes.NewReader(b)); err == nil {
+					if raw, _ := io.ReadAll(dec); bytes.Contains(raw, []byte(marker)) {
+						t.Errorf("object %s holds the marker row, zstd-compressed", o.Key)
+					}
+					dec.Close()
+				}
 			}
 			if prefix != dir || strings.HasSuffix(o.Key, ".json") || o.Key == pitr.CoveredKey(dir) {
 				continue
