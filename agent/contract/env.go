@@ -142,7 +142,7 @@ const (
 const (
 	// EnvEncryptionRecipients holds age X25519 public keys (age1…), one
 	// per line ("#" comments allowed): backup encrypts every artifact to
-	// all of them. Rendered from a Secret or ConfigMap key (a BackupJob's
+	// all of them, archive every segment of the archived log. Rendered from a Secret or ConfigMap key (a BackupJob's
 	// spec.encryption.recipients). Public keys only: a private key here is
 	// refused.
 	EnvEncryptionRecipients = "CAIRN_ENCRYPTION_RECIPIENTS"

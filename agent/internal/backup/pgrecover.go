@@ -29,7 +29,7 @@ func (b *Runner) recoverBase(ctx context.Context, st store.Store, entry catalog.
 		return nil, fmt.Errorf("artifact %s ended at %s, after the recovery target %s: a recovery cannot go back; restore to a later time or name an older base: %w",
 			entry.Name, entry.End.UTC().Format(time.RFC3339), cfg.RecoveryTarget.Format(time.RFC3339), pitr.ErrOutsideWindow)
 	}
-	rec, err := pitr.PrepareRecovery(ctx, st, cfg.BackupJob.WALDir(), entry.WALBase.File, cfg.RecoveryTarget, !pit, b.log)
+	rec, err := pitr.PrepareRecovery(ctx, st, cfg.BackupJob.WALDir(), entry.WALBase.File, cfg.RecoveryTarget, !pit, cfg.Identities, b.log)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/pitr"
@@ -61,7 +62,9 @@ func (b *Runner) prepareReplay(ctx context.Context, st store.Store, entry catalo
 			entry.Name, entry.End.UTC().Format(time.RFC3339), cfg.RecoveryTarget.Format(time.RFC3339), pitr.ErrOutsideWindow)
 	}
 	base := pitr.Base{File: entry.BinlogBase.File, Pos: entry.BinlogBase.Pos}
-	return pitr.Prepare(ctx, st, cfg.BackupJob.BinlogDir(), base, cfg.RecoveryTarget, entry.Source.Database, cfg.DB.Database, "")
+	// Every identity given: a segment archived before a key rotation may
+	// need another key than the base.
+	return pitr.Prepare(ctx, st, cfg.BackupJob.BinlogDir(), base, cfg.RecoveryTarget, entry.Source.Database, cfg.DB.Database, "", cfg.Identities)
 }
 
 // Archive streams the source's binary log (MySQL/MariaDB) or write-ahead
@@ -90,9 +93,9 @@ func (b *Runner) Archive(ctx context.Context) ([]byte, error) {
 		}
 		a := &pitr.WALArchiver{Conn: conn, Store: st, Dir: cfg.BackupJob.WALDir(), Spool: cfg.SpoolDir,
 			MaxSegmentAge: cfg.MaxSegmentAge, Slot: pitr.SlotName(cfg.BackupJob.String()),
-			MaxRetainedWALBytes: cfg.ArchiveMaxRetainedWALBytes, Log: b.log, CaughtUp: health.set}
+			MaxRetainedWALBytes: cfg.ArchiveMaxRetainedWALBytes, Recipients: cfg.Recipients, Log: b.log, CaughtUp: health.set}
 		b.log.Info("archiving the write-ahead log", "host", conn.Host, "port", conn.Port, "store", st.String(),
-			"dir", st.Path(a.Dir), "slot", a.Slot, "maxSegmentAge", cfg.MaxSegmentAge)
+			"dir", st.Path(a.Dir), "slot", a.Slot, "maxSegmentAge", cfg.MaxSegmentAge, "encryptedTo", encryptedTo(cfg.Recipients))
 		if err := a.Run(ctx); err != nil {
 			return nil, err
 		}
@@ -101,14 +104,23 @@ func (b *Runner) Archive(ctx context.Context) ([]byte, error) {
 	a := &pitr.Archiver{
 		Source: pitr.Source{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password},
 		Store:  st, Dir: cfg.BackupJob.BinlogDir(), Spool: cfg.SpoolDir, MaxSegmentAge: cfg.MaxSegmentAge,
-		ReaderID: readerID(cfg.BackupJob.String()), Log: b.log, CaughtUp: health.set,
+		ReaderID: readerID(cfg.BackupJob.String()), Recipients: cfg.Recipients, Log: b.log, CaughtUp: health.set,
 	}
 	b.log.Info("archiving the binary log", "host", cfg.DB.Host, "port", cfg.DB.Port, "store", st.String(),
-		"dir", st.Path(a.Dir), "maxSegmentAge", cfg.MaxSegmentAge)
+		"dir", st.Path(a.Dir), "maxSegmentAge", cfg.MaxSegmentAge, "encryptedTo", encryptedTo(cfg.Recipients))
 	if err := a.Run(ctx); err != nil {
 		return nil, err
 	}
 	return []byte("{\"archive\":\"stopped\"}\n"), nil
+}
+
+// encryptedTo is what the archiver's log says of its recipients: their
+// fingerprints, or none.
+func encryptedTo(r *crypt.Recipients) []string {
+	if r == nil {
+		return nil
+	}
+	return r.Fingerprints()
 }
 
 // readerID is the server id the archive's reader announces to the source:
@@ -154,7 +166,7 @@ func (b *Runner) pruneLog(ctx context.Context, st store.Store, dir string, bases
 	}
 	n := 0
 	for _, f := range ix.Prunable(bases) {
-		for _, k := range pitr.SegmentKeys(dir, f) {
+		for _, k := range ix.Keys(f) {
 			if err := st.Delete(ctx, k); err != nil {
 				return n, fmt.Errorf("pruning log segment %s: %w", f, err)
 			}

@@ -93,7 +93,7 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 		// first (to the target, or to its own consistent point).
 		if recovery, err = b.recoverBase(ctx, st, entry, ids, pit); err != nil {
 			if pit {
-				return nil, fmt.Errorf("point-in-time restore refused, the target database was not touched: %w", err)
+				return nil, windowError(fmt.Errorf("point-in-time restore refused, the target database was not touched: %w", err))
 			}
 			return nil, fmt.Errorf("recovering the base failed, the target database was not touched: %w", err)
 		}

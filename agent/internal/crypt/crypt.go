@@ -168,11 +168,17 @@ func (e *KeyError) Coded() error { return &contract.CodedError{Code: e.Code, Err
 // its recipients. ids may be nil (no identity configured). The error names
 // the recipients the artifact needs, never a private key.
 func Match(artifact string, enc *Encryption, ids *Identities) error {
+	return MatchNamed("artifact "+artifact, enc, ids)
+}
+
+// MatchNamed is Match for an object described by what (e.g. "archived
+// segment <path>").
+func MatchNamed(what string, enc *Encryption, ids *Identities) error {
 	need := describe(enc.Recipients)
 	if ids == nil {
 		return (&KeyError{Code: contract.CodeEncryptionIdentityMissing, Msg: fmt.Sprintf(
-			"artifact %s is encrypted to %s, and no identity was given to decrypt it (a RestoreJob's spec.encryption.identitySecretRef, or %s)",
-			artifact, need, contract.EnvEncryptionIdentity)}).Coded()
+			"%s is encrypted to %s, and no identity was given to decrypt it (a RestoreJob's spec.encryption.identitySecretRef, or %s)",
+			what, need, contract.EnvEncryptionIdentity)}).Coded()
 	}
 	for _, own := range ids.Own {
 		for _, r := range enc.Recipients {
@@ -181,15 +187,20 @@ func Match(artifact string, enc *Encryption, ids *Identities) error {
 			}
 		}
 	}
-	return Mismatch(artifact, enc, ids)
+	return MismatchNamed(what, enc, ids)
 }
 
 // Mismatch is the error of identities that are not among enc's recipients
 // (or whose key did not open the artifact's header).
 func Mismatch(artifact string, enc *Encryption, ids *Identities) error {
+	return MismatchNamed("artifact "+artifact, enc, ids)
+}
+
+// MismatchNamed is Mismatch for an object described by what.
+func MismatchNamed(what string, enc *Encryption, ids *Identities) error {
 	return (&KeyError{Code: contract.CodeEncryptionIdentityMismatch, Msg: fmt.Sprintf(
-		"artifact %s is encrypted to %s, but the identity given is %s: it cannot decrypt this artifact",
-		artifact, describe(enc.Recipients), strings.Join(fingerprints(ids.Own), ", "))}).Coded()
+		"%s is encrypted to %s, but the identity given is %s: it cannot decrypt it",
+		what, describe(enc.Recipients), strings.Join(fingerprints(ids.Own), ", "))}).Coded()
 }
 
 func describe(rs []Recipient) string {

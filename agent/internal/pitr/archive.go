@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/store"
 )
 
@@ -50,6 +51,9 @@ type Archiver struct {
 	// ReaderID is the server id the reader announces (unique among the
 	// source's replicas).
 	ReaderID int
+	// Recipients, when set, encrypt every segment (age), as a dump is:
+	// the store holds no plaintext of the log.
+	Recipients *crypt.Recipients
 	// Binlog is the mariadb-binlog (or mysqlbinlog) program.
 	Binlog string
 	Log    *slog.Logger
@@ -321,7 +325,7 @@ func (a *Archiver) ship(ctx context.Context, flushedFile string, flushedAt time.
 		if name == flushedFile {
 			seg.ClosedBy = flushedAt.UTC().Truncate(time.Second)
 		}
-		if seg, err = put(ctx, a.Store, a.Dir, local, seg); err != nil {
+		if seg, err = put(ctx, a.Store, a.Dir, local, seg, a.Recipients); err != nil {
 			return shipped, err
 		}
 		if err := os.Remove(local); err != nil {

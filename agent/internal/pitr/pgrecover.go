@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/store"
@@ -36,6 +37,7 @@ import (
 type Recovery struct {
 	st    store.Store
 	dir   string
+	ids   *crypt.Identities
 	chain []Segment
 	until time.Time
 	// immediate: recover only to the base's consistent point (a plain
@@ -64,16 +66,17 @@ type Recovery struct {
 
 // PrepareRecovery finds the whole chain of segments from the base's
 // segment baseFile up to until (zero with latest: everything archived) and
-// reads every one of them, checked against its checksum — before anything
-// is written anywhere: a gap, an unreadable or corrupt segment or a time
-// outside the window is refused here. immediate (a plain restore of a
+// reads every one of them, checked against its checksum (and decrypted
+// with ids when encrypted) — before anything is written anywhere: a gap, an
+// unreadable or corrupt segment, an encrypted one ids cannot decrypt, or a
+// time outside the window is refused here. immediate (a plain restore of a
 // base) needs no segment: the base carries the WAL to its consistent
 // point.
-func PrepareRecovery(ctx context.Context, st store.Store, dir, baseFile string, until time.Time, immediate bool, log *slog.Logger) (*Recovery, error) {
+func PrepareRecovery(ctx context.Context, st store.Store, dir, baseFile string, until time.Time, immediate bool, ids *crypt.Identities, log *slog.Logger) (*Recovery, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Recovery{st: st, dir: dir, until: until, immediate: immediate, log: log}
+	r := &Recovery{st: st, dir: dir, ids: ids, until: until, immediate: immediate, log: log}
 	if immediate {
 		return r, nil
 	}
@@ -84,8 +87,11 @@ func PrepareRecovery(ctx context.Context, st store.Store, dir, baseFile string, 
 	if r.chain, err = ix.Chain(baseFile, until); err != nil {
 		return nil, err
 	}
+	if err := CheckKeys(st, dir, r.chain, ids); err != nil {
+		return nil, err
+	}
 	for _, s := range r.chain {
-		if err := verify(ctx, st, dir, s); err != nil {
+		if err := verify(ctx, st, dir, s, ids); err != nil {
 			return nil, err
 		}
 	}
@@ -96,8 +102,9 @@ func PrepareRecovery(ctx context.Context, st store.Store, dir, baseFile string, 
 	return r, nil
 }
 
-// verify reads segment s whole and checks it against its record.
-func verify(ctx context.Context, st store.Store, dir string, s Segment) error {
+// verify reads segment s whole and checks it against its record (an
+// encrypted one decrypted whole: every chunk authenticates).
+func verify(ctx context.Context, st store.Store, dir string, s Segment, ids *crypt.Identities) error {
 	f, err := os.CreateTemp("", "cairn-wal-check-")
 	if err != nil {
 		return err
@@ -105,7 +112,7 @@ func verify(ctx context.Context, st store.Store, dir string, s Segment) error {
 	name := f.Name()
 	f.Close()
 	defer os.Remove(name)
-	return fetch(ctx, st, dir, s, name)
+	return fetch(ctx, st, dir, s, name, ids)
 }
 
 // Segments are the segments the recovery may read, in order.
@@ -403,7 +410,7 @@ func (r *Recovery) serve(ctx context.Context) {
 				return
 			}
 			tmp := dst + ".cairn-fetch"
-			if err := fetch(ctx, r.st, r.dir, s, tmp); err != nil {
+			if err := fetch(ctx, r.st, r.dir, s, tmp, r.ids); err != nil {
 				os.Remove(tmp)
 				r.log.Warn("restore_command: fetching a segment failed", "segment", name, "err", err)
 				fmt.Fprintf(c, "NO %s\n", strings.ReplaceAll(err.Error(), "\n", " "))

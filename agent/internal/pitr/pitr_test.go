@@ -148,7 +148,7 @@ func restoreBase(t *testing.T, file, name string) {
 
 func replay(t *testing.T, st store.Store, dir string, base pitr.Base, until time.Time, from, to string) (time.Time, error) {
 	return pitr.Replay(context.Background(), st, dir, base, until,
-		pitr.Target{Host: "127.0.0.1", Port: db.Port, User: db.User, Password: db.Password}, from, to, "", "")
+		pitr.Target{Host: "127.0.0.1", Port: db.Port, User: db.User, Password: db.Password}, from, to, "", "", nil)
 }
 
 func TestRestoreToATimeAndToLatest(t *testing.T) {

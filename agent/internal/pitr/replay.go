@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/store"
 )
 
@@ -62,9 +63,9 @@ type Target struct {
 // including) the second until, or everything archived when until is zero
 // ("latest"), into database to of target. It returns the recovery point
 // reached: until, or the newest archived second. It is Prepare, then
-// Apply.
-func Replay(ctx context.Context, st store.Store, dir string, base Base, until time.Time, target Target, from, to, binlog, client string) (time.Time, error) {
-	r, err := Prepare(ctx, st, dir, base, until, from, to, binlog)
+// Apply. ids decrypt the encrypted segments (nil: none given).
+func Replay(ctx context.Context, st store.Store, dir string, base Base, until time.Time, target Target, from, to, binlog, client string, ids *crypt.Identities) (time.Time, error) {
+	r, err := Prepare(ctx, st, dir, base, until, from, to, binlog, ids)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -85,12 +86,14 @@ type Replayer struct {
 
 // Prepare finds the whole chain from base to until and fetches every
 // segment, checked against its checksum, into a local folder — before
-// anything is written anywhere: a gap, an unreadable or corrupt segment or
-// a time outside the window is refused here. So is a log with a statement
+// anything is written anywhere: a gap, an unreadable or corrupt segment, an
+// encrypted one ids cannot decrypt, or a time outside the window is
+// refused here (segments are decrypted with ids into the private folder,
+// removed by Close). So is a log with a statement
 // that names database from itself while the replay goes into another
 // (to): --rewrite-db renames the default database, not `from`.table or
 // DROP DATABASE from, which replayed would change the source.
-func Prepare(ctx context.Context, st store.Store, dir string, base Base, until time.Time, from, to, binlog string) (_ *Replayer, err error) {
+func Prepare(ctx context.Context, st store.Store, dir string, base Base, until time.Time, from, to, binlog string, ids *crypt.Identities) (_ *Replayer, err error) {
 	if binlog == "" {
 		binlog = "mariadb-binlog"
 	}
@@ -100,6 +103,9 @@ func Prepare(ctx context.Context, st store.Store, dir string, base Base, until t
 	}
 	chain, err := ix.Chain(base.File, until)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckKeys(st, dir, chain, ids); err != nil {
 		return nil, err
 	}
 	r := &Replayer{from: from, to: to, binlog: binlog, base: base, until: until, chain: chain, reached: chain[len(chain)-1].covers()}
@@ -116,7 +122,7 @@ func Prepare(ctx context.Context, st store.Store, dir string, base Base, until t
 	}()
 	for _, s := range chain {
 		local := filepath.Join(r.tmp, s.File)
-		if err := fetch(ctx, st, dir, s, local); err != nil {
+		if err := fetch(ctx, st, dir, s, local, ids); err != nil {
 			return nil, err
 		}
 		r.files = append(r.files, local)

@@ -2,26 +2,22 @@ package pitr
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-
+	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/store"
 )
 
-// Segment is one archived binary log file: its stored object
-// (<dir>/<file>.zst) and the record next to it (<dir>/<file>.json), written
-// after the object, so a record names only a whole, durable segment.
+// Segment is one archived binary log file (or WAL segment): its stored
+// object (<dir>/<file>.zst, or <dir>/<file>.zst.age when encrypted) and the
+// record next to it (<dir>/<file>.json), written after the object, so a
+// record names only a whole, durable segment. The record holds no data of
+// the log: names, sizes, times, counts and the recipients.
 type Segment struct {
 	File string `json:"file"`
 	// Size and Checksum ("sha256:<hex>") of the stored (compressed) bytes.
@@ -47,6 +43,10 @@ type Segment struct {
 	// Timeline is a PostgreSQL WAL segment's timeline (File names it too);
 	// zero for a binary log file.
 	Timeline int `json:"timeline,omitempty"`
+	// Encryption, when the archive is encrypted: the recipients its object
+	// (<file>.zst.age: zstd, then age) is encrypted to, as a dump's
+	// manifest records them. Any one of their identities decrypts it.
+	Encryption *crypt.Encryption `json:"encryption,omitempty"`
 }
 
 // covers is the newest second this segment (with those before it) is known
@@ -57,14 +57,6 @@ func (s Segment) covers() time.Time {
 	}
 	return s.Last
 }
-
-func objectKey(dir, file string) string { return path.Join(dir, file+".zst") }
-
-// SegmentKeys are the store keys of segment file in dir, its record first.
-func SegmentKeys(dir, file string) []string {
-	return []string{recordKey(dir, file), objectKey(dir, file)}
-}
-func recordKey(dir, file string) string { return path.Join(dir, file+".json") }
 
 // Index is the archive's segments by file name.
 type Index struct {
@@ -261,77 +253,6 @@ func (ix *Index) Chain(from string, until time.Time) ([]Segment, error) {
 			ix.coversThrough(cur).UTC().Format(time.RFC3339), cur.File, ErrOutsideWindow)
 	}
 	return out, nil
-}
-
-// put stores the binary log file at local as segment sum in dir: the
-// compressed object first, then its record.
-func put(ctx context.Context, st store.Store, dir, local string, seg Segment) (Segment, error) {
-	f, err := os.Open(local)
-	if err != nil {
-		return seg, err
-	}
-	defer f.Close()
-	pr, pw := io.Pipe()
-	go func() {
-		enc, err := zstd.NewWriter(pw, zstd.WithEncoderLevel(zstd.SpeedDefault))
-		if err == nil {
-			_, err = io.Copy(enc, f)
-			if cerr := enc.Close(); err == nil {
-				err = cerr
-			}
-		}
-		pw.CloseWithError(err)
-	}()
-	h := sha256.New()
-	n, err := st.Put(ctx, objectKey(dir, seg.File), io.TeeReader(pr, h))
-	if err != nil {
-		pr.CloseWithError(err)
-		return seg, fmt.Errorf("storing segment %s: %w", seg.File, err)
-	}
-	seg.Size, seg.Checksum = n, "sha256:"+hex.EncodeToString(h.Sum(nil))
-	rec, err := json.Marshal(seg)
-	if err != nil {
-		return seg, err
-	}
-	if _, err := st.Put(ctx, recordKey(dir, seg.File), strings.NewReader(string(rec))); err != nil {
-		return seg, fmt.Errorf("storing the record of segment %s: %w", seg.File, err)
-	}
-	return seg, nil
-}
-
-// fetch writes segment s, checked against its checksum and decompressed,
-// to the local file dst.
-func fetch(ctx context.Context, st store.Store, dir string, s Segment, dst string) error {
-	rc, err := st.Get(ctx, objectKey(dir, s.File))
-	if err != nil {
-		return fmt.Errorf("segment %s is unreadable: %w", s.File, err)
-	}
-	defer rc.Close()
-	h := sha256.New()
-	dec, err := zstd.NewReader(io.TeeReader(rc, h))
-	if err != nil {
-		return err
-	}
-	defer dec.Close()
-	out, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, dec); err != nil {
-		out.Close()
-		return fmt.Errorf("segment %s is unreadable: %w", s.File, err)
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	// What the decoder did not read (past the frame) is hashed too.
-	if _, err := io.Copy(h, rc); err != nil {
-		return err
-	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != s.Checksum {
-		return fmt.Errorf("segment %s is corrupt: stored bytes hash to %s, its record says %s", s.File, got, s.Checksum)
-	}
-	return nil
 }
 
 // Window is what the archive can recover from a base: from the base's

@@ -203,4 +203,10 @@ func TestPointInTime(t *testing.T) {
 	}
 }
 
+func TestPointInTimeEncrypted(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PointInTimeEncrypted(t, e(t), kind) })
+	}
+}
+
 func TestObjectLockParts(t *testing.T) { suite.ObjectLockParts(t, e(t)) }

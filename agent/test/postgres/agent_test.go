@@ -198,4 +198,9 @@ func TestPointInTime(t *testing.T) {
 	}
 }
 
-func TestPointInTimeEncrypted(t *testing.T) { suite.PointInTimePostgresEncrypted(t, e(t), "pvc") }
+func TestPointInTimeEncrypted(t *testing.T) {
+	t.Run("base", func(t *testing.T) { suite.PointInTimePostgresEncrypted(t, e(t), "pvc") })
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PointInTimeEncrypted(t, e(t), kind) })
+	}
+}

@@ -47,7 +47,7 @@ func (e *Env) startArchiver(t *testing.T, st *Store, db string, job naming.Job, 
 			return fmt.Errorf("agent archive exited: %v\n%s", err, a.out.String())
 		default:
 		}
-		if !strings.Contains(a.out.String(), "reading the write-ahead log") {
+		if out := a.out.String(); !strings.Contains(out, "reading the write-ahead log") && !strings.Contains(out, "reading the binary log") {
 			return fmt.Errorf("agent archive has not started reading yet:\n%s", a.out.String())
 		}
 		return nil

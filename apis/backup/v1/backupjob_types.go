@@ -222,7 +222,6 @@ type KeptArtifact struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.objectLock) || !has(self.retention) || has(self.objectLock.days)",message="objectLock.days: required with retention (calendar tiers): how long each artifact stays locked"
 // +kubebuilder:validation:XValidation:rule="!has(self.retention) || !has(self.retentionDays) || (oldSelf.hasValue() && has(oldSelf.value().retention) && has(oldSelf.value().retentionDays) && oldSelf.value().retentionDays == self.retentionDays)",message="retention: set either retentionDays (the simple form) or retention (calendar tiers), not both",optionalOldSelf=true
 // +kubebuilder:validation:XValidation:rule="!has(self.activeDeadlineSeconds) || self.activeDeadlineSeconds >= 60",message="activeDeadlineSeconds: must be at least 60"
-// +kubebuilder:validation:XValidation:rule="!has(self.pointInTime) || !has(self.encryption)",message="pointInTime: not with encryption: the archived change log is not encrypted yet, and it holds the data"
 type BackupJobSpec struct {
 	// Database to back up.
 	Database cairnv1.DatabaseRef `json:"database"`
@@ -316,7 +315,8 @@ type BackupJobSpec struct {
 	ObjectLock *ObjectLockSpec `json:"objectLock,omitempty"`
 
 	// Encryption encrypts every artifact on the agent with age to the
-	// recipients given (public keys); restores then need an identity
+	// recipients given (public keys), and with pointInTime every segment
+	// of the archived change log too; restores then need an identity
 	// (RestoreJob spec.encryption). Unset: artifacts are compressed, not
 	// encrypted.
 	// +optional
@@ -325,8 +325,8 @@ type BackupJobSpec struct {
 	// PointInTime turns on point-in-time recovery: the database's change
 	// log (MySQL/MariaDB binary log, PostgreSQL WAL) is archived
 	// continuously beside the dumps (PostgreSQL: physical base backups),
-	// so a RestoreJob can recover any second of the window. Not with
-	// encryption (the archived log is not encrypted yet).
+	// so a RestoreJob can recover any second of the window. With
+	// encryption, the archived log is encrypted to the same recipients.
 	// +optional
 	PointInTime *PointInTimeSpec `json:"pointInTime,omitempty"`
 }

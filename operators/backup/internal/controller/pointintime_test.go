@@ -147,10 +147,10 @@ func TestPointInTimeRunsOneArchiver(t *testing.T) {
 }
 
 // TestPointInTimeAdmission: point-in-time recovery is refused where it
-// cannot work or would leak: beside encryption (the archived log is not
-// encrypted), with a segment age, a check interval or a slot limit out of
-// range; the CRD says so before anything is created. PostgreSQL is
-// admitted (its slot has a watchdog: TestPointInTimeChecksTheArchive).
+// cannot work: with a segment age, a check interval or a slot limit out
+// of range; the CRD says so before anything is created. PostgreSQL is
+// admitted (its slot has a watchdog: TestPointInTimeChecksTheArchive), and
+// so is encryption (TestPointInTimeEncryptedArchiver).
 func TestPointInTimeAdmission(t *testing.T) {
 	ns := newNamespace(t)
 	for name, tc := range map[string]struct {
@@ -164,9 +164,6 @@ func TestPointInTimeAdmission(t *testing.T) {
 		"check every 10s": {func(b *backupv1.BackupJob) {
 			b.Spec.PointInTime.CheckInterval = &metav1.Duration{Duration: 10 * time.Second}
 		}, "between 1m and 1h"},
-		"encrypted": {func(b *backupv1.BackupJob) {
-			b.Spec.Encryption = &cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{ConfigMapKeyRef: &cairnv1.KeySelector{Name: "k", Key: "r"}}}
-		}, "not with encryption"},
 		"segment age 1s": {func(b *backupv1.BackupJob) {
 			b.Spec.PointInTime.MaxSegmentAge = &metav1.Duration{Duration: time.Second}
 		}, "between 10s and 1h"},
