@@ -54,8 +54,9 @@ func (e *Env) startArchiver(t *testing.T, st *Store, db string, job naming.Job, 
 	}))
 	// Ready (its Deployment's probe) once the segment its first switch
 	// closed is stored: within seconds with a 1 s segment age, idle
-	// database or not.
-	check(t, testenv.Poll(60*time.Second, 200*time.Millisecond, func() error {
+	// database or not. (Once, on a machine at load 20, not within a
+	// minute: the bound is generous and the failure shows the log.)
+	check(t, testenv.Poll(3*time.Minute, 200*time.Millisecond, func() error {
 		resp, err := http.Get(a.ready)
 		if err != nil {
 			return err
@@ -63,7 +64,7 @@ func (e *Env) startArchiver(t *testing.T, st *Store, db string, job naming.Job, 
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %d %s\n%s", a.ready, resp.StatusCode, body, lastLines(a.out.String(), 10))
+			return fmt.Errorf("%s: %d %s\n%s", a.ready, resp.StatusCode, body, lastLines(a.out.String(), 60))
 		}
 		return nil
 	}))
