@@ -11,8 +11,8 @@ Licensed under the Apache License, Version 2.0.
 package v1
 
 import (
-	metav1 "cairn.dev/apis/meta/v1"
-	apismetav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apismetav1 "cairn.dev/apis/meta/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -130,7 +130,7 @@ func (in *BackupJobSpec) DeepCopyInto(out *BackupJobSpec) {
 	}
 	if in.Encryption != nil {
 		in, out := &in.Encryption, &out.Encryption
-		*out = new(metav1.EncryptionSpec)
+		*out = new(apismetav1.EncryptionSpec)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.PointInTime != nil {
@@ -155,7 +155,7 @@ func (in *BackupJobStatus) DeepCopyInto(out *BackupJobStatus) {
 	*out = *in
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
-		*out = make([]apismetav1.Condition, len(*in))
+		*out = make([]metav1.Condition, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
@@ -174,7 +174,7 @@ func (in *BackupJobStatus) DeepCopyInto(out *BackupJobStatus) {
 	}
 	if in.LastArtifact != nil {
 		in, out := &in.LastArtifact, &out.LastArtifact
-		*out = new(metav1.Artifact)
+		*out = new(apismetav1.Artifact)
 		(*in).DeepCopyInto(*out)
 	}
 	if in.RunsAtLastBackupTime != nil {
@@ -311,12 +311,12 @@ func (in *PointInTimeSpec) DeepCopyInto(out *PointInTimeSpec) {
 	*out = *in
 	if in.MaxSegmentAge != nil {
 		in, out := &in.MaxSegmentAge, &out.MaxSegmentAge
-		*out = new(apismetav1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 	if in.MaxLag != nil {
 		in, out := &in.MaxLag, &out.MaxLag
-		*out = new(apismetav1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 	if in.MaxRetainedWAL != nil {
@@ -326,7 +326,7 @@ func (in *PointInTimeSpec) DeepCopyInto(out *PointInTimeSpec) {
 	}
 	if in.CheckInterval != nil {
 		in, out := &in.CheckInterval, &out.CheckInterval
-		*out = new(apismetav1.Duration)
+		*out = new(metav1.Duration)
 		**out = **in
 	}
 }
