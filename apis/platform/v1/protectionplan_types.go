@@ -324,23 +324,25 @@ const (
 	RPOBasisBackup RPOBasis = "Backup"
 )
 
-// RPOStatus is what the plan's rpo was judged on, and how old it was.
+// RPOStatus is what the plan's rpo is judged on. It changes with the
+// basis, the newest backup or the archive's reading, not with the clock:
+// the age at the last evaluation is in ObjectivesMet's message when the
+// rpo is violated.
 type RPOStatus struct {
-	// Basis is PointInTime (the archive) or Backup (the newest dump).
+	// Basis is PointInTime (the archive) or Backup (the newest backup).
 	Basis RPOBasis `json:"basis"`
-	// RecoveryPoint is the recovery point judged: the newest successful
-	// backup's time (Backup); for PointInTime the newest archived change
-	// as the last backup run read it, or now minus maxLag when that is
-	// newer (the archiver's readiness vouches for everything older).
+	// RecoveryPoint is, for Backup, when the newest successful backup
+	// finished: the rpo's age is measured from it. For PointInTime it is
+	// the newest archived change as the last backup run read it; the age
+	// judged is the smaller of its age and maxLag (the archiver is ready
+	// only while everything older than maxLag is archived).
 	// +optional
 	RecoveryPoint *metav1.Time `json:"recoveryPoint,omitempty"`
-	// Age is the recovery point's age when judged (EvaluatedTime).
+	// MaxLag, for PointInTime, is the archiver's maxLag: the recovery
+	// point is at most this old while the basis is PointInTime.
 	// +optional
-	Age *metav1.Duration `json:"age,omitempty"`
-	// EvaluatedTime is when it was judged.
-	// +optional
-	EvaluatedTime *metav1.Time `json:"evaluatedTime,omitempty"`
-	// Message says why this basis, e.g. the archive's state.
+	MaxLag *metav1.Duration `json:"maxLag,omitempty"`
+	// Message says why this basis, e.g. why the archive does not count.
 	// +optional
 	Message string `json:"message,omitempty"`
 }
@@ -424,7 +426,6 @@ type VerificationRecord struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup.successfulTime`,description="Age of the newest successful backup"
 // +kubebuilder:printcolumn:name="RPO Basis",type=string,JSONPath=`.status.rpo.basis`,description="What the rpo is judged on: PointInTime (the archive, while ready) or Backup (the newest backup)"
-// +kubebuilder:printcolumn:name="RPO Age",type=string,JSONPath=`.status.rpo.age`,priority=1,description="Age of the recovery point the rpo was last judged on"
 // +kubebuilder:printcolumn:name="Last Verified",type=date,JSONPath=`.status.lastSuccessfulVerification.completionTime`
 // +kubebuilder:printcolumn:name="Recovery Point",type=date,JSONPath=`.status.recoveryPoint`,priority=1
 // +kubebuilder:printcolumn:name="Restore Time",type=string,JSONPath=`.status.restoreDuration`,priority=1

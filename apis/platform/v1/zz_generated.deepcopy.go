@@ -306,14 +306,10 @@ func (in *RPOStatus) DeepCopyInto(out *RPOStatus) {
 		in, out := &in.RecoveryPoint, &out.RecoveryPoint
 		*out = (*in).DeepCopy()
 	}
-	if in.Age != nil {
-		in, out := &in.Age, &out.Age
+	if in.MaxLag != nil {
+		in, out := &in.MaxLag, &out.MaxLag
 		*out = new(apismetav1.Duration)
 		**out = **in
-	}
-	if in.EvaluatedTime != nil {
-		in, out := &in.EvaluatedTime, &out.EvaluatedTime
-		*out = (*in).DeepCopy()
 	}
 }
 

@@ -136,35 +136,35 @@ func archiveReady(bj *backupv1.BackupJob) (*metav1.Condition, string) {
 }
 
 // judgeRPO decides what the rpo is judged on at now and records it in
-// status.rpo: the archive while the BackupJob's PointInTimeReady is True
-// (its recovery point: the newest archived change as the last backup run
-// read it, or now minus maxLag when that is newer — the archiver is ready
-// only while everything older is archived), else the newest successful
-// backup. why says why the archive does not count (point-in-time plans).
-func judgeRPO(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec, bj *backupv1.BackupJob, now time.Time) (why string) {
-	st := &platformv1.RPOStatus{Basis: platformv1.RPOBasisBackup, EvaluatedTime: &metav1.Time{Time: now}}
+// status.rpo: the archive while the BackupJob's PointInTimeReady is True,
+// else the newest successful backup. For the archive, age is the recovery
+// point's age: the smaller of the newest archived change's age (as the
+// last backup run read it) and maxLag — the archiver is ready only while
+// everything older than maxLag is archived. why says why the archive does
+// not count (point-in-time plans).
+func judgeRPO(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec, bj *backupv1.BackupJob, now time.Time) (age time.Duration, why string) {
+	st := &platformv1.RPOStatus{Basis: platformv1.RPOBasisBackup}
 	defer func() { plan.Status.RPO = st }()
 	if pointInTimeOn(spec) {
 		_, why = archiveReady(bj)
 		if why == "" {
-			point := now.Add(-maxLag(spec))
-			if pt := bj.Status.PointInTime; pt != nil && pt.Latest != nil && pt.Latest.After(point) {
-				point = pt.Latest.Time
+			lag := maxLag(spec)
+			age = lag
+			st.Basis, st.MaxLag = platformv1.RPOBasisPointInTime, &metav1.Duration{Duration: lag}
+			if pt := bj.Status.PointInTime; pt != nil && pt.Latest != nil {
+				st.RecoveryPoint = pt.Latest.DeepCopy()
+				age = min(lag, max(0, now.Sub(pt.Latest.Time)))
 			}
-			st.Basis = platformv1.RPOBasisPointInTime
-			st.RecoveryPoint = &metav1.Time{Time: point.Truncate(time.Second)}
-			st.Age = &metav1.Duration{Duration: round(now.Sub(point))}
-			st.Message = fmt.Sprintf("PointInTimeReady is True: the archive is at most maxLag (%s) behind", maxLag(spec))
-			return ""
+			st.Message = fmt.Sprintf("PointInTimeReady is True: the archive is at most maxLag (%s) behind", lag)
+			return round(age), ""
 		}
 	}
 	if lb := plan.Status.LastBackup; lb != nil && lb.SuccessfulTime != nil {
 		st.RecoveryPoint = lb.SuccessfulTime.DeepCopy()
-		st.Age = &metav1.Duration{Duration: round(now.Sub(lb.SuccessfulTime.Time))}
 	}
 	st.Message = "the newest successful backup"
 	if why != "" {
 		st.Message += "; the point-in-time archive does not count: " + why
 	}
-	return why
+	return 0, why
 }

@@ -227,8 +227,8 @@ func TestPointInTimeVerification(t *testing.T) {
 		"judged on the newest backup: the point-in-time archive does not count while PointInTimeReady is False (ArchiverNotReady"))
 	labels := map[string]string{"namespace": ns, "name": "orders", "basis": "Backup"}
 	g.Eventually(func(g Gomega) float64 {
-		return testenv.MetricValue(g, "cairn_protectionplan_rpo_recovery_point_timestamp_seconds", labels)
-	}).WithTimeout(timeout).Should(Equal(float64(backupAt.Unix())))
+		return testenv.MetricValue(g, "cairn_protectionplan_rpo_basis", labels)
+	}).WithTimeout(timeout).Should(Equal(1.0))
 
 	updateBackupStatus(t, bj, func(cur *backupv1.BackupJob) {
 		setBackupCondition(cur, backupv1.PointInTimeReadyCondition, metav1.ConditionTrue, backupv1.ArchivingReason, "keeps up")
@@ -236,11 +236,12 @@ func TestPointInTimeVerification(t *testing.T) {
 	g.Eventually(condition(p, platformv1.ObjectivesMetCondition)).WithTimeout(timeout).Should(Equal("True/" + platformv1.ObjectivesMetReason))
 	cur = current(g, p)
 	g.Expect(cur.Status.RPO.Basis).To(Equal(platformv1.RPOBasisPointInTime))
-	g.Expect(cur.Status.RPO.Age.Duration).To(Equal(lag))
+	g.Expect(cur.Status.RPO.MaxLag.Duration).To(Equal(lag))
+	g.Expect(cur.Status.RPO.RecoveryPoint.Time).To(BeTemporally("==", backupAt), "the newest archived change as read")
 	labels["basis"] = "PointInTime"
 	g.Eventually(func(g Gomega) float64 {
-		return testenv.MetricValue(g, "cairn_protectionplan_rpo_recovery_point_timestamp_seconds", labels)
-	}).WithTimeout(timeout).Should(Equal(float64(now.Add(-lag).Unix())))
+		return testenv.MetricValue(g, "cairn_protectionplan_rpo_basis", labels)
+	}).WithTimeout(timeout).Should(Equal(1.0))
 
 	// A gap in the archive fails RecoverabilityVerified, naming it.
 	updateBackupStatus(t, bj, func(cur *backupv1.BackupJob) {

@@ -96,11 +96,11 @@ func objectives(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlan
 			s.checkAt(created.Add(limit))
 		}
 	}
-	switch why := judgeRPO(plan, spec, s.backupJob, now); {
+	switch a, why := judgeRPO(plan, spec, s.backupJob, now); {
 	case plan.Status.RPO.Basis == platformv1.RPOBasisPointInTime:
 		// The archive keeps up: its recovery point is at most maxLag old,
 		// and the next change of PointInTimeReady is an event.
-		if a := plan.Status.RPO.Age.Duration; a > o.RPO.Duration {
+		if a > o.RPO.Duration {
 			violated = append(violated, fmt.Sprintf("rpo: the recovery point (point-in-time archive) is %s old, more than %s", a, o.RPO.Duration))
 		}
 	default:
