@@ -95,8 +95,8 @@ type ProtectionPlan struct {
 	// (status.rpo.basis): PointInTime (the archive, while the BackupJob's
 	// PointInTimeReady is True) or Backup (the newest successful backup,
 	// whose time is _last_backup_timestamp_seconds). One series per plan.
-	RPOBasis *prometheus.GaugeVec
-	Verifications    *prometheus.CounterVec
+	RPOBasis      *prometheus.GaugeVec
+	Verifications *prometheus.CounterVec
 }
 
 // NewProtectionPlan declares the ProtectionPlan metrics.
