@@ -10,6 +10,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/operators/orchestrator/internal/planspec"
 )
 
 // Point-in-time recovery in a plan (spec.backup.pointInTime, docs/pitr.md):
@@ -24,11 +25,7 @@ func pointInTimeOn(spec *platformv1.ProtectionPlanSpec) bool { return spec.Backu
 // ready. Everything written before now minus maxLag is archived while
 // PointInTimeReady is True.
 func maxLag(spec *platformv1.ProtectionPlanSpec) time.Duration {
-	if pt := spec.Backup.PointInTime; pt != nil && pt.MaxLag != nil {
-		return pt.MaxLag.Duration
-	}
-	d, _ := time.ParseDuration(backupv1.DefaultMaxLag)
-	return d
+	return planspec.MaxLag(spec.Backup.PointInTime)
 }
 
 // drillTarget is the second a point-in-time verification restores to,
