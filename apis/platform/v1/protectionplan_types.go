@@ -12,7 +12,6 @@ import (
 // ProtectionPlanSpec is the desired protection of one database.
 // +kubebuilder:validation:XValidation:rule="!has(self.backup.encryption) || has(self.verification.encryption)",message="verification.encryption: backups are encrypted (backup.encryption), so verification needs the identity that decrypts them (verification.encryption.identitySecretRef)",fieldPath=".verification"
 // +kubebuilder:validation:XValidation:rule="!(self.verification.restoreInto.host.lowerAscii() == self.database.host.lowerAscii() && self.verification.restoreInto.database == self.database.database && (has(self.verification.restoreInto.port) ? self.verification.restoreInto.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="verification.restoreInto: the scratch database is the protected database (same host, port and database name); verification restores into it, so choose another database or server",fieldPath=".verification.restoreInto"
-// +kubebuilder:validation:XValidation:rule="!has(self.backup.pointInTime) || self.database.engine == 'mysql'",message="backup.pointInTime: point-in-time recovery is available for MySQL/MariaDB (engine mysql) so far; PostgreSQL is not yet",fieldPath=".backup.pointInTime"
 // +kubebuilder:validation:XValidation:rule="!has(self.backup.pointInTime) || !has(self.backup.encryption)",message="backup.pointInTime: not with backup.encryption: the archived change log is not encrypted yet, and it holds the data",fieldPath=".backup.pointInTime"
 // +kubebuilder:validation:XValidation:rule="!has(self.backup.pointInTime) || duration(self.objectives.rpo) >= (has(self.backup.pointInTime.maxLag) ? duration(self.backup.pointInTime.maxLag) : duration('5m'))",message="objectives.rpo: at least backup.pointInTime.maxLag (default 5m): the archiver counts as keeping up while it is that far behind, so a shorter rpo could be missed while PointInTimeReady is True; lower maxLag or raise rpo",fieldPath=".objectives.rpo"
 // +kubebuilder:validation:XValidation:rule="!has(self.migration) || (self.migration.template.source.engine == self.database.engine && self.migration.template.source.host.lowerAscii() == self.database.host.lowerAscii() && self.migration.template.source.database == self.database.database && (has(self.migration.template.source.port) ? self.migration.template.source.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="migration.template.source: must be the plan's database (same engine, host, port and database name as spec.database)",fieldPath=".migration.template.source"
@@ -113,7 +112,8 @@ type BackupTemplate struct {
 	// on the archive while the BackupJob's PointInTimeReady is True (and
 	// may be minutes), and each verification restores to a recent second
 	// (status.lastVerification.targetTime) instead of only the newest dump.
-	// MySQL/MariaDB only so far, and not with encryption. docs/pitr.md.
+	// Not with encryption; the engines the BackupJob's spec.pointInTime
+	// admits. docs/pitr.md.
 	// +optional
 	PointInTime *backupv1.PointInTimeSpec `json:"pointInTime,omitempty"`
 }

@@ -81,8 +81,8 @@ func TestPointInTimeTemplatePassedAndDriftReverted(t *testing.T) {
 // An rpo of minutes is admitted with point-in-time recovery only: without
 // it an rpo shorter than the time between two scheduled backups is
 // refused (it could never be met); with it the rpo must still cover the
-// archiver's maxLag, and point-in-time needs MySQL/MariaDB and no
-// encryption (the BackupJob's own rules, refused with the plan).
+// archiver's maxLag, and point-in-time needs no encryption (the
+// BackupJob's own rule, refused with the plan).
 func TestPointInTimeRPOAdmission(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -100,9 +100,6 @@ func TestPointInTimeRPOAdmission(t *testing.T) {
 			p.Spec.Backup.PointInTime.MaxSegmentAge = nil
 			p.Spec.Objectives.RPO = metav1.Duration{Duration: 4 * time.Minute}
 		}, Want: "objectives.rpo: at least backup.pointInTime.maxLag (default 5m)"},
-		{Name: "pointInTime on PostgreSQL", Mutate: func(p *platformv1.ProtectionPlan) {
-			p.Spec.Database.Engine = cairnv1.PostgresEngine
-		}, Want: "backup.pointInTime: point-in-time recovery is available for MySQL/MariaDB"},
 		{Name: "pointInTime with encryption", Mutate: func(p *platformv1.ProtectionPlan) {
 			p.Spec.Backup.Encryption = &cairnv1.EncryptionSpec{Recipients: cairnv1.RecipientsSource{
 				ConfigMapKeyRef: &cairnv1.KeySelector{Name: "dr-recipients", Key: "recipients"}}}

@@ -7,14 +7,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	backupv1 "cairn.dev/apis/backup/v1"
-	cairnv1 "cairn.dev/apis/meta/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
 	"cairn.dev/libs/schedule"
 )
 
 // validatePointInTime checks spec.backup.pointInTime against the rest of
 // the plan (the CRD's rules, for plans the API server admitted without
-// them): MySQL/MariaDB only, not with encryption, and an rpo of at least
+// them): not with encryption, and an rpo of at least
 // maxLag — the archiver is ready while it is that far behind, so a
 // shorter rpo could be missed while PointInTimeReady is True.
 func validatePointInTime(spec *platformv1.ProtectionPlanSpec, fldPath *field.Path) field.ErrorList {
@@ -24,9 +23,6 @@ func validatePointInTime(spec *platformv1.ProtectionPlanSpec, fldPath *field.Pat
 	}
 	var errs field.ErrorList
 	pp := fldPath.Child("backup", "pointInTime")
-	if spec.Database.Engine != cairnv1.MySQLEngine {
-		errs = append(errs, field.Forbidden(pp, "point-in-time recovery is available for MySQL/MariaDB (engine mysql) so far; PostgreSQL is not yet"))
-	}
 	if spec.Backup.Encryption != nil {
 		errs = append(errs, field.Forbidden(pp, "not with backup.encryption: the archived change log is not encrypted yet, and it holds the data"))
 	}
@@ -94,7 +90,7 @@ func RPOFeasible(spec, old *platformv1.ProtectionPlanSpec, now time.Time, fldPat
 		return nil
 	}
 	return field.Invalid(fldPath.Child("objectives", "rpo"), spec.Objectives.RPO.Duration.String(), fmt.Sprintf(
-		"shorter than the %s between two backups of schedule %q: the newest backup would be older than the rpo before the next one; raise rpo to at least %s, back up more often, or turn on backup.pointInTime (MySQL/MariaDB: the rpo is then judged on the archived change log and may be minutes)",
+		"shorter than the %s between two backups of schedule %q: the newest backup would be older than the rpo before the next one; raise rpo to at least %s, back up more often, or turn on backup.pointInTime (the rpo is then judged on the archived change log and may be minutes)",
 		longest, spec.Backup.Schedule, longest))
 }
 
