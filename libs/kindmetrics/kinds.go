@@ -94,7 +94,12 @@ type ProtectionPlan struct {
 	// verified encrypted backup, 0 once a verification found it cannot;
 	// absent without encryption.
 	IdentityDecrypts *prometheus.GaugeVec
-	Verifications    *prometheus.CounterVec
+	// RPOBasis: 1 for the basis the plan's rpo was last judged on
+	// (status.rpo.basis): PointInTime (the archive, while the BackupJob's
+	// PointInTimeReady is True) or Backup (the newest successful backup,
+	// whose time is _last_backup_timestamp_seconds). One series per plan.
+	RPOBasis      *prometheus.GaugeVec
+	Verifications *prometheus.CounterVec
 }
 
 // NewProtectionPlan declares the ProtectionPlan metrics.
@@ -110,6 +115,9 @@ func NewProtectionPlan() *ProtectionPlan {
 		RestoreDuration:       s.ObjectGauge("cairn_protectionplan_restore_duration_seconds", "Restore duration of the plan's newest successful verification (the measured recovery time)."),
 		RTO:                   s.ObjectGauge("cairn_protectionplan_rto_seconds", "The plan's recovery time objective (spec.objectives.rto)."),
 		IdentityDecrypts:      s.ObjectGauge("cairn_protectionplan_identity_decrypts", "1 when the plan's identity (spec.verification.encryption) decrypted the newest verified encrypted backup, 0 when a verification found it cannot."),
+		RPOBasis: s.Gauge("cairn_protectionplan_rpo_basis",
+			"1 for what the plan's rpo is judged on (status.rpo.basis): basis PointInTime (the point-in-time archive, while the BackupJob's PointInTimeReady is True: at most maxLag behind) or Backup (the newest successful backup: cairn_protectionplan_last_backup_timestamp_seconds).",
+			"namespace", "name", "basis"),
 		Verifications: s.Counter("cairn_protectionplan_verifications_total",
 			"Finished verifications by plan and result (Succeeded, Failed).", "namespace", "name", "result"),
 	}

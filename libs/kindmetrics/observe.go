@@ -106,6 +106,14 @@ func (m *ProtectionPlan) Observe(plan *platformv1.ProtectionPlan) {
 	if rp := plan.Status.RecoveryPoint; rp != nil {
 		m.RecoveryPoint.With(l).Set(float64(rp.Unix()))
 	}
+	if r := plan.Status.RPO; r != nil {
+		for _, b := range []platformv1.RPOBasis{platformv1.RPOBasisPointInTime, platformv1.RPOBasisBackup} {
+			if b != r.Basis {
+				m.RPOBasis.DeleteLabelValues(plan.Namespace, plan.Name, string(b))
+			}
+		}
+		m.RPOBasis.WithLabelValues(plan.Namespace, plan.Name, string(r.Basis)).Set(1)
+	}
 	if sv := plan.Status.LastSuccessfulVerification; sv != nil && sv.CompletionTime != nil {
 		m.LastVerification.With(l).Set(float64(sv.CompletionTime.Unix()))
 	} else {

@@ -99,6 +99,21 @@ const (
 	// newest backup's recipients (or none was given); the message names
 	// the recipients the backup needs.
 	IdentityCannotDecryptReason = "IdentityCannotDecrypt"
+	// ArchiveGapReason (RecoverabilityVerified False, plans with
+	// spec.backup.pointInTime): the BackupJob's archive has a gap
+	// (PointInTimeReady False/ArchiveGap), or the point-in-time
+	// verification's restore was refused across one; times across it
+	// cannot be recovered.
+	ArchiveGapReason = "ArchiveGap"
+	// OutsideRecoverableWindowReason (RecoverabilityVerified False): the
+	// point-in-time verification's target time was outside the archive's
+	// recoverable window (before the oldest base, or after the newest
+	// archived change: the archive is behind).
+	OutsideRecoverableWindowReason = "OutsideRecoverableWindow"
+	// RecoveryPointMismatchReason (RecoverabilityVerified False): the
+	// point-in-time verification's restore succeeded but reported reaching
+	// another second than the one it was asked for.
+	RecoveryPointMismatchReason = "RecoveryPointMismatch"
 	// ScratchIsProtectedReason: the scratch database is the protected
 	// database (same server and database name); nothing is restored.
 	ScratchIsProtectedReason = "ScratchIsProtectedDatabase"

@@ -12,6 +12,8 @@ import (
 // ProtectionPlanSpec is the desired protection of one database.
 // +kubebuilder:validation:XValidation:rule="!has(self.backup.encryption) || has(self.verification.encryption)",message="verification.encryption: backups are encrypted (backup.encryption), so verification needs the identity that decrypts them (verification.encryption.identitySecretRef)",fieldPath=".verification"
 // +kubebuilder:validation:XValidation:rule="!(self.verification.restoreInto.host.lowerAscii() == self.database.host.lowerAscii() && self.verification.restoreInto.database == self.database.database && (has(self.verification.restoreInto.port) ? self.verification.restoreInto.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="verification.restoreInto: the scratch database is the protected database (same host, port and database name); verification restores into it, so choose another database or server",fieldPath=".verification.restoreInto"
+// +kubebuilder:validation:XValidation:rule="!has(self.backup.pointInTime) || !has(self.backup.encryption)",message="backup.pointInTime: not with backup.encryption: the archived change log is not encrypted yet, and it holds the data",fieldPath=".backup.pointInTime"
+// +kubebuilder:validation:XValidation:rule="!has(self.backup.pointInTime) || duration(self.objectives.rpo) >= (has(self.backup.pointInTime.maxLag) ? duration(self.backup.pointInTime.maxLag) : duration('5m'))",message="objectives.rpo: at least backup.pointInTime.maxLag (default 5m): the archiver counts as keeping up while it is that far behind, so a shorter rpo could be missed while PointInTimeReady is True; lower maxLag or raise rpo",fieldPath=".objectives.rpo"
 // +kubebuilder:validation:XValidation:rule="!has(self.migration) || (self.migration.template.source.engine == self.database.engine && self.migration.template.source.host.lowerAscii() == self.database.host.lowerAscii() && self.migration.template.source.database == self.database.database && (has(self.migration.template.source.port) ? self.migration.template.source.port : (self.database.engine == 'postgres' ? 5432 : 3306)) == (has(self.database.port) ? self.database.port : (self.database.engine == 'postgres' ? 5432 : 3306)))",message="migration.template.source: must be the plan's database (same engine, host, port and database name as spec.database)",fieldPath=".migration.template.source"
 type ProtectionPlanSpec struct {
 	// Database to protect: it is backed up (spec.backup) and never written to.
@@ -104,6 +106,16 @@ type BackupTemplate struct {
 	// DecryptionVerified).
 	// +optional
 	Encryption *cairnv1.EncryptionSpec `json:"encryption,omitempty"`
+	// PointInTime turns on point-in-time recovery (the BackupJob's
+	// spec.pointInTime): the backup operator archives the database's
+	// change log besides the scheduled dumps. The plan's rpo is then judged
+	// on the archive while the BackupJob's PointInTimeReady is True (and
+	// may be minutes), and each verification restores to a recent second
+	// (status.lastVerification.targetTime) instead of only the newest dump.
+	// Not with encryption; the engines the BackupJob's spec.pointInTime
+	// admits. docs/pitr.md.
+	// +optional
+	PointInTime *backupv1.PointInTimeSpec `json:"pointInTime,omitempty"`
 }
 
 // MigrationSpec is the plan's migration of its database: one MigrationJob,
@@ -220,8 +232,14 @@ type ScratchDatabase struct {
 
 // Objectives are the plan's recovery objectives.
 type Objectives struct {
-	// RPO (recovery point objective) is the maximum age of the newest
-	// successful backup, e.g. "26h" for a nightly backup.
+	// RPO (recovery point objective) is the maximum age of the recovery
+	// point: the newest successful backup, e.g. "26h" for a nightly
+	// backup. With spec.backup.pointInTime it is judged on the archive
+	// while the BackupJob's PointInTimeReady is True (the archive is at
+	// most pointInTime.maxLag behind, so the rpo may be minutes: at least
+	// maxLag), and on the newest backup otherwise (status.rpo says which).
+	// Without pointInTime it must be at least the longest time between
+	// two backups of spec.backup.schedule: a shorter one could never be met.
 	RPO metav1.Duration `json:"rpo"`
 	// RTO (recovery time objective) is the maximum restore duration, as
 	// measured by the newest successful verification.
@@ -267,10 +285,14 @@ type ProtectionPlanStatus struct {
 	// LastSuccessfulVerification is the newest verification that succeeded.
 	// +optional
 	LastSuccessfulVerification *VerificationRecord `json:"lastSuccessfulVerification,omitempty"`
-	// RecoveryPoint is when the newest verified backup was taken: restoring
+	// RecoveryPoint is when the newest verified backup was taken (or, for
+	// a point-in-time verification, the second it restored to): restoring
 	// now, with proof that it works, recovers the data as of this time.
 	// +optional
 	RecoveryPoint *metav1.Time `json:"recoveryPoint,omitempty"`
+	// RPO says what objectives.rpo is judged on, as of the last pass.
+	// +optional
+	RPO *RPOStatus `json:"rpo,omitempty"`
 	// RestoreDuration is how long the newest successful verification's
 	// restore took: the measured recovery time, compared with objectives.rto.
 	// +optional
@@ -285,6 +307,44 @@ type ProtectionPlanStatus struct {
 	// Migration mirrors the plan's MigrationJob, once created.
 	// +optional
 	Migration *MigrationRecord `json:"migration,omitempty"`
+}
+
+// RPOBasis is what the recovery point objective is judged on.
+// +kubebuilder:validation:Enum=PointInTime;Backup
+type RPOBasis string
+
+const (
+	// RPOBasisPointInTime: the plan's BackupJob archives its change log and
+	// its PointInTimeReady is True: the recovery point is the newest
+	// archived change, at most pointInTime.maxLag behind.
+	RPOBasisPointInTime RPOBasis = "PointInTime"
+	// RPOBasisBackup: the recovery point is the newest successful backup
+	// (no point-in-time recovery, or its archive is not ready: the message
+	// says why).
+	RPOBasisBackup RPOBasis = "Backup"
+)
+
+// RPOStatus is what the plan's rpo is judged on. It changes with the
+// basis, the newest backup or the archive's reading, not with the clock:
+// the age at the last evaluation is in ObjectivesMet's message when the
+// rpo is violated.
+type RPOStatus struct {
+	// Basis is PointInTime (the archive) or Backup (the newest backup).
+	Basis RPOBasis `json:"basis"`
+	// RecoveryPoint is, for Backup, when the newest successful backup
+	// finished: the rpo's age is measured from it. For PointInTime it is
+	// the newest archived change as the last backup run read it; the age
+	// judged is the smaller of its age and maxLag (the archiver is ready
+	// only while everything older than maxLag is archived).
+	// +optional
+	RecoveryPoint *metav1.Time `json:"recoveryPoint,omitempty"`
+	// MaxLag, for PointInTime, is the archiver's maxLag: the recovery
+	// point is at most this old while the basis is PointInTime.
+	// +optional
+	MaxLag *metav1.Duration `json:"maxLag,omitempty"`
+	// Message says why this basis, e.g. why the archive does not count.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // BackupRecord summarises the plan's BackupJob.
@@ -315,6 +375,18 @@ type VerificationRecord struct {
 	// BackupTime is when that backup finished (the data's point in time).
 	// +optional
 	BackupTime *metav1.Time `json:"backupTime,omitempty"`
+	// TargetTime, for a point-in-time verification (spec.backup.pointInTime),
+	// is the second the RestoreJob restores to (its spec.source.pointInTime):
+	// now minus pointInTime.maxLag when the verification was decided. The
+	// restore takes the newest base that ended before it, so artifact
+	// becomes the base the RestoreJob used once it reports it.
+	// +optional
+	TargetTime *metav1.Time `json:"targetTime,omitempty"`
+	// RecoveryPointReached is the second the point-in-time restore
+	// reported reaching (the RestoreJob's status.recoveryPoint): the
+	// verification succeeds only when it equals targetTime.
+	// +optional
+	RecoveryPointReached *metav1.Time `json:"recoveryPointReached,omitempty"`
 	// Result of the verification.
 	// +optional
 	Result VerificationResult `json:"result,omitempty"`
@@ -352,7 +424,8 @@ type VerificationRecord struct {
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 40",message="metadata.name: at most 40 characters (verification RestoreJobs are named <name>-verify-<n>)"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="RPO Age",type=date,JSONPath=`.status.lastBackup.successfulTime`,description="Age of the newest successful backup"
+// +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup.successfulTime`,description="Age of the newest successful backup"
+// +kubebuilder:printcolumn:name="RPO Basis",type=string,JSONPath=`.status.rpo.basis`,description="What the rpo is judged on: PointInTime (the archive, while ready) or Backup (the newest backup)"
 // +kubebuilder:printcolumn:name="Last Verified",type=date,JSONPath=`.status.lastSuccessfulVerification.completionTime`
 // +kubebuilder:printcolumn:name="Recovery Point",type=date,JSONPath=`.status.recoveryPoint`,priority=1
 // +kubebuilder:printcolumn:name="Restore Time",type=string,JSONPath=`.status.restoreDuration`,priority=1

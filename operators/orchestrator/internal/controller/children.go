@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -33,6 +35,7 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 			DeletionPolicy:        spec.DeletionPolicy,
 			ObjectLock:            b.ObjectLock,
 			Encryption:            b.Encryption,
+			PointInTime:           b.PointInTime,
 		},
 	}
 }
@@ -42,19 +45,27 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 // "the newest") into the scratch database, runs the plan's checks there
 // and drops the scratch database afterwards if the restore created it. A
 // RestoreJob's spec is immutable, so it is created once and never updated.
+//
+// A point-in-time verification (lv.targetTime) restores the plan's
+// BackupJob to that second instead (spec.source.pointInTime, no artifact:
+// the restore takes the newest base that ended before it) and runs the
+// plan's checks but rowCountsMatchBackup (verificationChecks).
 func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec, lv *platformv1.VerificationRecord) *restorev1.RestoreJob {
+	src := restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: plan.Name, Artifact: lv.Artifact.Path}}
+	if lv.TargetTime != nil {
+		src = restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{Name: plan.Name},
+			PointInTime: lv.TargetTime.UTC().Format(time.RFC3339)}
+	}
 	return &restorev1.RestoreJob{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: plan.Namespace, Name: lv.RestoreJob,
 			Labels: map[string]string{platformv1.PlanLabel: plan.Name},
 		},
 		Spec: restorev1.RestoreJobSpec{
-			Source: restorev1.RestoreSource{BackupJob: &restorev1.BackupJobSource{
-				Name: plan.Name, Artifact: lv.Artifact.Path,
-			}},
+			Source:                src,
 			Target:                planspec.ScratchTarget(spec),
 			ActiveDeadlineSeconds: spec.Verification.TimeoutSeconds,
-			Checks:                spec.Verification.Checks,
+			Checks:                verificationChecks(spec, lv),
 			DropTargetAfterChecks: true,
 			RecordVerification:    true,
 			Encryption:            spec.Verification.Encryption.DeepCopy(),

@@ -3,8 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -138,11 +136,23 @@ func (r *ProtectionPlanReconciler) verification(ctx context.Context, p *pass) er
 		}
 	}
 	if due, why := r.due(p); due {
-		if err := r.start(ctx, p, why); err != nil {
+		var target *metav1.Time
+		if pointInTimeOn(&p.Defaulted.Spec) {
+			t, notBefore, ok := drillTarget(&p.Defaulted.Spec, plan.Status.LastBackup, p.State.now)
+			if !ok {
+				// The newest backup just finished: restore to a second
+				// after it, once the archive vouches for that second.
+				p.State.checkAt(notBefore)
+				setRecoverability(plan, &p.Defaulted.Spec, p.State.backupJob)
+				return nil
+			}
+			target = &metav1.Time{Time: t}
+		}
+		if err := r.start(ctx, p, why, target); err != nil {
 			return err
 		}
 	}
-	setRecoverability(plan)
+	setRecoverability(plan, &p.Defaulted.Spec, p.State.backupJob)
 	return nil
 }
 
@@ -205,7 +215,11 @@ func (r *ProtectionPlanReconciler) due(p *pass) (bool, string) {
 // verification in status (a checkpoint: a retry or a restart creates this
 // RestoreJob for this artifact, never for a newer one) and creates its
 // RestoreJob.
-func (r *ProtectionPlanReconciler) start(ctx context.Context, p *pass, why string) error {
+//
+// A point-in-time verification (target set) restores to target instead
+// (desiredRestoreJob); its artifact is the base the restore used, once
+// reported.
+func (r *ProtectionPlanReconciler) start(ctx context.Context, p *pass, why string, target *metav1.Time) error {
 	plan := p.Obj
 	if err := r.checkScratch(p); err != nil {
 		return err
@@ -218,6 +232,10 @@ func (r *ProtectionPlanReconciler) start(ctx context.Context, p *pass, why strin
 		BackupTime: lb.SuccessfulTime.DeepCopy(),
 		Result:     platformv1.VerificationPending,
 		Message:    "verifying after " + why,
+		TargetTime: target,
+	}
+	if target != nil {
+		lv.Message += ", to " + target.UTC().Format(time.RFC3339) + " (point in time)"
 	}
 	plan.Status.Verifications = n
 	plan.Status.LastVerification = lv
@@ -308,7 +326,15 @@ func readRestoreJob(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob,
 		if lv.StartTime != nil && lv.CompletionTime != nil {
 			lv.RestoreDuration = &metav1.Duration{Duration: lv.CompletionTime.Sub(lv.StartTime.Time).Round(time.Second)}
 		}
-		if names := checkNames(spec); len(names) > 0 {
+		if lv.TargetTime != nil {
+			if failure := readPointInTime(lv, rj); failure != "" {
+				lv.Reason = platformv1.RecoveryPointMismatchReason
+				finish(lv, platformv1.VerificationFailed, now, failure)
+				return
+			}
+			msg += "; recovered to " + lv.TargetTime.UTC().Format(time.RFC3339) + " from base " + lv.Artifact.Path
+		}
+		if names := checkNames(spec, lv); len(names) > 0 {
 			if failed, ok := checkResults(lv, rj, names); !ok {
 				// The restore did not report the checks (an agent image
 				// older than the checks): a restore alone does not prove
@@ -329,7 +355,7 @@ func readRestoreJob(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob,
 		if ready != nil {
 			lv.Reason = ready.Reason
 		}
-		if names := checkNames(spec); len(names) > 0 && len(rj.Status.Checks) > 0 {
+		if names := checkNames(spec, lv); len(names) > 0 && len(rj.Status.Checks) > 0 {
 			// The restore ran but a check failed (reason ChecksFailed):
 			// show every result.
 			checkResults(lv, rj, names)
@@ -368,9 +394,9 @@ func checkResults(lv *platformv1.VerificationRecord, rj *restorev1.RestoreJob, n
 	return failed, true
 }
 
-func checkNames(spec *platformv1.ProtectionPlanSpec) []string {
+func checkNames(spec *platformv1.ProtectionPlanSpec, lv *platformv1.VerificationRecord) []string {
 	var names []string
-	for _, c := range spec.Verification.Checks {
+	for _, c := range verificationChecks(spec, lv) {
 		names = append(names, c.Name)
 	}
 	return names
@@ -386,10 +412,21 @@ func finish(lv *platformv1.VerificationRecord, result platformv1.VerificationRes
 }
 
 // setRecoverability sets RecoverabilityVerified from the newest finished
-// verification, and records a success as the recovery point.
-func setRecoverability(plan *platformv1.ProtectionPlan) {
+// verification, and records a success as the recovery point. A gap in a
+// point-in-time archive (the BackupJob's PointInTimeReady False/ArchiveGap)
+// fails it whatever the last verification found: times across the gap
+// cannot be recovered.
+func setRecoverability(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlanSpec, bj *backupv1.BackupJob) {
 	lv := plan.Status.LastVerification
 	typ := platformv1.RecoverabilityVerifiedCondition
+	if lv != nil && lv.Result == platformv1.VerificationSucceeded {
+		recordSuccess(plan, lv)
+	}
+	if gap := archiveGap(spec, bj); gap != nil {
+		conditions.Set(plan, typ, metav1.ConditionFalse, platformv1.ArchiveGapReason,
+			fmt.Sprintf("the point-in-time archive of BackupJob %s has a gap: %s", bj.Name, gap.Message))
+		return
+	}
 	switch {
 	case lv == nil && (plan.Status.LastBackup == nil || plan.Status.LastBackup.Artifact == nil):
 		conditions.Set(plan, typ, metav1.ConditionUnknown, platformv1.NoVerificationYetReason,
@@ -404,68 +441,39 @@ func setRecoverability(plan *platformv1.ProtectionPlan) {
 				fmt.Sprintf("RestoreJob %s is restoring %s", lv.RestoreJob, lv.Artifact.Path))
 		}
 	case lv.Result == platformv1.VerificationSucceeded:
-		if s := plan.Status.LastSuccessfulVerification; s == nil || s.RestoreJob != lv.RestoreJob {
-			plan.Status.LastSuccessfulVerification = lv.DeepCopy()
-			if lv.BackupTime != nil && (plan.Status.RecoveryPoint == nil || lv.BackupTime.After(plan.Status.RecoveryPoint.Time)) {
-				plan.Status.RecoveryPoint = lv.BackupTime.DeepCopy()
-			}
-			plan.Status.RestoreDuration = lv.RestoreDuration.DeepCopy()
-		}
 		msg := fmt.Sprintf("backup %s restored (RestoreJob %s)", lv.Artifact.Path, lv.RestoreJob)
+		if lv.TargetTime != nil {
+			msg = fmt.Sprintf("recovered to %s from backup %s and its archived log (RestoreJob %s)",
+				lv.TargetTime.UTC().Format(time.RFC3339), lv.Artifact.Path, lv.RestoreJob)
+		}
 		if lv.RestoreDuration != nil {
 			msg += " in " + lv.RestoreDuration.Duration.String()
 		}
 		conditions.Set(plan, typ, metav1.ConditionTrue, platformv1.VerificationSucceededReason, msg)
 	default:
-		conditions.Set(plan, typ, metav1.ConditionFalse, platformv1.VerificationFailedReason,
-			fmt.Sprintf("verification of backup %s failed (RestoreJob %s): %s", lv.Artifact.Path, lv.RestoreJob, lv.Message))
+		what := "backup " + lv.Artifact.Path
+		if lv.TargetTime != nil {
+			what = "the recovery to " + lv.TargetTime.UTC().Format(time.RFC3339)
+		}
+		conditions.Set(plan, typ, metav1.ConditionFalse, failureReason(lv),
+			fmt.Sprintf("verification of %s failed (RestoreJob %s): %s", what, lv.RestoreJob, lv.Message))
 	}
 }
 
-// pruneHistory deletes the oldest finished verification RestoreJobs beyond
-// the history limits.
-func (r *ProtectionPlanReconciler) pruneHistory(ctx context.Context, p *pass) error {
-	plan, v := p.Obj, &p.Defaulted.Spec.Verification
-	list := &restorev1.RestoreJobList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(plan.Namespace),
-		client.MatchingLabels{platformv1.PlanLabel: plan.Name}); err != nil {
-		return fmt.Errorf("listing verification RestoreJobs: %w", err)
+// recordSuccess records succeeded verification lv, once: the newest
+// successful verification, the recovery point it proved (the backup's
+// time, or the point-in-time target) and the measured restore time.
+func recordSuccess(plan *platformv1.ProtectionPlan, lv *platformv1.VerificationRecord) {
+	if s := plan.Status.LastSuccessfulVerification; s != nil && s.RestoreJob == lv.RestoreJob {
+		return
 	}
-	var succeeded, failed []*restorev1.RestoreJob
-	for i := range list.Items {
-		rj := &list.Items[i]
-		if !metav1.IsControlledBy(rj, plan) || !rj.DeletionTimestamp.IsZero() {
-			continue
-		}
-		switch rj.Status.Phase {
-		case restorev1.PhaseSucceeded:
-			succeeded = append(succeeded, rj)
-		case restorev1.PhaseFailed:
-			failed = append(failed, rj)
-		}
+	plan.Status.LastSuccessfulVerification = lv.DeepCopy()
+	point := lv.BackupTime
+	if lv.TargetTime != nil {
+		point = lv.TargetTime
 	}
-	for _, set := range []struct {
-		jobs  []*restorev1.RestoreJob
-		limit int32
-	}{{succeeded, *v.SuccessfulHistoryLimit}, {failed, *v.FailedHistoryLimit}} {
-		// Newest first, by the sequence number in the name.
-		slices.SortFunc(set.jobs, func(a, b *restorev1.RestoreJob) int { return sequence(b.Name) - sequence(a.Name) })
-		for i, rj := range set.jobs {
-			if int32(i) < set.limit {
-				continue
-			}
-			if err := r.deleteChild(ctx, rj); err != nil {
-				return err
-			}
-			ctrl.LoggerFrom(ctx).Info("deleted old verification RestoreJob", "RestoreJob", rj.Name, "phase", rj.Status.Phase)
-		}
+	if point != nil && (plan.Status.RecoveryPoint == nil || point.After(plan.Status.RecoveryPoint.Time)) {
+		plan.Status.RecoveryPoint = point.DeepCopy()
 	}
-	return nil
-}
-
-// sequence is n of a RestoreJob named <plan>-verify-<n>.
-func sequence(name string) int {
-	i := strings.LastIndex(name, "-")
-	n, _ := strconv.Atoi(name[i+1:])
-	return n
+	plan.Status.RestoreDuration = lv.RestoreDuration.DeepCopy()
 }

@@ -96,11 +96,24 @@ func objectives(plan *platformv1.ProtectionPlan, spec *platformv1.ProtectionPlan
 			s.checkAt(created.Add(limit))
 		}
 	}
-	var successful *metav1.Time
-	if lb := plan.Status.LastBackup; lb != nil {
-		successful = lb.SuccessfulTime
+	switch a, why := judgeRPO(plan, spec, s.backupJob, now); {
+	case plan.Status.RPO.Basis == platformv1.RPOBasisPointInTime:
+		// The archive keeps up: its recovery point is at most maxLag old,
+		// and the next change of PointInTimeReady is an event.
+		if a > o.RPO.Duration {
+			violated = append(violated, fmt.Sprintf("rpo: the recovery point (point-in-time archive) is %s old, more than %s", a, o.RPO.Duration))
+		}
+	default:
+		var successful *metav1.Time
+		if lb := plan.Status.LastBackup; lb != nil {
+			successful = lb.SuccessfulTime
+		}
+		n := len(violated)
+		age("successful backup", successful, o.RPO.Duration, "rpo")
+		if why != "" && len(violated) > n {
+			violated[n] += " (judged on the newest backup: the point-in-time archive does not count while " + why + ")"
+		}
 	}
-	age("successful backup", successful, o.RPO.Duration, "rpo")
 	if o.RTO != nil {
 		switch d := plan.Status.RestoreDuration; {
 		case d == nil:

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	migrationv1 "cairn.dev/apis/migration/v1"
 	platformv1 "cairn.dev/apis/platform/v1"
@@ -161,5 +162,45 @@ func TestMigrationSourceError(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "spec.migration.template.source") {
 			t.Errorf("%s: error does not name the field: %v", tc.name, err)
 		}
+	}
+}
+
+// The longest time between two backups is what an rpo without
+// point-in-time recovery must cover; with pointInTime it is not asked.
+func TestRPOFeasible(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		schedule string
+		rpo      time.Duration
+		pitr     bool
+		refused  bool
+	}{
+		{"0 2 * * *", 26 * time.Hour, false, false},
+		{"0 2 * * *", 10 * time.Minute, false, true},
+		{"0 2 * * *", 10 * time.Minute, true, false},
+		{"*/5 * * * *", 5 * time.Minute, false, false},
+		{"*/5 * * * *", 4 * time.Minute, false, true},
+		{"0 2 * * 1-5", 26 * time.Hour, false, true}, // the weekend: 72 h
+		{"0 2 * * 1-5", 72 * time.Hour, false, false},
+	} {
+		s := validSpec()
+		s.Backup.Schedule, s.Objectives.RPO = tc.schedule, metav1.Duration{Duration: tc.rpo}
+		if tc.pitr {
+			s.Backup.PointInTime = &backupv1.PointInTimeSpec{}
+		}
+		err := RPOFeasible(&s, nil, now, field.NewPath("spec"))
+		if (err != nil) != tc.refused {
+			t.Errorf("%q rpo %s pitr %v: %v, want refused %v", tc.schedule, tc.rpo, tc.pitr, err, tc.refused)
+		}
+		// An update that changes none of it is not judged again.
+		if err := RPOFeasible(&s, s.DeepCopy(), now, field.NewPath("spec")); err != nil {
+			t.Errorf("%q rpo %s: unchanged update refused: %v", tc.schedule, tc.rpo, err)
+		}
+	}
+	s := validSpec()
+	s.Backup.PointInTime = &backupv1.PointInTimeSpec{}
+	s.Verification.Checks = []restorev1.Check{{Name: "rows", RowCountsMatchBackup: true}, {Name: "q", SQL: "select 1", Equals: new("1")}}
+	if w := PointInTimeWarnings(&s); len(w) != 1 || !strings.Contains(w[0], "checks[0] (rows): rowCountsMatchBackup is not run") {
+		t.Errorf("warnings %q", w)
 	}
 }

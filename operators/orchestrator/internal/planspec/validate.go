@@ -70,6 +70,8 @@ func ValidateSpec(spec *platformv1.ProtectionPlanSpec, fldPath *field.Path) fiel
 		}
 	}
 
+	errs = append(errs, validatePointInTime(spec, fldPath)...)
+
 	op := fldPath.Child("objectives")
 	o := &spec.Objectives
 	errs = append(errs, positive(o.RPO.Duration, op.Child("rpo"), "e.g. \"26h\" for a nightly backup")...)

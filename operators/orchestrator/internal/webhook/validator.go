@@ -2,8 +2,10 @@ package webhook
 
 import (
 	"context"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -27,24 +29,38 @@ type Validator struct {
 
 var _ admission.Validator[*platformv1.ProtectionPlan] = &Validator{}
 
-func validate(plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
+// validate is every check of planspec.Validate, and on create or an update
+// of old that changes it, that the rpo can be met between two backups of
+// the schedule (planspec.RPOFeasible).
+func validate(old, plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
 	plan = plan.DeepCopy()
 	planspec.SetDefaults(&plan.Spec)
-	if errs := planspec.Validate(plan.Name, plan.Namespace, &plan.Spec); len(errs) > 0 {
+	errs := planspec.Validate(plan.Name, plan.Namespace, &plan.Spec)
+	var oldSpec *platformv1.ProtectionPlanSpec
+	if old != nil {
+		oldSpec = old.Spec.DeepCopy()
+		planspec.SetDefaults(oldSpec)
+	}
+	if ferr := planspec.RPOFeasible(&plan.Spec, oldSpec, time.Now(), field.NewPath("spec")); ferr != nil {
+		errs = append(errs, ferr)
+	}
+	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(platformv1.GroupVersion.WithKind("ProtectionPlan").GroupKind(), plan.Name, errs)
 	}
-	return nil, nil
+	return planspec.PointInTimeWarnings(&plan.Spec), nil
 }
 
 // ValidateCreate implements admission.Validator.
 func (v *Validator) ValidateCreate(ctx context.Context, plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
-	if w, err := validate(plan); err != nil {
+	w, err := validate(nil, plan)
+	if err != nil {
 		return w, err
 	}
 	if err := v.admit(ctx, nil, plan); err != nil {
 		return nil, err
 	}
-	return v.checkMigration(ctx, plan)
+	mw, err := v.checkMigration(ctx, plan)
+	return append(w, mw...), err
 }
 
 // admit checks the requester's rights on what the plan refers to — its
@@ -67,13 +83,15 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, plan *platformv1.Pr
 	if !plan.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
-	if w, err := validate(plan); err != nil {
+	w, err := validate(old, plan)
+	if err != nil {
 		return w, err
 	}
 	if err := v.admit(ctx, old, plan); err != nil {
 		return nil, err
 	}
-	return v.checkMigration(ctx, plan)
+	mw, err := v.checkMigration(ctx, plan)
+	return append(w, mw...), err
 }
 
 // ValidateDelete implements admission.Validator; deletion is never refused.
