@@ -13,7 +13,7 @@ import (
 
 // validatePointInTime checks spec.backup.pointInTime against the rest of
 // the plan (the CRD's rules, for plans the API server admitted without
-// them): not with encryption, and an rpo of at least
+// them): an rpo of at least
 // maxLag — the archiver is ready while it is that far behind, so a
 // shorter rpo could be missed while PointInTimeReady is True.
 func validatePointInTime(spec *platformv1.ProtectionPlanSpec, fldPath *field.Path) field.ErrorList {
@@ -22,10 +22,6 @@ func validatePointInTime(spec *platformv1.ProtectionPlanSpec, fldPath *field.Pat
 		return nil
 	}
 	var errs field.ErrorList
-	pp := fldPath.Child("backup", "pointInTime")
-	if spec.Backup.Encryption != nil {
-		errs = append(errs, field.Forbidden(pp, "not with backup.encryption: the archived change log is not encrypted yet, and it holds the data"))
-	}
 	lag := MaxLag(pt)
 	if spec.Objectives.RPO.Duration < lag {
 		errs = append(errs, field.Invalid(fldPath.Child("objectives", "rpo"), spec.Objectives.RPO.Duration.String(), fmt.Sprintf(

@@ -29,9 +29,11 @@ type Validator struct {
 
 var _ admission.Validator[*platformv1.ProtectionPlan] = &Validator{}
 
-// validate is every check of planspec.Validate, and on create or an update
-// of old that changes it, that the rpo can be met between two backups of
-// the schedule (planspec.RPOFeasible).
+// validate is every check of planspec.Validate; on create or an update of
+// old that changes it, an rpo that cannot be met between two scheduled
+// backups (planspec.RPOFeasible) is a warning, not a refusal: a plan may
+// be backed up by run-now requests or another scheduler (the e2e plans
+// are), and ObjectivesMet reports the rpo missed either way.
 func validate(old, plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
 	plan = plan.DeepCopy()
 	planspec.SetDefaults(&plan.Spec)
@@ -41,13 +43,14 @@ func validate(old, plan *platformv1.ProtectionPlan) (admission.Warnings, error) 
 		oldSpec = old.Spec.DeepCopy()
 		planspec.SetDefaults(oldSpec)
 	}
-	if ferr := planspec.RPOFeasible(&plan.Spec, oldSpec, time.Now(), field.NewPath("spec")); ferr != nil {
-		errs = append(errs, ferr)
-	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(platformv1.GroupVersion.WithKind("ProtectionPlan").GroupKind(), plan.Name, errs)
 	}
-	return planspec.PointInTimeWarnings(&plan.Spec), nil
+	warnings := planspec.PointInTimeWarnings(&plan.Spec)
+	if ferr := planspec.RPOFeasible(&plan.Spec, oldSpec, time.Now(), field.NewPath("spec")); ferr != nil {
+		warnings = append(warnings, ferr.Error())
+	}
+	return warnings, nil
 }
 
 // ValidateCreate implements admission.Validator.
