@@ -17,8 +17,8 @@ type BackupJob struct {
 	// backup or archive check found in the archive); PointInTimeRetainedWAL
 	// only for PostgreSQL (the archiver's slot on the source).
 	PointInTimeReady, PointInTimeGaps, PointInTimeRetainedWAL *prometheus.GaugeVec
-	RunDuration                       *prometheus.HistogramVec
-	Runs                              *prometheus.CounterVec
+	RunDuration                                               *prometheus.HistogramVec
+	Runs                                                      *prometheus.CounterVec
 }
 
 // NewBackupJob declares the BackupJob metrics.

@@ -389,5 +389,5 @@ func TestPointInTimeReleasesTheSlot(t *testing.T) {
 	terminate(t, job, true, released(ns, "deleted"))
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, dkey, &backupv1.BackupJob{}))
-	}).WithTimeout(30 * time.Second).Should(BeTrue(), "the BackupJob is gone once its slot is released")
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "the BackupJob is gone once its slot is released")
 }
