@@ -13,7 +13,6 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/ownership"
 )
 
 // Bounds of one archive-status Job: it reads the archive's records and,
@@ -59,12 +58,7 @@ func (r *BackupJobReconciler) checkArchive(ctx context.Context, p *pass) error {
 		}
 	}
 	job := checkJob(bj, r.AgentImage, chk.Checks+1)
-	run := &agentjob.Run[contract.ArchiveStatus]{
-		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
-		Render: func() (*batchv1.Job, error) { return job, ownership.SetController(bj, job, r.Scheme) },
-		Ours:   func(j *batchv1.Job) bool { return metav1.IsControlledBy(j, bj) },
-		Parse:  contract.ParseArchiveStatus, Grace: r.ResultGrace, Now: r.Now,
-	}
+	run := ownRun(r, bj, job, contract.ParseArchiveStatus)
 	obs, err := run.Observe(ctx)
 	if err != nil {
 		return fmt.Errorf("archive check Job %s: %w", job.Name, err)

@@ -14,7 +14,6 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/names"
-	"cairn.dev/libs/ownership"
 )
 
 // Bounds of one catalog listing Job: it only reads the store's index.
@@ -40,12 +39,7 @@ func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 		// answer was stored may have started it again).
 		return r.deleteOwnJob(ctx, bj, job.Name, "catalog listing")
 	}
-	run := &agentjob.Run[contract.Catalog]{
-		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
-		Render: func() (*batchv1.Job, error) { return job, ownership.SetController(bj, job, r.Scheme) },
-		Ours:   func(j *batchv1.Job) bool { return metav1.IsControlledBy(j, bj) },
-		Parse:  contract.ParseCatalog, Grace: r.ResultGrace, Now: r.Now,
-	}
+	run := ownRun(r, bj, job, contract.ParseCatalog)
 	obs, err := run.Observe(ctx)
 	if err != nil {
 		return fmt.Errorf("catalog listing Job %s: %w", job.Name, err)

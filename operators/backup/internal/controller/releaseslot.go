@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,7 +13,6 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/ownership"
 )
 
 // releaseRetry is how long a failed slot release waits before its Job is
@@ -55,12 +52,7 @@ func (r *BackupJobReconciler) releaseSlot(ctx context.Context, bj *backupv1.Back
 	job.Name = releaseJobName(bj)
 	job.Spec.Template.Spec.Containers[0].Env = append(job.Spec.Template.Spec.Containers[0].Env,
 		corev1.EnvVar{Name: contract.EnvArchiveReleaseSlot, Value: "true"})
-	run := &agentjob.Run[contract.ArchiveStatus]{
-		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
-		Render: func() (*batchv1.Job, error) { return job, ownership.SetController(bj, job, r.Scheme) },
-		Ours:   func(j *batchv1.Job) bool { return metav1.IsControlledBy(j, bj) },
-		Parse:  contract.ParseArchiveStatus, Grace: r.ResultGrace, Now: r.Now,
-	}
+	run := ownRun(r, bj, job, contract.ParseArchiveStatus)
 	obs, err := run.Observe(ctx)
 	if namespaceTerminating(err) {
 		return false, 0, err

@@ -64,7 +64,7 @@ func (r *BackupJobReconciler) runNow(ctx context.Context, p *pass) error {
 		return nil
 	}
 	job := runNowJob(bj, r.AgentImage, id)
-	run := r.run(bj, job, contract.Parse)
+	run := ownRun(r, bj, job, contract.Parse)
 	if _, err := run.Observe(ctx); err != nil {
 		return fmt.Errorf("run-now Job %s: %w", job.Name, err)
 	}
@@ -308,11 +308,12 @@ func jobRef(namespace, name string) *batchv1.Job {
 	return j
 }
 
-// run is an agent Job of bj's that is found by its name alone (run-now,
-// catalog listing: the name derives from the request), created with bj as
-// its controller, never adopted otherwise.
-func (r *BackupJobReconciler) run(bj *backupv1.BackupJob, job *batchv1.Job, parse func(string) (*contract.Result, error)) *agentjob.Run[contract.Result] {
-	return &agentjob.Run[contract.Result]{
+// ownRun is an agent Job of bj's that is found by its name alone (run-now,
+// catalog listing, archive check, slot release: the name derives from the
+// request or a stored count), created with bj as its controller, never
+// adopted otherwise; parse reads its pod's report.
+func ownRun[R any](r *BackupJobReconciler, bj *backupv1.BackupJob, job *batchv1.Job, parse func(string) (*R, error)) *agentjob.Run[R] {
+	return &agentjob.Run[R]{
 		Namespace: job.Namespace, Name: job.Name, Client: r.Client, Live: r.APIReader,
 		Render: func() (*batchv1.Job, error) { return job, ownership.SetController(bj, job, r.Scheme) },
 		Ours:   func(j *batchv1.Job) bool { return metav1.IsControlledBy(j, bj) },
