@@ -80,7 +80,7 @@ func (r *BackupJobReconciler) checkArchive(ctx context.Context, p *pass) error {
 	if err := p.Checkpoint(ctx); err != nil {
 		return err
 	}
-	return r.deleteOwnJob(ctx, bj, job.Name, "archive check")
+	return r.deleteFinishedJob(ctx, bj, obs.Job, "archive check")
 }
 
 // recordCheck folds a finished archive-status Job into the status.

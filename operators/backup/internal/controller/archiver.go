@@ -29,16 +29,24 @@ import (
 // stalls the BackupJob and is named in the condition here.
 func (r *BackupJobReconciler) ensureArchiver(ctx context.Context, p *pass) error {
 	bj := p.Obj
-	if bj.Spec.PointInTime == nil {
-		if needsSlotRelease(bj) {
-			// Turned off: the PostgreSQL slot goes with the archiver
-			// (status.pointInTime stays until it has).
-			done, wait, err := r.releaseSlot(ctx, bj)
-			if err != nil || !done {
-				p.RequeueAfter(wait)
-				return err
-			}
+	if bj.Spec.PointInTime == nil && needsSlotRelease(bj) {
+		// Turned off: the PostgreSQL slot goes with the archiver
+		// (status.pointInTime stays until it has).
+		done, wait, err := r.releaseSlot(ctx, bj)
+		if err != nil || !done {
+			p.RequeueAfter(wait)
+			return err
 		}
+		// Recorded before the release Job goes (releaseSlot).
+		bj.Status.PointInTime = nil
+		if err := p.Checkpoint(ctx); err != nil {
+			return err
+		}
+	}
+	if err := r.cleanReleaseJob(ctx, bj); err != nil {
+		return err
+	}
+	if bj.Spec.PointInTime == nil {
 		bj.Status.PointInTime = nil
 		return r.removeArchiver(ctx, bj)
 	}

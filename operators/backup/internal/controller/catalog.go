@@ -76,22 +76,30 @@ func (r *BackupJobReconciler) listCatalog(ctx context.Context, p *pass) error {
 	if err := p.Checkpoint(ctx); err != nil {
 		return err
 	}
-	return r.deleteOwnJob(ctx, bj, obs.Job.Name, "catalog listing")
+	return r.deleteFinishedJob(ctx, bj, obs.Job, "catalog listing")
 }
 
 // deleteOwnJob deletes the Job name of bj's (a catalog listing, an
-// archive check) if the cache shows it, controlled by bj.
+// archive check) if the cache shows it, controlled by bj: the cleanup a
+// later pass repeats. A Job just observed goes by deleteFinishedJob instead (the
+// cache may not hold it yet).
 func (r *BackupJobReconciler) deleteOwnJob(ctx context.Context, bj *backupv1.BackupJob, name, what string) error {
 	cur := &batchv1.Job{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: bj.Namespace, Name: name}, cur); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !metav1.IsControlledBy(cur, bj) || !cur.DeletionTimestamp.IsZero() {
+	return r.deleteFinishedJob(ctx, bj, cur, what)
+}
+
+// deleteFinishedJob deletes job, as read, if bj controls it (background: its pod
+// goes after it).
+func (r *BackupJobReconciler) deleteFinishedJob(ctx context.Context, bj *backupv1.BackupJob, job *batchv1.Job, what string) error {
+	if job == nil || !metav1.IsControlledBy(job, bj) || !job.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	err := r.Client.Delete(ctx, cur, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &cur.UID})
+	err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting %s Job %s: %w", what, cur.Name, err)
+		return fmt.Errorf("deleting %s Job %s: %w", what, job.Name, err)
 	}
 	return nil
 }

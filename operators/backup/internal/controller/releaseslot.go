@@ -69,7 +69,11 @@ func (r *BackupJobReconciler) releaseSlot(ctx context.Context, bj *backupv1.Back
 	if rep := obs.Result; obs.State == agentjob.RunSucceeded && rep != nil && (rep.SlotReleased || !rep.SlotExists) {
 		r.Recorder.Eventf(bj, obs.Job, corev1.EventTypeNormal, "SlotReleased", "ReleaseSlot",
 			"dropped the archiver's replication slot %s on the source (it kept %d bytes of WAL)", rep.Slot, rep.RetainedWALBytes)
-		return true, 0, r.deleteOwnJob(ctx, bj, job.Name, "slot release")
+		// The Job stays until the caller recorded the release (the status
+		// without pointInTime, or the finalizer gone): deleted first, a
+		// pass that read the BackupJob before the record would start it
+		// again (cleanReleaseJob removes such a leftover).
+		return true, 0, nil
 	}
 	// Failed: kept until the retry is due (its deletion would bring a
 	// pass that starts the next one at once), then said once and deleted.
@@ -83,7 +87,15 @@ func (r *BackupJobReconciler) releaseSlot(ctx context.Context, bj *backupv1.Back
 	r.Recorder.Eventf(bj, obs.Job, corev1.EventTypeWarning, "SlotReleaseFailed", "ReleaseSlot",
 		"could not drop the archiver's replication slot %s (%s); trying again; by hand: SELECT pg_drop_replication_slot('%s')",
 		slotName(bj), why, slotName(bj))
-	return false, time.Second, r.deleteOwnJob(ctx, bj, job.Name, "slot release")
+	return false, time.Second, r.deleteFinishedJob(ctx, bj, obs.Job, "slot release")
+}
+
+// cleanReleaseJob deletes bj's slot release Job when no release is under
+// way: the finished one once its release is recorded, or one a pass that
+// read the BackupJob before that record started again (it would otherwise
+// stay, or drop the slot of an archiver turned on again).
+func (r *BackupJobReconciler) cleanReleaseJob(ctx context.Context, bj *backupv1.BackupJob) error {
+	return r.deleteOwnJob(ctx, bj, releaseJobName(bj), "slot release")
 }
 
 // slotName is the archiver's slot as the status last recorded it (the
@@ -106,6 +118,11 @@ func (r *BackupJobReconciler) releaseSlotOnDelete(ctx context.Context, bj *backu
 		return true, nil
 	}
 	done, _, err := r.releaseSlot(ctx, bj)
+	if done && err == nil {
+		// The BackupJob goes next; its garbage collection takes a Job the
+		// cache does not show yet.
+		return true, r.cleanReleaseJob(ctx, bj)
+	}
 	if !namespaceTerminating(err) {
 		return done, err
 	}
