@@ -68,6 +68,10 @@ type Archiver struct {
 	// closed a file once that file is stored. The archiver's lag is the
 	// time since the last one (its readiness).
 	CaughtUp func(time.Time)
+
+	// newest is the newest archived segment (from the index at start,
+	// then each one stored).
+	newest Segment
 }
 
 // Run archives until ctx ends. It resumes after the newest archived
@@ -113,7 +117,9 @@ func (a *Archiver) Run(ctx context.Context) error {
 	lastFlush := time.Now()
 	var flushedAt time.Time // the flush that closed the file being written then
 	var flushedFile string
-	var opened position // the new file's header, right after that flush
+	var since logState // the log as the last flush left it (see changedSince)
+	var opened string  // the file the server writes since that flush
+	flushed := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,22 +134,39 @@ func (a *Archiver) Run(ctx context.Context) error {
 		case <-time.After(tick):
 		}
 		var quiet time.Time // a check that found nothing written since the last flush
+		proof := false      // ... by GTID: a proof of quiet can be stored
 		if time.Since(lastFlush) >= a.MaxSegmentAge {
-			at := time.Now()
-			cur, err := currentPosition(ctx, db)
-			if err != nil {
+			// The server's clock (its events carry its times), read before
+			// its log: a change committed before at is in what is read.
+			at, err := serverNow(ctx, db)
+			var cur logState
+			if err == nil {
+				cur, err = readLogState(ctx, db)
+			}
+			switch {
+			case err != nil:
 				a.Log.Warn("reading the server's binary log position", "err", err)
-			} else if cur == opened && flushedFile == "" {
-				quiet = at
-			} else if cur != opened { // changes since the last flush
-				at := time.Now()
+			case flushed && !cur.changedSince(since):
+				if flushedFile == "" {
+					quiet, proof = at, cur.gtid != nil
+				}
+			default: // changes since the last flush (or none made yet)
 				if _, err := db.ExecContext(ctx, "FLUSH BINARY LOGS"); err != nil {
 					a.Log.Warn("closing the current binary log file", "err", err)
-				} else {
-					flushedAt, flushedFile = at, cur.file
-					if opened, err = currentPosition(ctx, db); err != nil {
-						opened = position{}
-					}
+					break
+				}
+				flushedAt, flushedFile, flushed = at, cur.file, true
+				after, err := currentPosition(ctx, db)
+				if err != nil {
+					after = position{}
+				}
+				opened, since = after.file, cur
+				if cur.gtid == nil {
+					// No GTID state: the position right after the flush is
+					// the baseline (a change between the flush and this
+					// read is seen only with the next one; no proof of
+					// quiet is stored on this footing).
+					since = logState{position: after}
 				}
 			}
 			lastFlush = time.Now()
@@ -161,10 +184,41 @@ func (a *Archiver) Run(ctx context.Context) error {
 			}
 			flushedFile = ""
 		}
-		if !quiet.IsZero() && a.CaughtUp != nil {
+		switch {
+		case proof:
+			a.proveQuiet(ctx, opened, quiet)
+		case !quiet.IsZero() && a.CaughtUp != nil:
 			a.CaughtUp(quiet)
 		}
 	}
+}
+
+// proveQuiet records that nothing was written after the newest archived
+// segment until at (the server's clock): the server has been writing file
+// (which holds nothing but its header) since the flush that closed that
+// segment. An idle server's recoverable window then keeps moving, and a
+// base taken in file is recoverable with no segment (Index.quietFrom), as
+// the WAL archiver's proof does for PostgreSQL.
+func (a *Archiver) proveQuiet(ctx context.Context, file string, at time.Time) {
+	if a.newest.File == "" || a.newest.Next != file {
+		return // the newest stored segment is not the one the server continued from
+	}
+	if err := putCovered(ctx, a.Store, a.Dir, Covered{Through: a.newest.File, At: at.UTC()}); err != nil {
+		a.Log.Warn("recording the archive's proof of quiet", "err", err)
+		return
+	}
+	if a.CaughtUp != nil {
+		a.CaughtUp(at)
+	}
+}
+
+// serverNow is the server's clock.
+func serverNow(ctx context.Context, db *sql.DB) (time.Time, error) {
+	var us int64
+	if err := db.QueryRowContext(ctx, "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)").Scan(&us); err != nil {
+		return time.Time{}, fmt.Errorf("reading the server's clock: %w", err)
+	}
+	return time.UnixMicro(us).UTC(), nil
 }
 
 // checkSource refuses a server whose binary log cannot serve recovery.
@@ -199,6 +253,7 @@ func (a *Archiver) startFile(ctx context.Context, db *sql.DB) (string, error) {
 		return "", errors.New("the source lists no binary log files")
 	}
 	newest, ok := ix.Newest()
+	a.newest = newest
 	if !ok {
 		// A new archive starts in a new file: the one being written may be
 		// large and holds nothing a base taken from now on needs.
@@ -250,6 +305,45 @@ func serverFiles(ctx context.Context, db *sql.DB) ([]string, error) {
 type position struct {
 	file string
 	pos  int64
+}
+
+// logState is where the server's binary log stands: the position it writes
+// next and, when the server keeps one, its GTID state (nil when not).
+type logState struct {
+	position
+	gtid *string
+}
+
+// changedSince: a transaction was logged since s. By GTID state when the
+// server keeps one — the position also moves with what the server logs on
+// its own (MariaDB's binlog checkpoint events after a flush), which is no
+// change to data — else by position.
+func (l logState) changedSince(s logState) bool {
+	if l.gtid != nil && s.gtid != nil {
+		return *l.gtid != *s.gtid
+	}
+	return l.position != s.position
+}
+
+// readLogState reads the GTID state, then the position: a transaction
+// logged before the GTID state was read is in both.
+func readLogState(ctx context.Context, db *sql.DB) (logState, error) {
+	var l logState
+	var gtid sql.NullString
+	// MariaDB's, then MySQL's (empty with gtid_mode OFF: no state kept).
+	err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&gtid)
+	if err != nil {
+		err = db.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&gtid)
+		if err == nil && gtid.String == "" {
+			gtid.Valid = false
+		}
+	}
+	if err == nil && gtid.Valid {
+		l.gtid = &gtid.String
+	}
+	p, err := currentPosition(ctx, db)
+	l.position = p
+	return l, err
 }
 
 // currentPosition is where the server writes next (SHOW MASTER STATUS).
@@ -328,6 +422,7 @@ func (a *Archiver) ship(ctx context.Context, flushedFile string, flushedAt time.
 		if seg, err = put(ctx, a.Store, a.Dir, local, seg, a.Recipients); err != nil {
 			return shipped, err
 		}
+		a.newest = seg
 		if err := os.Remove(local); err != nil {
 			return shipped, err
 		}

@@ -108,9 +108,16 @@ func Prepare(ctx context.Context, st store.Store, dir string, base Base, until t
 	if err := CheckKeys(st, dir, chain, ids); err != nil {
 		return nil, err
 	}
-	r := &Replayer{from: from, to: to, binlog: binlog, base: base, until: until, chain: chain, reached: chain[len(chain)-1].covers()}
-	if !until.IsZero() {
+	r := &Replayer{from: from, to: to, binlog: binlog, base: base, until: until, chain: chain}
+	switch {
+	case !until.IsZero():
 		r.reached = until.UTC()
+	case len(chain) == 0:
+		// Latest from a base taken while the server was idle: nothing to
+		// replay, and the proof of quiet is how far that holds.
+		r.reached = ix.WindowFrom(base).Latest
+	default:
+		r.reached = ix.coversThrough(chain[len(chain)-1])
 	}
 	if r.tmp, err = os.MkdirTemp("", "cairn-pitr-"); err != nil {
 		return nil, err
@@ -127,7 +134,7 @@ func Prepare(ctx context.Context, st store.Store, dir string, base Base, until t
 		}
 		r.files = append(r.files, local)
 	}
-	if from != to {
+	if from != to && len(r.files) > 0 {
 		// Decoded once before anything is applied.
 		dec := r.decoder(ctx)
 		out, err := dec.StdoutPipe()
@@ -192,6 +199,9 @@ func (r *Replayer) Close() { os.RemoveAll(r.tmp) }
 func (r *Replayer) Apply(ctx context.Context, target Target, client string) (time.Time, error) {
 	if client == "" {
 		client = "mariadb"
+	}
+	if len(r.files) == 0 {
+		return r.reached, nil // a base taken while the server was idle: nothing to replay
 	}
 	dec := r.decoder(ctx)
 	apply := exec.CommandContext(ctx, client, "--no-defaults", "--host="+target.Host, "--port="+strconv.Itoa(target.Port),

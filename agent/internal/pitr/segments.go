@@ -62,9 +62,8 @@ func (s Segment) covers() time.Time {
 type Index struct {
 	Dir      string
 	Segments map[string]Segment
-	// Covered, when the archiver recorded one (PostgreSQL, an idle
-	// server): every change before Covered.At is in the segments up to
-	// Covered.Through.
+	// Covered, when the archiver recorded one (an idle server): every
+	// change before Covered.At is in the segments up to Covered.Through.
 	Covered *Covered
 }
 
@@ -78,6 +77,21 @@ func (ix *Index) coversThrough(cur Segment) time.Time {
 		}
 	}
 	return t
+}
+
+// quietFrom: file is the binary log file the server continued in after the
+// newest archived segment, and the archiver's proof of quiet says nothing
+// was written in it until the time returned — so a base taken in it (a
+// dump of an idle server) is recoverable up to then with no segment. Not
+// for WAL: a PostgreSQL base's own segments hold its backup's start and
+// end, so they are always needed.
+func (ix *Index) quietFrom(file string) (time.Time, bool) {
+	c := ix.Covered
+	newest, ok := ix.Newest()
+	if c == nil || !ok || len(file) == walNameLen || c.Through != newest.File || newest.Next == "" || newest.Next != file {
+		return time.Time{}, false
+	}
+	return c.At, true
 }
 
 // LoadIndex reads every segment record under dir. Objects without their
@@ -222,9 +236,20 @@ var ErrGap = errors.New("the archive has a gap")
 // continuous run of segments from from, ending at the first that covers
 // until. It refuses a chain with a gap (naming the missing file), and a
 // time after the newest archived second or before from's first change.
+//
+// A base in the binary log file opened after the newest segment, with a
+// proof of quiet for it (quietFrom), needs no segment: its chain is empty
+// up to the proof's time.
 func (ix *Index) Chain(from string, until time.Time) ([]Segment, error) {
 	cur, ok := ix.Segments[from]
 	if !ok {
+		if quiet, ok := ix.quietFrom(from); ok {
+			if !until.IsZero() && until.After(quiet) {
+				return nil, fmt.Errorf("%s is after the newest archived change (%s, nothing written in %s since): %w", until.UTC().Format(time.RFC3339),
+					quiet.UTC().Format(time.RFC3339), from, ErrOutsideWindow)
+			}
+			return []Segment{}, nil
+		}
 		return nil, fmt.Errorf("the base's binary log file %s is not archived under %s: %w", from, ix.Dir, ErrOutsideWindow)
 	}
 	var out []Segment
@@ -271,6 +296,10 @@ type Window struct {
 func (ix *Index) WindowFrom(base Base) Window {
 	cur, ok := ix.Segments[base.File]
 	if !ok {
+		if quiet, ok := ix.quietFrom(base.File); ok {
+			newest, _ := ix.Newest()
+			return Window{Latest: quiet, Through: newest.File}
+		}
 		return Window{}
 	}
 	for {

@@ -80,3 +80,68 @@ func TestChainWindowGapsAndPrunable(t *testing.T) {
 		t.Errorf("next of 999: %s", n)
 	}
 }
+
+// A proof of quiet: nothing was written after the newest segment until
+// Covered.At. The window moves to it; a base in the file the server opened
+// after that segment (a dump of an idle server) replays nothing up to it,
+// and a time after it is refused; a proof for an older segment, or a base
+// in any other unarchived file, proves nothing.
+func TestProofOfQuiet(t *testing.T) {
+	st, err := store.NewPVC(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, s := range []Segment{
+		{File: "b.000001", First: at(0), Last: at(9), Next: "b.000002"},
+		{File: "b.000002", First: at(10), Last: at(19), ClosedBy: at(20), Next: "b.000003"},
+	} {
+		b, _ := json.Marshal(s)
+		if _, err := st.Put(ctx, recordKey("a", s.File), strings.NewReader(string(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func() *Index {
+		ix, err := LoadIndex(ctx, st, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ix
+	}
+	if w := load().WindowFrom(Base{File: "b.000003", Pos: 256}); !w.Latest.IsZero() {
+		t.Errorf("window from an unarchived file with no proof: %+v", w)
+	}
+	if err := putCovered(ctx, st, "a", Covered{Through: "b.000002", At: at(50)}); err != nil {
+		t.Fatal(err)
+	}
+	ix := load()
+	if w := ix.WindowFrom(Base{File: "b.000001"}); !w.Latest.Equal(at(50)) {
+		t.Errorf("window from b.000001 with the proof: %+v, want to 10:00:50", w)
+	}
+	if w := ix.WindowFrom(Base{File: "b.000003", Pos: 256}); !w.Latest.Equal(at(50)) || w.Through != "b.000002" {
+		t.Errorf("window from the quiet file: %+v, want to 10:00:50", w)
+	}
+	if chain, err := ix.Chain("b.000003", at(40)); err != nil || len(chain) != 0 {
+		t.Errorf("chain from the quiet file to 10:00:40: %v, %v (want none to replay)", chain, err)
+	}
+	if chain, err := ix.Chain("b.000001", at(40)); err != nil || len(chain) != 2 {
+		t.Errorf("chain from b.000001 to 10:00:40: %v, %v", chain, err)
+	}
+	if _, err := ix.Chain("b.000003", at(51)); !errors.Is(err, ErrOutsideWindow) {
+		t.Errorf("chain from the quiet file past the proof: %v", err)
+	}
+	if _, err := ix.Chain("b.000004", time.Time{}); !errors.Is(err, ErrOutsideWindow) {
+		t.Errorf("chain from a file after the quiet one: %v", err)
+	}
+	// A proof for an older segment says nothing of the newest.
+	if err := putCovered(ctx, st, "a", Covered{Through: "b.000001", At: at(50)}); err != nil {
+		t.Fatal(err)
+	}
+	ix = load()
+	if w := ix.WindowFrom(Base{File: "b.000003"}); !w.Latest.IsZero() {
+		t.Errorf("window from the quiet file with a stale proof: %+v", w)
+	}
+	if w := ix.WindowFrom(Base{File: "b.000001"}); !w.Latest.Equal(at(20)) {
+		t.Errorf("window from b.000001 with a stale proof: %+v, want to 10:00:20", w)
+	}
+}

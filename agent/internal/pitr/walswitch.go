@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"cairn.dev/agent/internal/store"
 )
 
 // Covered is the archive's newest proof of quiet: at At (the server's
@@ -28,12 +30,14 @@ type Covered struct {
 // CoveredKey is the store key of the archive's Covered record.
 func CoveredKey(dir string) string { return path.Join(dir, "covered") }
 
-func (a *WALArchiver) putCovered(ctx context.Context, c Covered) error {
+// putCovered stores c as the archive's proof of quiet (either engine's
+// archiver).
+func putCovered(ctx context.Context, st store.Store, dir string, c Covered) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	_, err = a.Store.Put(ctx, CoveredKey(a.Dir), bytes.NewReader(b))
+	_, err = st.Put(ctx, CoveredKey(dir), bytes.NewReader(b))
 	return err
 }
 
@@ -113,7 +117,7 @@ func (a *WALArchiver) switchWAL(ctx context.Context, db *pgx.Conn, opened *switc
 		// Nothing since the last switch: once the segment it closed is
 		// stored, every change committed before now is archived.
 		if a.lastClosed != "" && a.newest >= a.lastClosed {
-			if err := a.putCovered(ctx, Covered{Through: a.newest, At: cur.now.UTC()}); err != nil {
+			if err := putCovered(ctx, a.Store, a.Dir, Covered{Through: a.newest, At: cur.now.UTC()}); err != nil {
 				return err
 			}
 			if a.CaughtUp != nil {

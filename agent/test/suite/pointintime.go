@@ -21,8 +21,9 @@ import (
 // CAIRN_POINT_IN_TIME takes a base; insert A at t1, B at t2, delete A at
 // t3; a restore to a second between t2 and t3 has A and B, to latest only
 // B; a time before the base and one after the newest archived change are
-// refused before the target exists; `agent delete` removes the archive
-// with the artifacts.
+// refused before the target exists; a base taken while the server is idle
+// restores to a time after it (the archiver's proof of quiet); `agent
+// delete` removes the archive with the artifacts.
 func PointInTime(t *testing.T, e *Env, kind string) {
 	if e.DB.Engine() == "postgres" {
 		PointInTimePostgres(t, e, kind)
@@ -190,6 +191,53 @@ func PointInTime(t *testing.T, e *Env, kind string) {
 	t.Cleanup(func() { e.DB.Drop(db + "_latest2") })
 	if got := rows(db + "_latest2"); got != "0,2,3" {
 		t.Errorf("restored to latest after the prune: ids %q, want 0,2,3", got)
+	}
+
+	// An idle server: nothing written after C. The archiver's proof of
+	// quiet keeps the window moving, and a base taken now — in the binary
+	// log file the server opened after the newest segment, which nothing
+	// fills so it is never archived — restores to a time after it with
+	// nothing to replay (a ProtectionPlan's drill at "now minus maxLag" on
+	// a quiet database).
+	// The restores wrote to the server too: a proof recorded after them
+	// says the archive holds all of it.
+	written := time.Now()
+	check(t, testenv.Poll(60*time.Second, 200*time.Millisecond, func() error {
+		ix, err := pitr.LoadIndex(context.Background(), st.Open, job.BinlogDir())
+		if err != nil {
+			return err
+		}
+		if ix.Covered == nil || !ix.Covered.At.After(written) {
+			return fmt.Errorf("no proof of quiet after %s yet (covered: %+v)", written, ix.Covered)
+		}
+		return nil
+	}))
+	base3 := mustSucceed(t, e.agent(t, st, db, job, []string{"CAIRN_POINT_IN_TIME=true"}, "backup"))
+	entry3, _ := st.Index(t, job).Find(base3.Artifact)
+	if entry3.BinlogBase == nil {
+		t.Fatalf("the third base records no binary log position: %+v", entry3)
+	}
+	quietTo := entry3.End.UTC().Truncate(time.Second).Add(2 * time.Second)
+	check(t, testenv.Poll(60*time.Second, 200*time.Millisecond, func() error {
+		ix, err := pitr.LoadIndex(context.Background(), st.Open, job.BinlogDir())
+		if err != nil {
+			return err
+		}
+		if _, archived := ix.Segments[entry3.BinlogBase.File]; archived {
+			return fmt.Errorf("the idle server's file %s was archived: something wrote to the binary log after C (test cannot show the proof of quiet)", entry3.BinlogBase.File)
+		}
+		if w := ix.WindowFrom(pitr.Base{File: entry3.BinlogBase.File, Pos: entry3.BinlogBase.Pos}); w.Latest.Before(quietTo) {
+			return fmt.Errorf("window from the idle base in %s reaches %s, not %s yet (covered: %+v)", entry3.BinlogBase.File, w.Latest, quietTo, ix.Covered)
+		}
+		return nil
+	}))
+	quiet := mustSucceed(t, restore(db+"_quiet", quietTo.Format(time.RFC3339)))
+	t.Cleanup(func() { e.DB.Drop(db + "_quiet") })
+	if got := rows(db + "_quiet"); got != "0,2,3" {
+		t.Errorf("restored to %s on the idle server: ids %q, want 0,2,3", quietTo.Format(time.RFC3339), got)
+	}
+	if !quiet.RecoveryPoint.Equal(quietTo) {
+		t.Errorf("recovery point on the idle server %s, want %s", quiet.RecoveryPoint, quietTo)
 	}
 
 	// delete takes the archive with the artifacts.
