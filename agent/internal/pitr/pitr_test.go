@@ -105,9 +105,11 @@ func archivedPast(t *testing.T, st store.Store, dir string, at time.Time) *pitr.
 		if ix, err = pitr.LoadIndex(context.Background(), st, dir); err != nil {
 			return err
 		}
+		// The newest segment's last change or the flush that closed it,
+		// or the archiver's proof of quiet after it.
 		newest, ok := ix.Newest()
-		if !ok || newest.ClosedBy.Before(at) && newest.Last.Before(at) {
-			return fmt.Errorf("archive not past %s yet (newest %+v)", at, newest)
+		if !ok || ix.WindowFrom(pitr.Base{File: newest.File}).Latest.Before(at) {
+			return fmt.Errorf("archive not past %s yet (newest %+v, covered %+v)", at, newest, ix.Covered)
 		}
 		return nil
 	}); err != nil {

@@ -79,6 +79,15 @@ func (ix *Index) coversThrough(cur Segment) time.Time {
 	return t
 }
 
+// logFileKind names what file is: a PostgreSQL WAL segment or a binary log
+// file.
+func logFileKind(file string) string {
+	if len(file) == walNameLen {
+		return "WAL segment"
+	}
+	return "binary log file"
+}
+
 // quietFrom: file is the binary log file the server continued in after the
 // newest archived segment, and the archiver's proof of quiet says nothing
 // was written in it until the time returned — so a base taken in it (a
@@ -99,7 +108,7 @@ func (ix *Index) quietFrom(file string) (time.Time, bool) {
 func LoadIndex(ctx context.Context, st store.Store, dir string) (*Index, error) {
 	objs, err := st.List(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("listing the binary log archive %s: %w", st.Path(dir), err)
+		return nil, fmt.Errorf("listing the log archive %s: %w", st.Path(dir), err)
 	}
 	ix := &Index{Dir: dir, Segments: map[string]Segment{}}
 	for _, o := range objs {
@@ -250,7 +259,7 @@ func (ix *Index) Chain(from string, until time.Time) ([]Segment, error) {
 			}
 			return []Segment{}, nil
 		}
-		return nil, fmt.Errorf("the base's binary log file %s is not archived under %s: %w", from, ix.Dir, ErrOutsideWindow)
+		return nil, fmt.Errorf("the base's %s %s is not archived under %s: %w", logFileKind(from), from, ix.Dir, ErrOutsideWindow)
 	}
 	var out []Segment
 	for {
