@@ -156,9 +156,11 @@ func up(dir string, timeout time.Duration) (err error) {
 	if err := watchPlan(ctx, env.Client, smp, timeout); err != nil {
 		return err
 	}
+	pitStart := time.Now()
 	if err := runPointInTime(ctx, env.Client, pl, smp, timeout); err != nil {
 		return err
 	}
+	pitTook := time.Since(pitStart)
 	if err := runMigration(ctx, env.Client, pl, smp, timeout); err != nil {
 		return err
 	}
@@ -167,6 +169,7 @@ func up(dir string, timeout time.Duration) (err error) {
 		timing = append(timing, fmt.Sprintf("%s backed up %s after the samples were applied, restored %s later", p.backup.GetName(),
 			p.backedUp.Sub(applied).Round(time.Second), p.restored.Sub(p.backedUp).Round(time.Second)))
 	}
+	timing = append(timing, fmt.Sprintf("point-in-time step %s", pitTook.Round(time.Second)))
 	fmt.Printf("\nCairn demo is running (up in %s: platform %s, cluster %s; %s).\n",
 		time.Since(begin).Round(time.Second), platformUp.Round(100*time.Millisecond), env.Cluster.Started.Round(100*time.Millisecond),
 		strings.Join(timing, "; "))

@@ -113,10 +113,6 @@ func runPointInTime(ctx context.Context, c client.Client, pl *planeState, s *sam
 	base := bj.Status.LastArtifact
 	fmt.Printf("  base      %s, %d bytes, backed up %s (%s=%s)\n", base.Path, base.Size, clock(bj.Status.LastBackupTime.Time),
 		backupv1.RunNowAnnotation, runNow)
-	if w := bj.Status.PointInTime; w != nil && w.Earliest != nil && w.Latest != nil {
-		fmt.Printf("  window    %s .. %s as the base's run read the archive (%d segments, newest %s, %d gaps)\n",
-			clock(w.Earliest.Time), clock(w.Latest.Time), w.Segments, w.LastSegment, len(w.Gaps))
-	}
 
 	// 3. The writes, after the migration's verification of the same
 	// database (a write during its copy would be a verification mismatch).
@@ -178,8 +174,11 @@ func runPointInTime(ctx context.Context, c client.Client, pl *planeState, s *sam
 	if rj.Status.RecoveryPoint == nil || rj.Status.Artifact == nil {
 		return fmt.Errorf("restorejob/%s succeeded without status.recoveryPoint or status.artifact", rj.Name)
 	}
-	fmt.Printf("    status.recoveryPoint %s (%s); status.artifact %s (the base)\n",
-		rj.Status.RecoveryPoint.UTC().Format(time.RFC3339), clock(rj.Status.RecoveryPoint.Time), rj.Status.Artifact.Path)
+	fmt.Printf("    status.recoveryPoint %s (%s); status.artifact %s (the base); status.attempts %d\n",
+		rj.Status.RecoveryPoint.UTC().Format(time.RFC3339), clock(rj.Status.RecoveryPoint.Time), rj.Status.Artifact.Path, rj.Status.Attempts)
+	if ready := conditions.Get(rj, cairnv1.ReadyCondition); ready != nil {
+		fmt.Printf("    Ready %s %s: %s\n", ready.Status, ready.Reason, ready.Message)
+	}
 
 	// Side by side: the source now, the restored database at that second.
 	rows := func(db string) (map[string]string, error) {
