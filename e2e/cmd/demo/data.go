@@ -141,7 +141,7 @@ func mapSamples(s *samples, pl *planeState) error {
 		return errors.Join(set(o, pl.S3Endpoint, append(path, "endpoint")...), set(o, true, append(path, "insecure")...))
 	}
 	var errs []error
-	for _, p := range s.pairs {
+	for _, p := range append(append([]*pair{}, s.pairs...), s.pitr) {
 		errs = append(errs,
 			mapDB(p.backup, p.engine(), "BackupJob "+p.backup.GetName(), "spec", "database"),
 			mapS3(p.backup, "spec", "storage", "s3"),

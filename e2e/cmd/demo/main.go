@@ -12,8 +12,13 @@
 // side, then waits for the sample ProtectionPlan (applied with the
 // BackupJobs) to verify its first backup — a restore into its scratch
 // database, the checks, the drop — prints its conditions, measured restore
-// duration and check results, and leaves everything running. `demo down`
-// stops it. State lives in --state (e2e/.state).
+// duration and check results, then shows point-in-time recovery on the
+// sample BackupJob with spec.pointInTime (PostgreSQL; its archiver started
+// with the samples): a base, orders A and B written and A deleted, the sample
+// RestoreJob to the second between B and the delete, and the source's and
+// the restored database's rows side by side (pitr.go); then cuts the sample
+// MigrationJob over (migration.go), and leaves everything running. `demo
+// down` stops it. State lives in --state (e2e/.state).
 //
 //	go run ./e2e/cmd/demo up --state e2e/.state
 //	go run ./e2e/cmd/demo down --state e2e/.state
@@ -151,6 +156,11 @@ func up(dir string, timeout time.Duration) (err error) {
 	if err := watchPlan(ctx, env.Client, smp, timeout); err != nil {
 		return err
 	}
+	pitStart := time.Now()
+	if err := runPointInTime(ctx, env.Client, pl, smp, timeout); err != nil {
+		return err
+	}
+	pitTook := time.Since(pitStart)
 	if err := runMigration(ctx, env.Client, pl, smp, timeout); err != nil {
 		return err
 	}
@@ -159,6 +169,7 @@ func up(dir string, timeout time.Duration) (err error) {
 		timing = append(timing, fmt.Sprintf("%s backed up %s after the samples were applied, restored %s later", p.backup.GetName(),
 			p.backedUp.Sub(applied).Round(time.Second), p.restored.Sub(p.backedUp).Round(time.Second)))
 	}
+	timing = append(timing, fmt.Sprintf("point-in-time step %s", pitTook.Round(time.Second)))
 	fmt.Printf("\nCairn demo is running (up in %s: platform %s, cluster %s; %s).\n",
 		time.Since(begin).Round(time.Second), platformUp.Round(100*time.Millisecond), env.Cluster.Started.Round(100*time.Millisecond),
 		strings.Join(timing, "; "))
@@ -185,6 +196,11 @@ type samples struct {
 	// database on the local PostgreSQL; applied with the others, cut over
 	// once the restores and the plan's verification are shown.
 	migration *unstructured.Unstructured
+	// pitr is the sample BackupJob with spec.pointInTime (PostgreSQL: the
+	// orders database again) and the sample RestoreJob to a time of it;
+	// the BackupJob is applied with the others (its archiver starts at
+	// once), the RestoreJob by the point-in-time step (pitr.go).
+	pitr *pair
 }
 
 // pair is a sample BackupJob and the sample RestoreJob of its newest backup.
@@ -253,6 +269,7 @@ func readSamples(root string) (*samples, error) {
 	}
 	for _, bj := range backups {
 		p := &pair{backup: bj}
+		_, pit, _ := unstructured.NestedMap(bj.Object, "spec", "pointInTime")
 		for _, rj := range restores {
 			src, _, _ := unstructured.NestedString(rj.Object, "spec", "source", "backupJob", "name")
 			if src == bj.GetName() && rj.GetNamespace() == bj.GetNamespace() {
@@ -261,6 +278,18 @@ func readSamples(root string) (*samples, error) {
 		}
 		if p.restore == nil {
 			return nil, fmt.Errorf("platform/samples has no RestoreJob of BackupJob %s", bj.GetName())
+		}
+		if pit {
+			// Its schedule stays nightly: the demo asks for its one base.
+			if s.pitr != nil {
+				return nil, fmt.Errorf("platform/samples has two BackupJobs with spec.pointInTime (%s, %s): the demo runs one archiver",
+					s.pitr.backup.GetName(), bj.GetName())
+			}
+			if err := unstructured.SetNestedField(bj.Object, demoMaxSegmentAge, "spec", "pointInTime", "maxSegmentAge"); err != nil {
+				return nil, err
+			}
+			s.pitr = p
+			continue
 		}
 		if err := unstructured.SetNestedField(bj.Object, demoSchedule, "spec", "schedule"); err != nil {
 			return nil, err
@@ -274,8 +303,8 @@ func readSamples(root string) (*samples, error) {
 	for _, p := range s.pairs {
 		engines[p.engine()] = true
 	}
-	if !engines["postgres"] || !engines["mysql"] || s.plan == nil || s.migration == nil {
-		return nil, errors.New("platform/samples lacks the PostgreSQL or the MariaDB BackupJob (with its RestoreJob), the ProtectionPlan or the MigrationJob")
+	if !engines["postgres"] || !engines["mysql"] || s.plan == nil || s.migration == nil || s.pitr == nil {
+		return nil, errors.New("platform/samples lacks the PostgreSQL or the MariaDB BackupJob (with its RestoreJob), the point-in-time BackupJob (with its RestoreJob), the ProtectionPlan or the MigrationJob")
 	}
 	if err := unstructured.SetNestedField(s.plan.Object, demoSchedule, "spec", "backup", "schedule"); err != nil {
 		return nil, err
@@ -306,7 +335,7 @@ func applySamples(ctx context.Context, c client.Client, s *samples) error {
 		objs = append(objs, p.backup)
 		names = append(names, p.backup.GetNamespace()+"/"+p.backup.GetName())
 	}
-	for _, o := range append(objs, s.plan, s.migration) {
+	for _, o := range append(objs, s.plan, s.migration, s.pitr.backup) {
 		if err := apply(ctx, c, o); err != nil {
 			return err
 		}
@@ -314,6 +343,8 @@ func applySamples(ctx context.Context, c client.Client, s *samples) error {
 	tz, _, _ := unstructured.NestedString(s.pairs[0].backup.Object, "spec", "timeZone")
 	logf("applied platform/samples: the Secrets, MigrationJob %s/%s, BackupJobs %s and ProtectionPlan %s/%s, their schedules set to %q (every minute) in %s; first backups requested now (%s=%s)",
 		s.migration.GetNamespace(), s.migration.GetName(), strings.Join(names, ", "), s.plan.GetNamespace(), s.plan.GetName(), demoSchedule, tz, backupv1.RunNowAnnotation, runNow)
+	logf("applied BackupJob %s/%s with spec.pointInTime (maxSegmentAge set to %s for the demo): its archiver starts now, its base comes later",
+		s.pitr.backup.GetNamespace(), s.pitr.backup.GetName(), demoMaxSegmentAge)
 	return requestPlanRun(ctx, c, s.plan, runNow)
 }
 
