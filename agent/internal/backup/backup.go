@@ -149,7 +149,7 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 		}
 		res.Retention = s.Retention
 	}
-	if entry.BinlogBase != nil {
+	if entry.BinlogBase != nil || entry.WALBase != nil {
 		if res.PointInTime, err = b.pointInTimeWindow(ctx, st); err != nil {
 			b.log.Warn("reading the point-in-time window failed; the backup itself succeeded", "error", err)
 		}

@@ -13,8 +13,8 @@ import (
 // holds as many).
 const maxReportedGaps = 16
 
-// pointInTimeWindow reads what the archive can recover after a backup's
-// prune: from the end of the oldest kept base to the newest archived
+// pointInTimeWindow reads what the archive (binary log or WAL) can recover
+// after a backup's prune: from the end of the oldest kept base to the newest archived
 // change, and every break in the log (docs/pitr.md). The backup operator
 // records it in the BackupJob's status.pointInTime.
 func (b *Runner) pointInTimeWindow(ctx context.Context, st store.Store) (*contract.PointInTimeWindow, error) {
@@ -22,18 +22,24 @@ func (b *Runner) pointInTimeWindow(ctx context.Context, st store.Store) (*contra
 	if err != nil {
 		return nil, err
 	}
-	ix, err := pitr.LoadIndex(ctx, st, b.cfg.BackupJob.BinlogDir())
+	dir := b.cfg.BackupJob.BinlogDir()
+	if b.cfg.Engine == "postgres" {
+		dir = b.cfg.BackupJob.WALDir()
+	}
+	ix, err := pitr.LoadIndex(ctx, st, dir)
 	if err != nil {
 		return nil, err
 	}
 	w := &contract.PointInTimeWindow{Segments: len(ix.Files())}
 	for _, e := range cat.Entries {
-		if e.BinlogBase != nil && (w.Earliest.IsZero() || e.End.Before(w.Earliest)) {
+		if (e.BinlogBase != nil || e.WALBase != nil) && (w.Earliest.IsZero() || e.End.Before(w.Earliest)) {
 			w.Earliest = e.End.UTC()
 		}
 	}
 	if newest, ok := ix.Newest(); ok {
-		w.Latest, w.LastSegment = newest.Covers().UTC(), newest.File
+		// Its last change, the switch or flush that closed it, or the
+		// archiver's proof of quiet after it.
+		w.Latest, w.LastSegment = ix.WindowFrom(pitr.Base{File: newest.File}).Latest.UTC(), newest.File
 	}
 	for _, g := range ix.Gaps() {
 		if len(w.Gaps) == maxReportedGaps {

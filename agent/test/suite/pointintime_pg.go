@@ -135,6 +135,11 @@ func PointInTimePostgres(t *testing.T, e *Env, kind string) {
 		t.Fatalf("the base is no physical base with its WAL start: %+v", entry)
 	}
 	base := pitr.Base{File: entry.WALBase.File}
+	// The base's run reports the archive's window (the BackupJob's
+	// status.pointInTime), as a MySQL base's does.
+	if w := res.PointInTime; w == nil || !w.Earliest.Equal(entry.End.UTC()) || w.Segments == 0 || w.LastSegment == "" || len(w.Gaps) > 0 {
+		t.Errorf("window reported by the physical base: %+v, want from %s, segments, no gap", w, entry.End.UTC())
+	}
 
 	sql("INSERT INTO orders VALUES (1, 'A')")
 	t1 := time.Now()
