@@ -244,10 +244,13 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 
 	var lags []lagRow
 	var restores []restoreRow
+	var pitrWall time.Duration
 	if len(pitrEngineList) > 0 {
+		start := time.Now()
 		if lags, restores, err = e.pitrBench(pitrEngineList, ages); err != nil {
 			return err
 		}
+		pitrWall = time.Since(start)
 	}
 
 	pgVersion, _ := e.pg.SQL("postgres", "SHOW server_version")
@@ -264,7 +267,7 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 	}
 	if len(rows) == 0 {
 		if len(lags) > 0 {
-			printPITR(lags, restores)
+			printPITR(lags, restores, pitrWall)
 		}
 		return nil
 	}
@@ -330,7 +333,7 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 		}
 	}
 	if len(lags) > 0 {
-		printPITR(lags, restores)
+		printPITR(lags, restores, pitrWall)
 	}
 	return nil
 }
