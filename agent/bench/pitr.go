@@ -534,7 +534,7 @@ func (p *pitrEnv) restores(job naming.Job, agentEnv []string, arch *archiveRun, 
 	return []restoreRow{pr, pl}, nil
 }
 
-// errorIs reports err has MySQL error number n.
+// mysqlErr reports whether err is a MySQL error of one of the numbers n.
 func mysqlErr(err error, n ...uint16) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && slices.Contains(n, me.Number)
