@@ -3,7 +3,9 @@
 // in the same run: the one-pass pipe `pg_dump -Fc -Z0 | zstd > file`, K8up's
 // application-aware path `pg_dump | restic backup --stdin` into the same
 // versitygw bucket, `zstd -d | pg_restore` for restores, and the same with
-// mysqldump/mysql for MariaDB. It is a benchmark, not a test: it prints
+// mysqldump/mysql for MariaDB; and (-pitr, pitr.go) point-in-time recovery:
+// the archivers' lag under a write load and a restore to a time next to a
+// plain restore. It is a benchmark, not a test: it prints
 // figures and asserts nothing. Run it with `make bench-agent`.
 //
 // It starts a private PostgreSQL 15 and a versitygw S3 server in temporary
