@@ -147,3 +147,9 @@ func (e *env) agentBackup(env []string, kind, level, inv, job string) (measureme
 	}
 	return m, nil
 }
+
+// s3Env is the agent's environment for the bench bucket.
+func (e *env) s3Env() []string {
+	return []string{"CAIRN_STORE=s3", "CAIRN_S3_ENDPOINT=" + e.s3.Endpoint(), "CAIRN_S3_BUCKET=" + bucket,
+		"CAIRN_S3_INSECURE=true", "CAIRN_S3_REGION=us-east-1", "AWS_ACCESS_KEY_ID=" + accessKey, "AWS_SECRET_ACCESS_KEY=" + secretKey}
+}

@@ -3,7 +3,9 @@
 // in the same run: the one-pass pipe `pg_dump -Fc -Z0 | zstd > file`, K8up's
 // application-aware path `pg_dump | restic backup --stdin` into the same
 // versitygw bucket, `zstd -d | pg_restore` for restores, and the same with
-// mysqldump/mysql for MariaDB. It is a benchmark, not a test: it prints
+// mysqldump/mysql for MariaDB; and (-pitr, pitr.go) point-in-time recovery:
+// the archivers' lag under a write load and a restore to a time next to a
+// plain restore. It is a benchmark, not a test: it prints
 // figures and asserts nothing. Run it with `make bench-agent`.
 //
 // It starts a private PostgreSQL 15 and a versitygw S3 server in temporary
@@ -84,6 +86,7 @@ func main() {
 	flag.StringVar(&mysqlParallelSizes, "mysql-parallel-sizes", "", "MariaDB multi-table database sizes for the parallel bench (agent in one stream and in parts vs mydumper/myloader), in MB (comma-separated; empty: none)")
 	flag.IntVar(&parallelThreads, "threads", 2, "with -mysql-parallel-sizes: the agent's CAIRN_PARALLELISM and mydumper/myloader -t")
 	flag.BoolVar(&encrypt, "encryption", true, "also measure every agent backup encrypted with age to two X25519 recipients, side by side with the same backup unencrypted (its peer)")
+	pitrFlags()
 	flag.Parse()
 	inventories = strings.Split(*inventoryFlag, ",")
 	if *casesFlag != "" {
@@ -121,6 +124,8 @@ type env struct {
 	pg  *testenv.Postgres
 	my  *testenv.MariaDB
 	s3  *testenv.S3
+	// pitrMyVersion: the point-in-time bench's MariaDB's version.
+	pitrMyVersion string
 }
 
 func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs int, levels []string) error {
@@ -148,6 +153,19 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 	mysqlMigrationSizes, err := parseSizes(mysqlMigrationFlag)
 	if err != nil {
 		return err
+	}
+	var pitrEngineList []string
+	for _, s := range strings.Split(pitrEngines, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			pitrEngineList = append(pitrEngineList, s)
+		}
+	}
+	ages, err := parseAges(pitrAges)
+	if err != nil {
+		return err
+	}
+	if len(pitrEngineList) > 0 && len(ages) == 0 {
+		return fmt.Errorf("-pitr %s with no -pitr-ages", pitrEngines)
 	}
 	for _, tool := range []string{"zstd", "bash", "restic"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -226,8 +244,19 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 		rows = append(rows, r)
 	}
 
+	var lags []lagRow
+	var restores []restoreRow
+	var pitrWall time.Duration
+	if len(pitrEngineList) > 0 {
+		start := time.Now()
+		if lags, restores, err = e.pitrBench(pitrEngineList, ages); err != nil {
+			return err
+		}
+		pitrWall = time.Since(start)
+	}
+
 	pgVersion, _ := e.pg.SQL("postgres", "SHOW server_version")
-	myVersion := ""
+	myVersion := e.pitrMyVersion
 	if e.my != nil {
 		myVersion, _ = e.my.SQL("", "SELECT VERSION()")
 	}
@@ -237,6 +266,12 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 		toolVersion("zstd", "--version"), toolVersion("restic", "version"), runs)
 	if len(migrationSizes) > 0 {
 		fmt.Printf("Migration peer: %s\n\n", toolVersion("pgcopydb", "--version"))
+	}
+	if len(rows) == 0 {
+		if len(lags) > 0 {
+			printPITR(lags, restores, pitrWall)
+		}
+		return nil
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 1, ' ', tabwriter.Debug)
 	fmt.Fprintln(tw, "| database\t pipeline\t time (s)\t throughput (MB/s)\t vs peer\t peer\t CPU s\t output (MB)\t agent peak RSS (MiB)\t")
@@ -298,6 +333,9 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 			line += fmt.Sprintf(", peak RSS %s MiB (%s)", rss(m.rssKiB), verdict(m.rssKiB > 0 && m.rssKiB <= 64<<10))
 			fmt.Println(line)
 		}
+	}
+	if len(lags) > 0 {
+		printPITR(lags, restores, pitrWall)
 	}
 	return nil
 }
