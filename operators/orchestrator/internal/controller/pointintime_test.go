@@ -42,8 +42,9 @@ func setBackupCondition(bj *backupv1.BackupJob, typ string, s metav1.ConditionSt
 	bj.Status.Conditions = append(bj.Status.Conditions, c)
 }
 
-// The plan's spec.backup.pointInTime reaches its BackupJob, and an edit of
-// the child's (or its removal) is reverted like any other field.
+// The plan's spec.backup.pointInTime reaches its BackupJob, an edit of the
+// child's (or its removal) is reverted like any other field, and its
+// removal from the plan removes it from the child.
 func TestPointInTimeTemplatePassedAndDriftReverted(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -76,6 +77,14 @@ func TestPointInTimeTemplatePassedAndDriftReverted(t *testing.T) {
 	})
 	g.Eventually(func(g Gomega) time.Duration { return get(g, bj).Spec.PointInTime.MaxLag.Duration }).
 		WithTimeout(timeout).Should(Equal(3 * time.Minute))
+
+	// Turned off on the plan: off on the child too (an unset template
+	// field is otherwise left as the child has it).
+	updatePlan(g, p, func(cur *platformv1.ProtectionPlan) { cur.Spec.Backup.PointInTime = nil })
+	g.Eventually(func(g Gomega) *backupv1.PointInTimeSpec { return get(g, bj).Spec.PointInTime }).
+		WithTimeout(timeout).Should(BeNil())
+	g.Consistently(func(g Gomega) *backupv1.PointInTimeSpec { return get(g, bj).Spec.PointInTime }).
+		WithTimeout(2 * time.Second).Should(BeNil())
 }
 
 // With point-in-time recovery the rpo must cover the archiver's maxLag;
