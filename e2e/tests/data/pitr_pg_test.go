@@ -2,7 +2,10 @@ package data_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"path"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +58,7 @@ func TestPointInTimeRecoveryPostgres(t *testing.T) {
 	bj.Spec.PointInTime = &backupv1.PointInTimeSpec{MaxSegmentAge: &metav1.Duration{Duration: 10 * time.Second},
 		CheckInterval: &metav1.Duration{Duration: time.Minute}}
 	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+	stopArchiverAtEnd(t, bj)
 	waitPointInTimeReady(t, bj)
 	created := time.Now()
 	fixtures.SetRunNow(g, env.Client, bj, "base")
@@ -95,16 +99,35 @@ func TestPointInTimeRecoveryPostgres(t *testing.T) {
 	g.Expect(latest.Status.RecoveryPoint.Time).To(BeTemporally(">=", afterDelete.Add(-time.Second)))
 
 	// A middle segment deleted by hand: the archive check reports the gap.
-	var segs []string
-	for _, k := range allObjects(t, bj) {
-		if strings.Contains(k, "_wal/") && strings.HasSuffix(k, ".zst") {
-			segs = append(segs, k)
-		}
-	}
 	// After the base's own segment (deleting that one puts the base
-	// outside the window instead) and before the newest.
-	g.Expect(len(segs)).To(BeNumerically(">=", 3), "segments %v", segs)
-	victim := segs[len(segs)-2]
+	// outside the window instead; the catalog entry names it) and before
+	// the newest: waited for, as segments close every maxSegmentAge.
+	entryKey := path.Join(path.Dir(base.LastArtifact.Path), "entries", path.Base(base.LastArtifact.Path)+".json")
+	var entry struct {
+		WALBase struct {
+			File string `json:"file"`
+		} `json:"walBase"`
+	}
+	g.Expect(json.Unmarshal(stored(t, bj, entryKey), &entry)).To(Succeed())
+	g.Expect(entry.WALBase.File).NotTo(BeEmpty(), "the base's catalog entry %s names its WAL segment", entryKey)
+	var victim string
+	g.Eventually(func(g Gomega) {
+		var segs []string
+		for _, k := range allObjects(t, bj) {
+			if strings.Contains(k, "_wal/") && strings.HasSuffix(k, ".zst") {
+				segs = append(segs, k)
+			}
+		}
+		sort.Strings(segs)
+		victim = ""
+		for _, k := range segs[:max(len(segs)-1, 0)] {
+			if strings.TrimSuffix(path.Base(k), ".zst") > entry.WALBase.File {
+				victim = k
+				break
+			}
+		}
+		g.Expect(victim).NotTo(BeEmpty(), "no segment after the base's %s and before the newest yet: %v", entry.WALBase.File, segs)
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	for _, k := range []string{victim, strings.TrimSuffix(victim, ".zst") + ".json"} {
 		if s := bj.Spec.Storage.S3; s != nil {
 			g.Expect(env.Servers.S3.Client().RemoveObject(ctx, s.Bucket, k, minio.RemoveObjectOptions{})).To(Succeed())

@@ -67,6 +67,22 @@ func TestProtectionPlanPointInTime(t *testing.T) {
 		},
 	}
 	g.Expect(env.Client.Create(ctx, plan)).To(Succeed())
+	// The pod runner runs agent pods in the host's network: this plan's
+	// archiver must be gone before the next test's starts, or that one's
+	// probe on the same port would be answered by this one (a namespace's
+	// deletion takes its pods later). Point-in-time off, its pods gone.
+	t.Cleanup(func() {
+		g := NewWithT(t)
+		g.Eventually(func() error {
+			cur := &platformv1.ProtectionPlan{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(plan), cur); err != nil {
+				return err
+			}
+			cur.Spec.Backup.PointInTime = nil
+			return env.Client.Update(ctx, cur)
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		archiverPodsGone(t, ns)
+	})
 	bj := &backupv1.BackupJob{}
 	bj.Namespace, bj.Name = ns, plan.Name
 	g.Eventually(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(bj), bj) }).WithTimeout(time.Minute).Should(Succeed())

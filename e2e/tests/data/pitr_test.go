@@ -10,8 +10,10 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -57,6 +59,7 @@ func TestPointInTimeRecovery(t *testing.T) {
 			bj := backupJob(ns, "shop", e, src, fixtures.Yearly, storage)
 			bj.Spec.PointInTime = &backupv1.PointInTimeSpec{MaxSegmentAge: &metav1.Duration{Duration: 10 * time.Second}}
 			g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
+			stopArchiverAtEnd(t, bj)
 			waitPointInTimeReady(t, bj)
 
 			created := time.Now()
@@ -141,6 +144,41 @@ func TestPointInTimeRecovery(t *testing.T) {
 			}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		})
 	}
+}
+
+// stopArchiverAtEnd turns bj's point-in-time off when the test ends (passed
+// or not) and waits for its archiver's pods to go: the pod runner runs
+// agent pods in the host's network, where a leftover archiver would answer
+// the next test's readiness probe on the same port while that test's own
+// archiver cannot bind it (a namespace's deletion takes its pods later).
+func stopArchiverAtEnd(t *testing.T, bj *backupv1.BackupJob) {
+	t.Cleanup(func() {
+		g := NewWithT(t)
+		ctx := context.Background()
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cur := &backupv1.BackupJob{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(bj), cur); err != nil {
+				return apierrors.IsNotFound(err), nil
+			}
+			if cur.Spec.PointInTime == nil {
+				return true, nil
+			}
+			cur.Spec.PointInTime = nil
+			return env.Client.Update(ctx, cur) == nil, nil
+		})
+		g.Expect(err).NotTo(HaveOccurred(), "turning point-in-time off at the end")
+		archiverPodsGone(t, bj.Namespace)
+	})
+}
+
+// archiverPodsGone waits for every archiver pod of namespace ns to go.
+func archiverPodsGone(t *testing.T, ns string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{backupv1.RunKindLabel: "archiver"})).To(Succeed())
+		g.Expect(pods.Items).To(BeEmpty())
+	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "the archiver's pods in %s gone", ns)
 }
 
 // waitPointInTimeReady waits until bj's archiver is ready (its pod's
