@@ -59,3 +59,36 @@ func TestDriftRevertsBooleanLeftFalse(t *testing.T) {
 		t.Errorf("equal booleans: Drift = %v, %v", got, err)
 	}
 }
+
+// A field in Owned that desired leaves unset is owned too: a live value is
+// drift and removed (a template field turned off); an unset field not in
+// Owned stays as the child has it.
+func TestDriftOwningRemovesAnOwnedFieldLeftUnset(t *testing.T) {
+	desired := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+	}
+	live := desired.DeepCopy()
+	live.ResourceVersion = "3"
+	live.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
+	live.Spec.PriorityClassName = "defaulted"
+	owned := [][]string{{"spec", "activeDeadlineSeconds"}}
+	if got, err := ownership.Drift(desired, live); err != nil || got != nil {
+		t.Fatalf("without Owned: Drift = %v, %v; want no drift", got, err)
+	}
+	got, err := ownership.DriftOwning(desired, live, owned)
+	if err != nil || got == nil {
+		t.Fatalf("owned field set live, unset desired: DriftOwning = %v, %v; want drift", got, err)
+	}
+	pod := got.(*corev1.Pod)
+	if pod.Spec.ActiveDeadlineSeconds != nil || pod.Spec.PriorityClassName != "defaulted" || pod.ResourceVersion != "3" {
+		t.Errorf("reverted object: %+v", pod.Spec)
+	}
+	if again, err := ownership.DriftOwning(desired, pod, owned); err != nil || again != nil {
+		t.Errorf("the reverted object still drifts: %v, %v", again, err)
+	}
+	desired.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
+	if got, err := ownership.DriftOwning(desired, live, owned); err != nil || got != nil {
+		t.Errorf("owned field equal: DriftOwning = %v, %v", got, err)
+	}
+}

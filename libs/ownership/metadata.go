@@ -150,7 +150,7 @@ func (a *Applier) reconcileLive(ctx context.Context, owner, desired client.Objec
 	if !metav1.IsControlledBy(live, owner) {
 		return "", &NotControlledError{Kind: gvk.Kind, Key: key}
 	}
-	drifted, err := Drift(desired, live)
+	drifted, err := DriftOwning(desired, live, a.Owned)
 	if err != nil {
 		return "", err
 	}

@@ -97,6 +97,12 @@ type Applier struct {
 	// (CRDs with a status subresource, CronJob, Job, Deployment, ...); for a
 	// kind that does not (ConfigMap, Secret) Ensure fails loudly.
 	MetadataOnly bool
+	// Owned lists optional fields (paths from the object's root, e.g.
+	// {"spec", "pointInTime"}) that desired owns even when it leaves them
+	// unset: a live value there is drift, removed — a template field its
+	// owner turned off. Other unset fields stay as the child has them (the
+	// API server's defaults, or another writer's).
+	Owned [][]string
 	// AnnotationPrefix names the metadata-only mode's annotations:
 	// "<prefix>/spec-hash" and "<prefix>/spec-generation". Empty means
 	// DefaultAnnotationPrefix ("cairn.dev").
@@ -145,7 +151,7 @@ func (a *Applier) Ensure(ctx context.Context, owner, desired client.Object) (Op,
 	if !metav1.IsControlledBy(existing, owner) {
 		return "", &NotControlledError{Kind: gvk.Kind, Key: key}
 	}
-	updated, err := Drift(desired, existing)
+	updated, err := DriftOwning(desired, existing, a.Owned)
 	if err != nil {
 		return "", err
 	}
@@ -192,6 +198,13 @@ func (a *Applier) Create(ctx context.Context, owner, desired client.Object) erro
 // else live with desired's fields laid over it, carrying live's
 // resourceVersion, ready for an Update.
 func Drift(desired, live client.Object) (client.Object, error) {
+	return DriftOwning(desired, live, nil)
+}
+
+// DriftOwning is Drift where desired also owns the fields at paths owned
+// (Applier.Owned): a live value at one desired leaves unset is drift, and
+// removed.
+func DriftOwning(desired, live client.Object, owned [][]string) (client.Object, error) {
 	want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(desired)
 	if err != nil {
 		return nil, err
@@ -204,6 +217,18 @@ func Drift(desired, live client.Object) (client.Object, error) {
 	falses, err := omittedFalse(desired, want, have)
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range owned {
+		p := make([]any, len(o))
+		for i, k := range o {
+			p[i] = k
+		}
+		if _, set := getPath(want, p); set {
+			continue
+		}
+		if _, live := getPath(have, p); live {
+			falses = append(falses, p)
+		}
 	}
 	if Subset(want, have) && len(falses) == 0 {
 		return nil, nil

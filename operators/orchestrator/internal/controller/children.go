@@ -40,6 +40,16 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 	}
 }
 
+// backupJobOwned are the BackupJob's optional fields the plan's template
+// sets or leaves unset (none has a default): one the plan turns off is
+// removed from its BackupJob — point-in-time off takes the archiver and a
+// PostgreSQL source's replication slot with it; encryption, object lock or
+// a retention form switched is not left behind beside the new one.
+var backupJobOwned = [][]string{
+	{"spec", "pointInTime"}, {"spec", "encryption"}, {"spec", "objectLock"},
+	{"spec", "retention"}, {"spec", "retentionDays"},
+}
+
 // desiredRestoreJob is the RestoreJob of verification lv: it restores
 // exactly lv's artifact of the plan's BackupJob (pinned by path, never
 // "the newest") into the scratch database, runs the plan's checks there

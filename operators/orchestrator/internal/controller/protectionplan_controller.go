@@ -50,6 +50,9 @@ type ProtectionPlanReconciler struct {
 	reconcile.Base
 
 	applier *ownership.Applier
+	// backupJobs ensures the plan's BackupJob: the template's optional
+	// fields are the plan's even when it leaves them unset.
+	backupJobs *ownership.Applier
 }
 
 // pass is one reconcile of one ProtectionPlan.
@@ -70,6 +73,7 @@ type state struct {
 func (r *ProtectionPlanReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	s := reconcile.Setup[*platformv1.ProtectionPlan, state](mgr, &r.Base, access.ProtectionPlan)
 	r.applier = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
+	r.backupJobs = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme, Owned: backupJobOwned}
 	s.Begin = r.begin
 	s.Steps = []reconcile.Step[*platformv1.ProtectionPlan, state]{{Name: "check", Run: r.check}, {Name: "backup", Run: r.ensureBackup},
 		{Name: "verification", Run: r.verification}, {Name: "history", Run: r.pruneHistory}, {Name: "migration", Run: r.migration}}

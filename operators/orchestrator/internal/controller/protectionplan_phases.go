@@ -62,7 +62,7 @@ func (r *ProtectionPlanReconciler) check(_ context.Context, p *pass) error {
 func (r *ProtectionPlanReconciler) ensureBackup(ctx context.Context, p *pass) error {
 	plan := p.Obj
 	desired := desiredBackupJob(plan, &p.Defaulted.Spec)
-	op, err := reconcile.EnsureChild(ctx, p, r.applier, desired)
+	op, err := reconcile.EnsureChild(ctx, p, r.backupJobs, desired)
 	if err != nil {
 		return err
 	}
@@ -80,18 +80,6 @@ func (r *ProtectionPlanReconciler) ensureBackup(ctx context.Context, p *pass) er
 		p.RequeueAfter(time.Second) // just created: the cache catches up
 	case err != nil:
 		return fmt.Errorf("reading BackupJob %s: %w", desired.Name, err)
-	}
-	if bj != nil && op != ownership.Created && desired.Spec.PointInTime == nil && bj.Spec.PointInTime != nil {
-		// Point-in-time turned off on the plan. The applier lays the
-		// template's set fields over the child and leaves an unset one as
-		// the child has it, so this one is cleared here: the child's
-		// archiver, and a PostgreSQL source's replication slot, go with it.
-		off := bj.DeepCopy()
-		off.Spec.PointInTime = nil
-		if err := r.Client.Update(ctx, off); err != nil {
-			return fmt.Errorf("turning point-in-time off on BackupJob %s: %w", bj.Name, err)
-		}
-		bj = off
 	}
 	p.State.backupJob = bj
 	observeBackup(plan, bj)
