@@ -148,7 +148,9 @@ func (a *Archiver) Run(ctx context.Context) error {
 				a.Log.Warn("reading the server's binary log position", "err", err)
 			case flushed && !cur.changedSince(since):
 				if flushedFile == "" {
-					quiet, proof = at, cur.gtid != nil
+					// A proof only on a GTID baseline: a position read
+					// after the flush may already hold a transaction.
+					quiet, proof = at, cur.gtid != nil && since.gtid != nil
 				}
 			default: // changes since the last flush (or none made yet)
 				if _, err := db.ExecContext(ctx, "FLUSH BINARY LOGS"); err != nil {
