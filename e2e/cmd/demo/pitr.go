@@ -113,6 +113,14 @@ func runPointInTime(ctx context.Context, c client.Client, pl *planeState, s *sam
 	base := bj.Status.LastArtifact
 	fmt.Printf("  base      %s, %d bytes, backed up %s (%s=%s)\n", base.Path, base.Size, clock(bj.Status.LastBackupTime.Time),
 		backupv1.RunNowAnnotation, runNow)
+	if w := bj.Status.PointInTime; w != nil && w.Earliest != nil {
+		latest := "not read yet"
+		if w.Latest != nil {
+			latest = clock(w.Latest.Time)
+		}
+		fmt.Printf("  window    status.pointInTime: earliest %s, latest %s, last segment %s (a restore to any second between them)\n",
+			clock(w.Earliest.Time), latest, or(w.LastSegment, "-"))
+	}
 
 	// 3. The writes, after the migration's verification of the same
 	// database (a write during its copy would be a verification mismatch).
