@@ -282,9 +282,14 @@ func (ix *Index) Chain(from string, until time.Time) ([]Segment, error) {
 		return nil, fmt.Errorf("%w after %s: %s; nothing after it can be recovered from this base", ErrGap, cur.File,
 			ix.gap(cur.File, cur.Next).String())
 	}
-	if !until.IsZero() && until.After(ix.coversThrough(cur)) {
+	if through := ix.coversThrough(cur); !until.IsZero() && until.After(through) {
+		if through.IsZero() {
+			// A segment with no commit in it (a base's own, say).
+			return nil, fmt.Errorf("%s is after the newest archived change (none with a commit time yet, through %s): %w", until.UTC().Format(time.RFC3339),
+				cur.File, ErrOutsideWindow)
+		}
 		return nil, fmt.Errorf("%s is after the newest archived change (%s, in %s): %w", until.UTC().Format(time.RFC3339),
-			ix.coversThrough(cur).UTC().Format(time.RFC3339), cur.File, ErrOutsideWindow)
+			through.UTC().Format(time.RFC3339), cur.File, ErrOutsideWindow)
 	}
 	return out, nil
 }

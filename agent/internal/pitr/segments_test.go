@@ -61,6 +61,12 @@ func TestChainWindowGapsAndPrunable(t *testing.T) {
 	if _, err = ix.Chain("b.000005", at(55)); !errors.Is(err, ErrOutsideWindow) {
 		t.Errorf("chain past the newest change: %v", err)
 	}
+	// A newest segment with no commit in it: no zero time in the message.
+	empty := archive(t, Segment{File: "b.000001"})
+	if _, err = empty.Chain("b.000001", at(5)); !errors.Is(err, ErrOutsideWindow) || strings.Contains(err.Error(), "0001-01-01") ||
+		!strings.Contains(err.Error(), "none with a commit time yet") {
+		t.Errorf("chain past a segment with no commit: %v", err)
+	}
 	if _, err = ix.Chain("b.000000", time.Time{}); !errors.Is(err, ErrOutsideWindow) {
 		t.Errorf("chain from an unarchived base: %v", err)
 	}
