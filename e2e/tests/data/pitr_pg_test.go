@@ -6,13 +6,19 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
@@ -33,9 +39,16 @@ import (
 // reports the gap (PointInTimeReady False/ArchiveGap, the gaps series on
 // the backup operator's /metrics), and a restore across it is refused
 // before its target exists. Turning point-in-time off drops the slot.
-// PVC here; the agent's suites run the same on S3 (and the MariaDB test
-// above runs both stores end to end).
+// On both stores. On S3 the archiver is also stopped for longer than the
+// limit first (archiverStopped): the check drops the slot; the WAL it
+// kept is then removed, and the archive shows the break as a gap.
 func TestPointInTimeRecoveryPostgres(t *testing.T) {
+	for _, kind := range []string{"s3", "pvc"} {
+		t.Run(kind, func(t *testing.T) { pointInTimePostgres(t, kind) })
+	}
+}
+
+func pointInTimePostgres(t *testing.T, kind string) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	e := postgres()
@@ -54,9 +67,13 @@ func TestPointInTimeRecoveryPostgres(t *testing.T) {
 	t.Cleanup(func() { _, _ = e.sql.SQL("postgres", "DROP DATABASE IF EXISTS "+src+" WITH (FORCE)") })
 	sql("CREATE TABLE orders (id int PRIMARY KEY, note text NOT NULL); INSERT INTO orders VALUES (0, 'before the base')")
 
-	bj := backupJob(ns, "shop", e, src, fixtures.Yearly, pvcStorage(t, ns, "backups"))
+	storage := s3Storage(ns + "/shop")
+	if kind == "pvc" {
+		storage = pvcStorage(t, ns, "backups")
+	}
+	bj := backupJob(ns, "shop", e, src, fixtures.Yearly, storage)
 	bj.Spec.PointInTime = &backupv1.PointInTimeSpec{MaxSegmentAge: &metav1.Duration{Duration: 10 * time.Second},
-		CheckInterval: &metav1.Duration{Duration: time.Minute}}
+		CheckInterval: &metav1.Duration{Duration: time.Minute}, MaxRetainedWAL: ptr.To(resource.MustParse("256Mi"))}
 	g.Expect(env.Client.Create(ctx, bj)).To(Succeed())
 	stopArchiverAtEnd(t, bj)
 	waitPointInTimeReady(t, bj)
@@ -98,6 +115,10 @@ func TestPointInTimeRecoveryPostgres(t *testing.T) {
 	g.Expect(rows(latest0)).To(Equal("0:eu,2:asia"), "after the delete: B only")
 	g.Expect(latest.Status.RecoveryPoint.Time).To(BeTemporally(">=", afterDelete.Add(-time.Second)))
 
+	if kind == "s3" {
+		archiverStopped(t, bj, e, query)
+	}
+
 	// A middle segment deleted by hand: the archive check reports the gap.
 	// After the base's own segment (deleting that one puts the base
 	// outside the window instead; the catalog entry names it) and before
@@ -120,13 +141,20 @@ func TestPointInTimeRecoveryPostgres(t *testing.T) {
 		}
 		sort.Strings(segs)
 		victim = ""
-		for _, k := range segs[:max(len(segs)-1, 0)] {
-			if strings.TrimSuffix(path.Base(k), ".zst") > entry.WALBase.File {
+		stored := map[uint64]bool{}
+		for _, k := range segs {
+			stored[walNo(k)] = true
+		}
+		// Its neighbours both stored: the gap it leaves is its own, not
+		// merged with a break already there (the stopped archiver's).
+		for _, k := range segs {
+			n := walNo(k)
+			if strings.TrimSuffix(path.Base(k), ".zst") > entry.WALBase.File && stored[n-1] && stored[n+1] {
 				victim = k
 				break
 			}
 		}
-		g.Expect(victim).NotTo(BeEmpty(), "no segment after the base's %s and before the newest yet: %v", entry.WALBase.File, segs)
+		g.Expect(victim).NotTo(BeEmpty(), "no segment after the base's %s with both neighbours stored yet: %v", entry.WALBase.File, segs)
 	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	for _, k := range []string{victim, strings.TrimSuffix(victim, ".zst") + ".json"} {
 		if s := bj.Spec.Storage.S3; s != nil {
@@ -143,6 +171,10 @@ func TestPointInTimeRecoveryPostgres(t *testing.T) {
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Reason).To(Equal(backupv1.ArchiveGapReason), "%s", c.Message)
 		g.Expect(c.Message).To(ContainSubstring(name))
+		if kind == "s3" {
+			// The break the stopped archiver left is one more.
+			g.Expect(got.Status.PointInTime.Gaps).To(HaveLen(2), "%s", c.Message)
+		}
 		samples, err := env.Operators["backup"].Metrics(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 		v, ok := install.Find(samples, "cairn_backupjob_point_in_time_gaps", map[string]string{"namespace": ns, "name": "shop"})
@@ -174,4 +206,87 @@ func TestPointInTimeRecoveryPostgres(t *testing.T) {
 		g.Expect(query("postgres", "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'")).To(Equal("0"))
 		g.Expect(fixtures.Get(g, env.Client, bj).Status.PointInTime).To(BeNil())
 	}).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+}
+
+// archiverStopped: bj's archiver cannot run (its pods refused by the API
+// server, as a policy engine or a quota would) while the source writes more
+// WAL than spec.pointInTime.maxRetainedWAL: the operator's archive check
+// drops the slot on the source, PointInTimeReady says SlotDropped naming it;
+// after a checkpoint has removed the WAL the slot kept, the archiver may run
+// again and creates the slot anew (the break is a gap in the archive: the
+// gap phase after this sees it beside the segment it deletes).
+func archiverStopped(t *testing.T, bj *backupv1.BackupJob, e engine, query func(db, q string) string) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	var slot string
+	g.Eventually(func(g Gomega) {
+		st := fixtures.Get(g, env.Client, bj).Status.PointInTime
+		g.Expect(st).NotTo(BeNil())
+		g.Expect(st.Check).NotTo(BeNil(), "no archive check yet")
+		slot = st.Check.Slot
+		g.Expect(slot).NotTo(BeEmpty())
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	archiver := map[string]string{backupv1.RunKindLabel: "archiver", fixtures.BackupJobLabel: bj.Name}
+	release := fixtures.HoldPods(t, g, env.Client, bj.Namespace, archiver)
+	g.Expect(env.Client.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(bj.Namespace), client.MatchingLabels(archiver))).To(Succeed())
+	archiverPodsGone(t, bj.Namespace)
+	stopped := time.Now()
+
+	// Past the limit: every pg_switch_wal after a write starts a new 16 MB
+	// segment, which the inactive slot keeps.
+	const limit = 256 << 20
+	retained := func() int64 {
+		out := query("postgres", "SELECT COALESCE((SELECT pg_current_wal_lsn() - restart_lsn FROM pg_replication_slots WHERE slot_name = '"+slot+"'), -1)")
+		n, err := strconv.ParseInt(out, 10, 64)
+		g.Expect(err).NotTo(HaveOccurred(), "retained WAL %q", out)
+		return n
+	}
+	query("postgres", "CREATE TABLE IF NOT EXISTS e2e_wal_pump (n int)")
+	for i := 0; retained() <= limit; i++ {
+		g.Expect(i).To(BeNumerically("<", 40), "the slot does not retain the WAL written")
+		query("postgres", "INSERT INTO e2e_wal_pump VALUES (1); SELECT pg_switch_wal()")
+	}
+	g.Eventually(func(g Gomega) {
+		cur := fixtures.Get(g, env.Client, bj)
+		c := conditions.Get(cur, backupv1.PointInTimeReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(backupv1.SlotDroppedReason), "%s", c.Message)
+		g.Expect(c.Message).To(ContainSubstring(slot))
+		g.Expect(cur.Status.PointInTime.Check.SlotDroppedTime).NotTo(BeNil())
+		g.Expect(cur.Status.PointInTime.Check.SlotDroppedTime.Time).To(BeTemporally(">", stopped.Add(-time.Second)))
+	}).WithTimeout(3*time.Minute).WithPolling(2*time.Second).Should(Succeed(), "the check drops the slot of the stopped archiver")
+	g.Expect(query("postgres", "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'")).To(Equal("0"),
+		"the slot is gone from the source")
+
+	// A checkpoint lets the server remove the WAL the slot kept (it would
+	// come on its own; until then a new slot, reserved from the last
+	// checkpoint's redo point, still finds all of it and the archive
+	// resumes without a gap).
+	query("postgres", "CHECKPOINT")
+
+	// The archiver may run again: its ReplicaSet is deleted so that the
+	// Deployment makes a pod at once (the one the hold refused retries
+	// with a growing back-off).
+	release()
+	g.Expect(env.Client.DeleteAllOf(ctx, &appsv1.ReplicaSet{}, client.InNamespace(bj.Namespace), client.MatchingLabels(archiver))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(query("postgres", "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'")).To(Equal("1"))
+	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "the archiver runs again with a new slot")
+	t.Logf("archiver stopped at %s, slot dropped and the archiver back by %s", stopped.Format(time.TimeOnly), time.Now().Format(time.TimeOnly))
+}
+
+// walNo is the number of the WAL segment stored under key (16 MB segments:
+// the name's log and segment parts, 256 segments a log).
+func walNo(key string) uint64 {
+	name := strings.TrimSuffix(path.Base(key), ".zst")
+	if len(name) != 24 {
+		return 0
+	}
+	log, err1 := strconv.ParseUint(name[8:16], 16, 64)
+	seg, err2 := strconv.ParseUint(name[16:24], 16, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return log<<8 | seg
 }
