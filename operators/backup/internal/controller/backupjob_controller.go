@@ -69,10 +69,10 @@ type BackupJobReconciler struct {
 	// cleanup released it (not run again while the artifacts are deleted).
 	slotsLeft     sync.Map
 	slotsReleased sync.Map
-	secretsHold *hold.Hold
-	claimsHold  *hold.Hold
-	cronJobs    *ownership.Applier
-	archivers   *ownership.Applier
+	secretsHold   *hold.Hold
+	claimsHold    *hold.Hold
+	cronJobs      *ownership.Applier
+	archivers     *ownership.Applier
 }
 
 // pass is the state the steps of one pass share.
