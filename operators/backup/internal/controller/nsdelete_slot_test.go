@@ -15,6 +15,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 )
@@ -139,8 +140,13 @@ func TestNamespaceDeletionSlotReleaseFailsUntilTheDeadline(t *testing.T) {
 
 	var job *batchv1.Job
 	g.Eventually(func(g Gomega) { job = slotJobElsewhere(g, ns) }).WithTimeout(30 * time.Second).Should(Succeed())
-	finishJob(g, job, metav1.Now(), false, "connection refused")
-	// Kept until the retry is due.
+	testenv.FailJob(t, env.Client, job, 1, `{"error":"archive-status failed: dial tcp orders-db:5433: connection refused","code":""}`)
+	// Kept until the retry is due; the BackupJob says why.
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, key).Status.Conditions).To(ContainElement(And(
+			HaveField("Type", cairnv1.ReconcilingCondition),
+			HaveField("Message", ContainSubstring("connection refused")))))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(slotJobElsewhere(g, ns).UID).To(Equal(job.UID))
 	}).WithTimeout(3 * time.Second).Should(Succeed())
@@ -151,7 +157,8 @@ func TestNamespaceDeletionSlotReleaseFailsUntilTheDeadline(t *testing.T) {
 		retry = slotJobElsewhere(g, ns)
 		g.Expect(retry.UID).NotTo(Equal(job.UID), "the failed release was not run again")
 	}).WithTimeout(30 * time.Second).Should(Succeed())
-	finishJob(g, retry, metav1.Now(), false, "connection refused")
+	g.Expect(env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: job.Name + "-1"}})).To(Succeed()) // no garbage collector here
+	testenv.FailJob(t, env.Client, retry, 1, `{"error":"archive-status failed: dial tcp orders-db:5433: no route to host","code":""}`)
 
 	after := get(g, key).DeletionTimestamp.Add(time.Hour + time.Second)
 	clock.Store(&after)
@@ -169,6 +176,7 @@ func TestNamespaceDeletionSlotReleaseFailsUntilTheDeadline(t *testing.T) {
 		g.Expect(note).To(ContainSubstring("BackupJob " + ns + "/orders"))
 		g.Expect(note).To(ContainSubstring("orders-db:5433"))
 		g.Expect(note).To(ContainSubstring("SELECT pg_drop_replication_slot('" + slot + "')"))
+		g.Expect(note).To(ContainSubstring("no route to host"), "the last attempt's reason")
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 

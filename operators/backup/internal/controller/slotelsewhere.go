@@ -139,16 +139,41 @@ func (r *BackupJobReconciler) releaseSlotElsewhere(ctx context.Context, bj *back
 			"dropped the archiver's replication slot %s on the source (Job %s/%s)", slotName(bj), job.Namespace, job.Name)
 		return true, r.removeSlotJobElsewhere(ctx, bj)
 	}
-	// Failed: run again once releaseRetry passed (the finalizer's polls
-	// bring that pass), with the keys it was handed.
-	if r.Now().Before(o.At.Add(releaseRetry)) {
-		return false, nil
+	// Failed: run again once releaseRetry passed, with the keys it was
+	// handed. Meanwhile the BackupJob's condition says why (the error; its
+	// Events are refused in a namespace being deleted).
+	why := r.slotReleaseFailure(ctx, job)
+	if again := o.At.Add(releaseRetry); r.Now().Before(again) {
+		return false, fmt.Errorf("the slot release Job %s/%s could not drop the archiver's replication slot %s (%s); it runs again at %s, until the cleanup deadline",
+			job.Namespace, job.Name, slotName(bj), why, again.UTC().Format(time.RFC3339))
 	}
 	r.Recorder.Eventf(bj, job, corev1.EventTypeWarning, "SlotReleaseFailed", "ReleaseSlot",
-		"could not drop the archiver's replication slot %s from Job %s/%s (%s %s); trying again until the cleanup deadline",
-		slotName(bj), job.Namespace, job.Name, o.Reason, o.Message)
+		"could not drop the archiver's replication slot %s from Job %s/%s (%s); trying again until the cleanup deadline",
+		slotName(bj), job.Namespace, job.Name, why)
 	err = r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
 	return false, client.IgnoreNotFound(err)
+}
+
+// slotReleaseFailure is why the failed release Job job failed: the agent's
+// reason from its pods' termination messages (read live: the operator's
+// namespace may not be cached), else the Job's condition.
+func (r *BackupJobReconciler) slotReleaseFailure(ctx context.Context, job *batchv1.Job) string {
+	o := agentjob.JobOutcome(job)
+	why := strings.TrimSpace(o.Reason + " " + o.Message)
+	var pods corev1.PodList
+	if err := r.APIReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{RunKindLabel: runReleaseSlot}); err != nil {
+		return why
+	}
+	var own []corev1.Pod
+	for _, p := range pods.Items {
+		if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == job.UID {
+			own = append(own, p)
+		}
+	}
+	if _, failure, err := agentjob.NewestResult(own, contract.ParseArchiveStatus); err == nil && failure != nil {
+		return failure.Error()
+	}
+	return why
 }
 
 // captureDBCredentials copies the two keys of bj's database credentials
@@ -256,7 +281,13 @@ func (r *BackupJobReconciler) slotStillHeld(bj *backupv1.BackupJob) bool {
 // released is said (slotLeft).
 func (r *BackupJobReconciler) abandonSlot(ctx context.Context, bj *backupv1.BackupJob) error {
 	if r.slotStillHeld(bj) {
-		r.slotLeft(bj, "cleanup was given up before it dropped")
+		why := "cleanup was given up before it dropped"
+		if job, err := r.slotJobElsewhereOf(ctx, bj); err == nil && job != nil {
+			if o := agentjob.JobOutcome(job); o.Finished && !o.Succeeded {
+				why = fmt.Sprintf("the release from the operator's namespace failed until the cleanup was given up (last: %s), so nothing dropped", r.slotReleaseFailure(ctx, job))
+			}
+		}
+		r.slotLeft(bj, why)
 	}
 	r.slotsReleased.Delete(bj.UID)
 	return r.removeSlotJobElsewhere(ctx, bj)
