@@ -16,6 +16,7 @@ import (
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
+	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/testing/testenv"
 	"cairn.dev/operators/backup/internal/controller"
 )
@@ -94,6 +95,7 @@ func TestNamespaceDeletionReleasesTheSlotInTheOperatorNamespace(t *testing.T) {
 	pod := job.Spec.Template.Spec
 	g.Expect(pod.Containers[0].Args).To(Equal([]string{contract.CommandArchiveStatus}))
 	g.Expect(pod.Volumes).To(HaveLen(1), "no store volume: only /tmp")
+	g.Expect(agentjob.ContractProblems(job.Spec.Template)).To(BeEmpty(), "only variables the agent parses")
 	e := testenv.AgentEnv(job)
 	g.Expect(e[contract.EnvArchiveReleaseSlot].Value).To(Equal("true"))
 	g.Expect(e[contract.EnvBackupJob].Value).To(Equal(ns + "/orders"))

@@ -39,10 +39,10 @@ func slotJobElsewhereName(bj *backupv1.BackupJob) string {
 }
 
 // hostElsewhere is the database host as a pod of another namespace reaches
-// it: a short Service name (no dot, not an IP) resolves only in the
-// tenant's namespace ns, so it becomes <host>.<ns>.svc.
+// it: a short Service name (no dot, not an IP, not localhost) resolves only
+// in the tenant's namespace ns, so it becomes <host>.<ns>.svc.
 func hostElsewhere(host, ns string) string {
-	if host == "" || strings.Contains(host, ".") || net.ParseIP(host) != nil {
+	if host == "" || host == "localhost" || strings.Contains(host, ".") || net.ParseIP(host) != nil {
 		return host
 	}
 	return host + "." + ns + ".svc"
