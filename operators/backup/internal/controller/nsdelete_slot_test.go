@@ -185,3 +185,47 @@ func TestNamespaceDeletionSlotReleaseFailsUntilTheDeadline(t *testing.T) {
 // releaseRetryForTest is the operator's wait before a failed release runs
 // again (releaseRetry).
 const releaseRetryForTest = time.Minute
+
+// A Job of the release's name in the operator's namespace that was not
+// started for this BackupJob (no for-uid annotation of its UID) is never
+// taken for its release: the BackupJob says so, no keys are handed to it;
+// once it is gone, the release runs.
+func TestNamespaceDeletionSlotReleaseNeverAdoptsAForeignJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	deleteCredentials(t)
+	ns := newNamespace(t)
+	b := backupJob(ns, "orders")
+	b.Spec.PointInTime = &backupv1.PointInTimeSpec{}
+	bj := create(t, b)
+	key := client.ObjectKeyFromObject(bj)
+	g.Eventually(func(g Gomega) { archiverOf(g, bj) }).WithTimeout(30 * time.Second).Should(Succeed())
+	foreign := testenv.ForeignJob(operatorNamespace, controller.SlotJobElsewhereName(get(g, key)))
+	g.Expect(env.Client.Create(ctx, foreign)).To(Succeed())
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), foreign, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
+	env.TerminateNamespace(t, ns)
+	g.Expect(env.Client.Delete(ctx, get(g, key))).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(get(g, key).Status.Conditions).To(ContainElement(And(
+			HaveField("Type", cairnv1.ReconcilingCondition),
+			HaveField("Message", ContainSubstring("was not started for this BackupJob")))))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	cur := &batchv1.Job{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), cur)).To(Succeed())
+	g.Expect(cur.UID).To(Equal(foreign.UID), "the foreign Job was replaced")
+	keysHandedOver(g, foreign)
+
+	g.Expect(env.Client.Delete(ctx, foreign, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+	var job *batchv1.Job
+	g.Eventually(func(g Gomega) {
+		job = slotJobElsewhere(g, ns)
+		g.Expect(job.UID).NotTo(Equal(foreign.UID))
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	finishJob(g, job, metav1.Now(), true, "")
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, key, &backupv1.BackupJob{}))
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "BackupJob still there")
+}
