@@ -1,6 +1,11 @@
 package contract
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+)
 
 // ArchiveStatus is the result line of `agent archive-status` (PostgreSQL
 // and MySQL/MariaDB point-in-time archives): the archive's state as the
@@ -47,4 +52,25 @@ type ArchiveStatus struct {
 // agent failure is a *FailedError.
 func ParseArchiveStatus(message string) (*ArchiveStatus, error) {
 	return parseReport[ArchiveStatus](message, CommandArchiveStatus)
+}
+
+// SlotName is the physical replication slot of a BackupJob's PostgreSQL
+// archiver ("<namespace>/<name>"): deterministic, so a restarted archiver
+// (or the operator's watchdog and release) finds it; readable where the
+// name allows, and made unique by a hash of the whole key. At most 63
+// characters of [a-z0-9_].
+func SlotName(job string) string {
+	sum := sha256.Sum256([]byte(job))
+	readable := strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(job))
+	const prefix = "cairn_pitr_"
+	suffix := "_" + hex.EncodeToString(sum[:4])
+	if max := 63 - len(prefix) - len(suffix); len(readable) > max {
+		readable = readable[:max]
+	}
+	return prefix + readable + suffix
 }

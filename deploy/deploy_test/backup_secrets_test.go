@@ -24,6 +24,7 @@ const artifactDeleteFinalizer = "backup.cairn.dev/artifact-delete"
 // operator's ServiceAccount (whose manager role has patch on Secrets, issue
 // 30) add and remove its finalizer backup.cairn.dev/artifact-delete on a
 // tenant's Secret and set or remove <job>.accessKeyID/<job>.secretAccessKey
+// (an artifact delete) and <job>.username/<job>.password (a slot release)
 // keys of cairn-system/cairn-backup-delete-credentials — with the patches
 // the operator sends — and refuses every other write: a tenant Secret's
 // data, labels, another finalizer, other keys of its own Secret, a create,
@@ -96,6 +97,13 @@ func TestBackupSecretWritesPolicy(t *testing.T) {
 	if err := data(dk, `{"data":{"orders-delete-0a1b2c3d.accessKeyID":null,"orders-delete-0a1b2c3d.secretAccessKey":null}}`); err != nil {
 		t.Fatalf("removing a delete Job's keys: %v", err)
 	}
+	// A slot release Job's database keys (issue 27).
+	if err := data(dk, `{"data":{"orders-release-slot-0a1b2c3d.username":"dQ==","orders-release-slot-0a1b2c3d.password":"cA=="}}`); err != nil {
+		t.Fatalf("handing a slot release Job its keys: %v", err)
+	}
+	if err := data(dk, `{"data":{"orders-release-slot-0a1b2c3d.username":null,"orders-release-slot-0a1b2c3d.password":null}}`); err != nil {
+		t.Fatalf("removing a slot release Job's keys: %v", err)
+	}
 
 	const onlyOwn = "only its own finalizer"
 	refused("change a tenant Secret's data", data(tk, `{"data":{"accessKeyID":"ZXZpbA=="}}`), notData)
@@ -104,6 +112,7 @@ func TestBackupSecretWritesPolicy(t *testing.T) {
 	refused("change a label", meta(tk, func(s *corev1.Secret) { s.Labels["app"] = "evil" }), "labels, annotations")
 	refused("add an annotation", meta(tk, func(s *corev1.Secret) { s.Annotations = map[string]string{"a": "b"} }), "labels, annotations")
 	refused("another key in its delete credentials", data(dk, `{"data":{"token":"eA=="}}`), notData)
+	refused("another key of a Job in its delete credentials", data(dk, `{"data":{"orders-release-slot-0a1b2c3d.token":"eA=="}}`), notData)
 	refused("label its delete credentials", meta(dk, func(s *corev1.Secret) { s.Labels["x"] = "y" }), "labels, annotations")
 
 	// A compromised or over-granted operator: cluster-admin's rules in the

@@ -180,16 +180,16 @@ func (b *Runner) pruneLog(ctx context.Context, st store.Store, dir string, bases
 // ArchiveStatus reports the archive (segments, newest, gaps) and, for
 // PostgreSQL, the archiver's replication slot on the source, dropping the
 // slot when it retains more WAL than CAIRN_ARCHIVE_MAX_RETAINED_WAL_BYTES
-// (`agent archive-status`: the operator's watchdog and status).
+// (`agent archive-status`: the operator's watchdog and status). Asked to
+// release the slot (CAIRN_ARCHIVE_RELEASE_SLOT), it drops it and returns
+// before the store is opened: the release needs none (the operator runs it
+// without one for a namespace being deleted), and the report has no
+// archive.
 func (b *Runner) ArchiveStatus(ctx context.Context) ([]byte, error) {
 	cfg := b.cfg
-	st, err := b.OpenStore()
-	if err != nil {
-		return nil, err
-	}
 	job := cfg.BackupJob
 	dir := job.LogDir(cfg.Engine)
-	r := contract.ArchiveStatus{Command: "archive-status", BackupJob: job.String(), Engine: cfg.Engine, Dir: st.Path(dir),
+	r := contract.ArchiveStatus{Command: "archive-status", BackupJob: job.String(), Engine: cfg.Engine,
 		MaxRetainedWALBytes: cfg.ArchiveMaxRetainedWALBytes}
 	if cfg.Engine == "postgres" {
 		// The source first: the slot is what can harm it.
@@ -218,7 +218,15 @@ func (b *Runner) ArchiveStatus(ctx context.Context) ([]byte, error) {
 			b.log.Warn("dropped the archiver's replication slot: it retained more WAL than the limit", "slot", rep.Slot,
 				"retainedBytes", rep.RetainedBytes, "limit", cfg.ArchiveMaxRetainedWALBytes)
 		}
+		if cfg.ArchiveReleaseSlot {
+			return contract.Marshal(r)
+		}
 	}
+	st, err := b.OpenStore()
+	if err != nil {
+		return nil, err
+	}
+	r.Dir = st.Path(dir)
 	ix, err := pitr.LoadIndex(ctx, st, dir)
 	if err != nil {
 		return nil, err

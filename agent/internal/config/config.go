@@ -129,7 +129,8 @@ type Config struct {
 	// CAIRN_ARCHIVE_MAX_RETAINED_WAL_BYTES).
 	ArchiveMaxRetainedWALBytes int64
 	// ArchiveReleaseSlot: `agent archive-status` (PostgreSQL) drops the
-	// archiver's slot whatever it retains (CAIRN_ARCHIVE_RELEASE_SLOT).
+	// archiver's slot whatever it retains (CAIRN_ARCHIVE_RELEASE_SLOT);
+	// it then needs no store (CAIRN_STORE may be unset).
 	ArchiveReleaseSlot bool
 }
 
@@ -340,6 +341,8 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 	}
 	if c.Migrate != nil && c.Store == "" {
 		// A migration step uses a store only for a store transfer.
+	} else if c.releaseOnly() && c.Store == "" {
+		// Releasing a PostgreSQL archiver's slot reads no archive.
 	} else if c.Store != "pvc" && c.Store != "s3" {
 		if c.Store == "" {
 			return nil, &UsageError{"store is not set: CAIRN_STORE or --store must be pvc or s3"}
@@ -416,6 +419,12 @@ func Load(command string, args []string, env Env, usage io.Writer) (*Config, err
 		c.TerminationLog = DefaultTerminationLog
 	}
 	return c, nil
+}
+
+// releaseOnly: `agent archive-status` asked to release a PostgreSQL
+// archiver's slot, which needs the source and no store.
+func (c *Config) releaseOnly() bool {
+	return c.Command == "archive-status" && c.ArchiveReleaseSlot && c.Engine == "postgres"
 }
 
 // pointInTime checks the point-in-time settings of the command.

@@ -184,3 +184,29 @@ func TestCheckTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Releasing a PostgreSQL archiver's slot needs no store (the operator runs
+// it without one in its own namespace when the BackupJob's namespace is
+// being deleted); every other archive-status still needs one.
+func TestArchiveReleaseNeedsNoStore(t *testing.T) {
+	noStore := with(base, "CAIRN_STORE", "", "CAIRN_PVC_PATH", "")
+	c, err := Load("archive-status", nil, envOf(with(noStore, "CAIRN_ARCHIVE_RELEASE_SLOT", "true"), nil), io.Discard)
+	if err != nil {
+		t.Fatalf("release without a store: %v", err)
+	}
+	if !c.ArchiveReleaseSlot || c.Store != "" || c.BackupJob.String() != "shop/orders" {
+		t.Errorf("release without a store: %+v", c)
+	}
+	for name, env := range map[string]map[string]string{
+		"a check":         noStore,
+		"release, MySQL":  with(noStore, "CAIRN_ARCHIVE_RELEASE_SLOT", "true", "CAIRN_ENGINE", "mysql"),
+		"release, no job": with(noStore, "CAIRN_ARCHIVE_RELEASE_SLOT", "true", "CAIRN_BACKUPJOB", ""),
+	} {
+		if _, err := Load("archive-status", nil, envOf(env, nil), io.Discard); err == nil {
+			t.Errorf("%s without a store: accepted", name)
+		}
+	}
+	if _, err := Load("backup", nil, envOf(with(noStore, "CAIRN_ARCHIVE_RELEASE_SLOT", "true"), nil), io.Discard); err == nil || !strings.Contains(err.Error(), "store is not set") {
+		t.Errorf("a backup without a store: %v, want refused", err)
+	}
+}

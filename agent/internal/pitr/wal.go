@@ -5,14 +5,14 @@ package pitr
 // segment names, positions and the archiver's slot name.
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"cairn.dev/agent/contract"
 )
 
 // walNameLen is the length of a WAL segment file name: timeline, log and
@@ -88,21 +88,6 @@ func NextWAL(name string, segSize int64) string {
 }
 
 // SlotName is the physical replication slot of a BackupJob's archiver
-// ("<namespace>/<name>"): deterministic, so a restarted archiver (or the
-// operator's watchdog) finds it; readable where the name allows, and made
-// unique by a hash of the whole key. At most 63 characters of [a-z0-9_].
-func SlotName(job string) string {
-	sum := sha256.Sum256([]byte(job))
-	readable := strings.Map(func(r rune) rune {
-		if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
-			return r
-		}
-		return '_'
-	}, strings.ToLower(job))
-	const prefix = "cairn_pitr_"
-	suffix := "_" + hex.EncodeToString(sum[:4])
-	if max := 63 - len(prefix) - len(suffix); len(readable) > max {
-		readable = readable[:max]
-	}
-	return prefix + readable + suffix
-}
+// ("<namespace>/<name>"): contract.SlotName, which the operator names in
+// its events too.
+func SlotName(job string) string { return contract.SlotName(job) }

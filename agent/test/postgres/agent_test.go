@@ -205,3 +205,5 @@ func TestPointInTimeEncrypted(t *testing.T) {
 	t.Run("base", func(t *testing.T) { suite.PointInTimePostgresEncrypted(t, e(t), "pvc") })
 	t.Run("s3", func(t *testing.T) { suite.PointInTimeEncrypted(t, e(t), "s3") })
 }
+
+func TestReleaseSlotWithoutStore(t *testing.T) { suite.ReleaseSlotWithoutStore(t, e(t)) }

@@ -61,15 +61,18 @@ type BackupJobReconciler struct {
 	OperatorNamespace string
 
 	// terminating holds the UIDs of BackupJobs whose namespace refused
-	// their delete Job (being deleted): for the abandon Event's target.
+	// their delete or slot release Job (being deleted): for the abandon
+	// Event's target.
 	terminating sync.Map
 	// slotsLeft holds the UIDs of BackupJobs whose PostgreSQL slot could
-	// not be released (namespace being deleted): said once.
-	slotsLeft   sync.Map
-	secretsHold *hold.Hold
-	claimsHold  *hold.Hold
-	cronJobs    *ownership.Applier
-	archivers   *ownership.Applier
+	// not be released (said once: slotLeft); slotsReleased those whose
+	// cleanup released it (not run again while the artifacts are deleted).
+	slotsLeft     sync.Map
+	slotsReleased sync.Map
+	secretsHold   *hold.Hold
+	claimsHold    *hold.Hold
+	cronJobs      *ownership.Applier
+	archivers     *ownership.Applier
 }
 
 // pass is the state the steps of one pass share.

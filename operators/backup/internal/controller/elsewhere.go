@@ -259,14 +259,19 @@ func (r *BackupJobReconciler) elsewhereSucceeded(ctx context.Context, bj *backup
 	return err == nil && job != nil && agentjob.JobOutcome(job).Succeeded
 }
 
-// inTerminatingNamespace: bj's namespace refused its delete Job (seen by
-// this process) or its delete runs in the operator's namespace.
+// inTerminatingNamespace: bj's namespace refused its delete or slot
+// release Job (seen by this process) or one runs in the operator's
+// namespace.
 func (r *BackupJobReconciler) inTerminatingNamespace(ctx context.Context, bj *backupv1.BackupJob) bool {
 	if _, ok := r.terminating.Load(bj.UID); ok {
 		return true
 	}
 	started, err := r.startedElsewhere(ctx, bj)
-	return err == nil && started
+	if err == nil && started {
+		return true
+	}
+	job, err := r.slotJobElsewhereOf(ctx, bj)
+	return err == nil && job != nil
 }
 
 // namespaceRef is namespace ns as the object an Event is about (Events

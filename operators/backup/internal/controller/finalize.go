@@ -19,7 +19,8 @@ import (
 )
 
 // cleanup is the finalizer's work for a BackupJob being deleted: first the
-// CronJob and every run Job with its pods (no new run can start), then, with
+// CronJob and every run Job with its pods (no new run can start), then a
+// PostgreSQL archiver's slot released (releaseSlotOnDelete), then, with
 // deletionPolicy Delete, one agent Job that deletes the stored artifacts
 // (in the operator's namespace when bj's namespace is being deleted, see
 // deleteElsewhere). The
@@ -31,15 +32,19 @@ func (r *BackupJobReconciler) cleanup(p *pass) finalizer.Cleanup {
 		Run: func(ctx context.Context) (bool, error) {
 			done, err := r.cleanupStep(ctx, bj)
 			if done {
-				r.terminating.Delete(bj.UID)
+				r.forget(bj)
 			}
 			return done, err
 		},
 		LeftBehind: func(ctx context.Context) string { return r.leftBehind(ctx, bj) },
-		// A delete given up drops its Job in the operator's namespace and
-		// the credentials it was handed.
+		// A delete or slot release given up drops its Job in the
+		// operator's namespace and the credentials it was handed; a slot
+		// not released is said on the Namespace (abandonSlot).
 		Abandon: func(ctx context.Context) error {
-			r.terminating.Delete(bj.UID)
+			defer r.forget(bj)
+			if err := r.abandonSlot(ctx, bj); err != nil {
+				return err
+			}
 			return r.releaseElsewhere(ctx, bj)
 		},
 		// Events in a namespace being deleted are refused: say it on the
@@ -142,6 +147,13 @@ func (r *BackupJobReconciler) cleanupStep(ctx context.Context, bj *backupv1.Back
 	}
 }
 
+// forget drops what this process remembered of bj's cleanup.
+func (r *BackupJobReconciler) forget(bj *backupv1.BackupJob) {
+	r.terminating.Delete(bj.UID)
+	r.slotsReleased.Delete(bj.UID)
+	r.slotsLeft.Delete(bj.UID)
+}
+
 func ownsIt(bj *backupv1.BackupJob, obj client.Object) bool {
 	for _, ref := range obj.GetOwnerReferences() {
 		if ref.UID == bj.UID && ref.Controller != nil && *ref.Controller {
@@ -160,6 +172,10 @@ func (r *BackupJobReconciler) leftBehind(ctx context.Context, bj *backupv1.Backu
 	}
 	if runs, err := r.liveRuns(ctx, bj); err == nil && len(runs) > 0 {
 		parts = append(parts, fmt.Sprintf("%d run Job(s) (garbage-collected with the BackupJob)", len(runs)))
+	}
+	if r.slotStillHeld(bj) {
+		parts = append(parts, fmt.Sprintf("the PostgreSQL archiver's replication slot %s on %s (it keeps WAL on the source until dropped: SELECT pg_drop_replication_slot('%s'))",
+			slotName(bj), dbAddress(bj.Spec.Database), slotName(bj)))
 	}
 	if bj.Spec.DeletionPolicy == backupv1.DeletionPolicyDelete {
 		done := false

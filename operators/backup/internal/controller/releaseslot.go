@@ -98,27 +98,39 @@ func (r *BackupJobReconciler) cleanReleaseJob(ctx context.Context, bj *backupv1.
 	return r.deleteOwnJob(ctx, bj, releaseJobName(bj), "slot release")
 }
 
-// slotName is the archiver's slot as the status last recorded it (the
-// agent names it from the BackupJob: pitr.SlotName).
+// slotName is the archiver's slot as the status last recorded it, else
+// as the agent names it from the BackupJob (contract.SlotName).
 func slotName(bj *backupv1.BackupJob) string {
 	if st := bj.Status.PointInTime; st != nil && st.Check != nil && st.Check.Slot != "" {
 		return st.Check.Slot
 	}
-	return "cairn_pitr_…"
+	return contract.SlotName(bj.Namespace + "/" + bj.Name)
 }
 
 // releaseSlotOnDelete releases the slot during the BackupJob's cleanup
 // (whatever its deletionPolicy: a slot is never data worth keeping, and
 // left alone it fills the source's disk). In a namespace being deleted no
-// Job may run: the slot is then left, said once in a Warning Event on the
-// Namespace (Events outlive it) with the statement that drops it, and
-// bounded only by the server's max_slot_wal_keep_size.
+// Job may run there: the release runs in the operator's namespace
+// (releaseSlotElsewhere) until the cleanup deadline; given up, the slot is
+// said in a Warning Event on the Namespace with the statement that drops
+// it (abandonSlot). Once released it is not run again by this process
+// (the artifact delete may follow for a while).
 func (r *BackupJobReconciler) releaseSlotOnDelete(ctx context.Context, bj *backupv1.BackupJob) (bool, error) {
-	if _, left := r.slotsLeft.Load(bj.UID); left {
+	_, released := r.slotsReleased.Load(bj.UID)
+	_, left := r.slotsLeft.Load(bj.UID)
+	if released || left {
 		return true, nil
+	}
+	if job, err := r.slotJobElsewhereOf(ctx, bj); err != nil || job != nil {
+		if err != nil {
+			return false, err
+		}
+		r.terminating.Store(bj.UID, true)
+		return r.releaseSlotElsewhere(ctx, bj)
 	}
 	done, _, err := r.releaseSlot(ctx, bj)
 	if done && err == nil {
+		r.slotsReleased.Store(bj.UID, true)
 		// The BackupJob goes next; its garbage collection takes a Job the
 		// cache does not show yet.
 		return true, r.cleanReleaseJob(ctx, bj)
@@ -126,10 +138,6 @@ func (r *BackupJobReconciler) releaseSlotOnDelete(ctx context.Context, bj *backu
 	if !namespaceTerminating(err) {
 		return done, err
 	}
-	r.slotsLeft.Store(bj.UID, true)
-	msg := fmt.Sprintf("BackupJob %s/%s: the namespace is being deleted, so no Job may drop the PostgreSQL archiver's replication slot %s on %s:%d; it keeps WAL on the source until dropped: SELECT pg_drop_replication_slot('%s')",
-		bj.Namespace, bj.Name, slotName(bj), bj.Spec.Database.Host, bj.Spec.Database.Port, slotName(bj))
-	r.Recorder.Eventf(namespaceRef(bj.Namespace), nil, corev1.EventTypeWarning, "SlotLeft", "Cleanup", "%s", msg)
-	ctrl.LoggerFrom(ctx).Info(msg)
-	return true, nil
+	r.terminating.Store(bj.UID, true)
+	return r.releaseSlotElsewhere(ctx, bj)
 }
