@@ -34,7 +34,8 @@ import (
 // move the database into the target by address. Insert A, then inside the
 // window an ALTER TABLE … ADD COLUMN, a sequence and insert B, then delete
 // A: a restore to a second between B and the delete has A and B with the
-// new column and the sequence past its values; latest has B only. Then a
+// new column and the sequence past its values; latest has B only (the
+// archiver's pod was killed after the base: the chain is whole). Then a
 // segment deleted from the store by hand: the operator's archive check
 // reports the gap (PointInTimeReady False/ArchiveGap, the gaps series on
 // the backup operator's /metrics), and a restore across it is refused
@@ -81,6 +82,7 @@ func pointInTimePostgres(t *testing.T, kind string) {
 	fixtures.SetRunNow(g, env.Client, bj, "base")
 	base := waitSucceeded(t, bj, created, 4*time.Minute)
 	g.Expect(base.LastArtifact.Path).To(HaveSuffix(".pgbase.tar.zst"), "a physical base")
+	killArchiver(t, bj) // the restores below cross the kill: a gap would refuse them
 
 	sql("INSERT INTO orders VALUES (1, 'A')")
 	waitPast(t, time.Now().Truncate(time.Second).Add(time.Second))
@@ -289,4 +291,28 @@ func walNo(key string) uint64 {
 		return 0
 	}
 	return log<<8 | seg
+}
+
+// killArchiver deletes bj's archiver pod and waits for the pod that
+// replaces it to be ready (its probe: caught up), which resumes from the
+// slot where the killed one stopped.
+func killArchiver(t *testing.T, bj *backupv1.BackupJob) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	archiver := client.MatchingLabels{backupv1.RunKindLabel: "archiver", fixtures.BackupJobLabel: bj.Name}
+	var pods corev1.PodList
+	g.Expect(env.Client.List(ctx, &pods, client.InNamespace(bj.Namespace), archiver)).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(1), "one archiver pod")
+	killed := pods.Items[0].UID
+	g.Expect(env.Client.Delete(ctx, &pods.Items[0], client.GracePeriodSeconds(0))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.List(ctx, &pods, client.InNamespace(bj.Namespace), archiver)).To(Succeed())
+		ready := false
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				ready = ready || p.UID != killed && c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			}
+		}
+		g.Expect(ready).To(BeTrue(), "a new archiver pod is ready: %d pod(s)", len(pods.Items))
+	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "a new archiver replaces the killed one")
 }

@@ -157,24 +157,53 @@ func (r *BackupJobReconciler) unreachable(bj *backupv1.BackupJob, why string) (b
 	return true, nil
 }
 
-// captureCredentials copies the two S3 keys of bj's credentials Secret
-// (read live: the cache holds Secrets as metadata only) into
+// captureCredentials copies the two S3 keys of bj's credentials Secret into
 // DeleteCredentialsSecret, under keys of the delete Job named job.
 func (r *BackupJobReconciler) captureCredentials(ctx context.Context, bj *backupv1.BackupJob, job string) error {
+	return r.handOver(ctx, types.NamespacedName{Namespace: bj.Namespace, Name: bj.Spec.Storage.S3.CredentialsSecretRef.Name},
+		"S3 credentials", "artifact delete", s3CredentialKeys, job)
+}
+
+// s3CredentialKeys are the keys of an S3 credentials Secret an artifact
+// delete elsewhere is handed.
+var s3CredentialKeys = []string{agentjob.S3AccessKeyIDKey, agentjob.S3SecretAccessKeyKey}
+
+// handOver copies keys of the tenant's Secret key (read live: the cache
+// holds Secrets as metadata only; kept by CredentialsFinalizer) into
+// DeleteCredentialsSecret, under keys of the Job named job (credKey).
+func (r *BackupJobReconciler) handOver(ctx context.Context, key types.NamespacedName, what, forWhat string, keys []string, job string) error {
 	src := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: bj.Namespace, Name: bj.Spec.Storage.S3.CredentialsSecretRef.Name}
 	if err := r.APIReader.Get(ctx, key, src); err != nil {
-		return fmt.Errorf("reading the S3 credentials Secret %s for the artifact delete: %w", key, err)
+		return fmt.Errorf("reading the %s Secret %s for the %s: %w", what, key, forWhat, err)
 	}
 	data := map[string][]byte{}
-	for _, k := range []string{agentjob.S3AccessKeyIDKey, agentjob.S3SecretAccessKeyKey} {
+	for _, k := range keys {
 		v, ok := src.Data[k]
 		if !ok {
-			return fmt.Errorf("the S3 credentials Secret %s has no key %s", key, k)
+			return fmt.Errorf("the %s Secret %s has no key %s", what, key, k)
 		}
 		data[credKey(job, k)] = v
 	}
 	return r.patchDeleteCredentials(ctx, data)
+}
+
+// takeBack removes the keys handed over to the Job named job (handOver).
+// Safe to repeat.
+func (r *BackupJobReconciler) takeBack(ctx context.Context, keys []string, job string) error {
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.OperatorNamespace, Name: DeleteCredentialsSecret}, sec); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	drop := map[string][]byte{}
+	for _, k := range keys {
+		if _, ok := sec.Data[credKey(job, k)]; ok {
+			drop[credKey(job, k)] = nil
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	return r.patchDeleteCredentials(ctx, drop)
 }
 
 // patchDeleteCredentials sets (value) or removes (nil) keys of
@@ -212,31 +241,24 @@ func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1
 	if bj.Spec.Storage.S3 == nil {
 		return nil
 	}
-	sec := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.OperatorNamespace, Name: DeleteCredentialsSecret}, sec); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	drop := map[string][]byte{}
-	for _, k := range []string{agentjob.S3AccessKeyIDKey, agentjob.S3SecretAccessKeyKey} {
-		if _, ok := sec.Data[credKey(want.Name, k)]; ok {
-			drop[credKey(want.Name, k)] = nil
-		}
-	}
-	if len(drop) == 0 {
-		return nil
-	}
-	return r.patchDeleteCredentials(ctx, drop)
+	return r.takeBack(ctx, s3CredentialKeys, want.Name)
 }
 
 // jobElsewhere reads bj's delete Job in the operator's namespace (live: the
 // cache may not cover that namespace); nil when there is none for bj.
 func (r *BackupJobReconciler) jobElsewhere(ctx context.Context, bj *backupv1.BackupJob) (*batchv1.Job, error) {
+	return r.ownJobElsewhere(ctx, bj, elsewhereJob(bj, "", r.OperatorNamespace, time.Second, "").Name)
+}
+
+// ownJobElsewhere reads the Job name in the operator's namespace (live);
+// nil when there is none, or it was not started for bj (its for-uid
+// annotation).
+func (r *BackupJobReconciler) ownJobElsewhere(ctx context.Context, bj *backupv1.BackupJob, name string) (*batchv1.Job, error) {
 	if r.OperatorNamespace == "" {
 		return nil, nil
 	}
 	job := &batchv1.Job{}
-	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second, "")
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), job); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.OperatorNamespace, Name: name}, job); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
 	if job.Annotations[forUIDAnnotation] != string(bj.UID) {

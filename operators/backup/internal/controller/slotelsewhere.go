@@ -177,23 +177,11 @@ func (r *BackupJobReconciler) slotReleaseFailure(ctx context.Context, job *batch
 }
 
 // captureDBCredentials copies the two keys of bj's database credentials
-// Secret (read live: the cache holds Secrets as metadata only) into
-// DeleteCredentialsSecret, under keys of the release Job named job.
+// Secret into DeleteCredentialsSecret, under keys of the release Job named
+// job.
 func (r *BackupJobReconciler) captureDBCredentials(ctx context.Context, bj *backupv1.BackupJob, job string) error {
-	src := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: bj.Namespace, Name: bj.Spec.Database.CredentialsSecretRef.Name}
-	if err := r.APIReader.Get(ctx, key, src); err != nil {
-		return fmt.Errorf("reading the database credentials Secret %s for the slot release: %w", key, err)
-	}
-	data := map[string][]byte{}
-	for _, k := range dbCredentialKeys {
-		v, ok := src.Data[k]
-		if !ok {
-			return fmt.Errorf("the database credentials Secret %s has no key %s", key, k)
-		}
-		data[credKey(job, k)] = v
-	}
-	return r.patchDeleteCredentials(ctx, data)
+	return r.handOver(ctx, types.NamespacedName{Namespace: bj.Namespace, Name: bj.Spec.Database.CredentialsSecretRef.Name},
+		"database credentials", "slot release", dbCredentialKeys, job)
 }
 
 // removeSlotJobElsewhere deletes bj's slot release Job in the operator's
@@ -213,36 +201,13 @@ func (r *BackupJobReconciler) removeSlotJobElsewhere(ctx context.Context, bj *ba
 			return err
 		}
 	}
-	sec := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.OperatorNamespace, Name: DeleteCredentialsSecret}, sec); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	drop := map[string][]byte{}
-	for _, k := range dbCredentialKeys {
-		if _, ok := sec.Data[credKey(name, k)]; ok {
-			drop[credKey(name, k)] = nil
-		}
-	}
-	if len(drop) == 0 {
-		return nil
-	}
-	return r.patchDeleteCredentials(ctx, drop)
+	return r.takeBack(ctx, dbCredentialKeys, name)
 }
 
 // slotJobElsewhereOf reads bj's slot release Job in the operator's
 // namespace (live); nil when there is none for bj.
 func (r *BackupJobReconciler) slotJobElsewhereOf(ctx context.Context, bj *backupv1.BackupJob) (*batchv1.Job, error) {
-	if r.OperatorNamespace == "" {
-		return nil, nil
-	}
-	job := &batchv1.Job{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.OperatorNamespace, Name: slotJobElsewhereName(bj)}, job); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	if job.Annotations[forUIDAnnotation] != string(bj.UID) {
-		return nil, nil
-	}
-	return job, nil
+	return r.ownJobElsewhere(ctx, bj, slotJobElsewhereName(bj))
 }
 
 // slotLeft says once, in a Warning Event on bj's Namespace (Events
