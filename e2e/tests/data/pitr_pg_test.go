@@ -275,6 +275,11 @@ func archiverStopped(t *testing.T, bj *backupv1.BackupJob, e engine, query func(
 	g.Eventually(func(g Gomega) {
 		g.Expect(query("postgres", "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '"+slot+"'")).To(Equal("1"))
 	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "the archiver runs again with a new slot")
+	// Segments after the break (an idle server closes none): the gap phase
+	// deletes one with both neighbours stored.
+	for range 3 {
+		query("postgres", "INSERT INTO e2e_wal_pump VALUES (2); SELECT pg_switch_wal()")
+	}
 	t.Logf("archiver stopped at %s, slot dropped and the archiver back by %s", stopped.Format(time.TimeOnly), time.Now().Format(time.TimeOnly))
 }
 
