@@ -225,11 +225,21 @@ func (r *BackupJobReconciler) patchDeleteCredentials(ctx context.Context, data m
 // its pods) and the credentials it was given. Safe to repeat; nothing to do
 // when no delete ran there.
 func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1.BackupJob) error {
+	var keys []string
+	if bj.Spec.Storage.S3 != nil {
+		keys = s3CredentialKeys
+	}
+	return r.removeElsewhere(ctx, bj, elsewhereJob(bj, "", r.OperatorNamespace, time.Second, "").Name, keys)
+}
+
+// removeElsewhere deletes bj's Job name in the operator's namespace (and
+// its pods; only one started for bj: ownJobElsewhere) and the keys it was
+// handed (takeBack). Safe to repeat.
+func (r *BackupJobReconciler) removeElsewhere(ctx context.Context, bj *backupv1.BackupJob, name string, keys []string) error {
 	if r.OperatorNamespace == "" {
 		return nil
 	}
-	want := elsewhereJob(bj, "", r.OperatorNamespace, time.Second, "")
-	job, err := r.jobElsewhere(ctx, bj)
+	job, err := r.ownJobElsewhere(ctx, bj, name)
 	if err != nil {
 		return err
 	}
@@ -238,10 +248,10 @@ func (r *BackupJobReconciler) releaseElsewhere(ctx context.Context, bj *backupv1
 			return err
 		}
 	}
-	if bj.Spec.Storage.S3 == nil {
+	if len(keys) == 0 {
 		return nil
 	}
-	return r.takeBack(ctx, s3CredentialKeys, want.Name)
+	return r.takeBack(ctx, keys, name)
 }
 
 // jobElsewhere reads bj's delete Job in the operator's namespace (live: the

@@ -188,20 +188,10 @@ func (r *BackupJobReconciler) captureDBCredentials(ctx context.Context, bj *back
 // namespace (and its pods) and the keys it was handed. Safe to repeat;
 // nothing to do when no release ran there.
 func (r *BackupJobReconciler) removeSlotJobElsewhere(ctx context.Context, bj *backupv1.BackupJob) error {
-	if r.OperatorNamespace == "" || !needsSlotRelease(bj) {
+	if !needsSlotRelease(bj) {
 		return nil
 	}
-	name := slotJobElsewhereName(bj)
-	job, err := r.slotJobElsewhereOf(ctx, bj)
-	if err != nil {
-		return err
-	}
-	if job != nil {
-		if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return err
-		}
-	}
-	return r.takeBack(ctx, dbCredentialKeys, name)
+	return r.removeElsewhere(ctx, bj, slotJobElsewhereName(bj), dbCredentialKeys)
 }
 
 // slotJobElsewhereOf reads bj's slot release Job in the operator's
