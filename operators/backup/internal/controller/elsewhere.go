@@ -132,8 +132,8 @@ func (r *BackupJobReconciler) deleteElsewhere(ctx context.Context, bj *backupv1.
 	if err != nil {
 		return false, err
 	}
-	if job.Annotations[forUIDAnnotation] != string(bj.UID) {
-		return false, fmt.Errorf("job %s/%s exists and was not started for this BackupJob; delete or rename it, or set %s=true", job.Namespace, job.Name, finalizer.SkipCleanupAnnotation)
+	if err := notOurs(job, bj); err != nil {
+		return false, err
 	}
 	o := agentjob.JobOutcome(job)
 	switch {
@@ -260,6 +260,15 @@ func (r *BackupJobReconciler) jobElsewhere(ctx context.Context, bj *backupv1.Bac
 	return r.ownJobElsewhere(ctx, bj, elsewhereJob(bj, "", r.OperatorNamespace, time.Second, "").Name)
 }
 
+// notOurs refuses a Job of the operator's namespace that was not started
+// for bj (its for-uid annotation): it is never adopted.
+func notOurs(job *batchv1.Job, bj *backupv1.BackupJob) error {
+	if job.Annotations[forUIDAnnotation] == string(bj.UID) {
+		return nil
+	}
+	return fmt.Errorf("job %s/%s exists and was not started for this BackupJob; delete or rename it, or set %s=true", job.Namespace, job.Name, finalizer.SkipCleanupAnnotation)
+}
+
 // ownJobElsewhere reads the Job name in the operator's namespace (live);
 // nil when there is none, or it was not started for bj (its for-uid
 // annotation).
@@ -271,7 +280,7 @@ func (r *BackupJobReconciler) ownJobElsewhere(ctx context.Context, bj *backupv1.
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.OperatorNamespace, Name: name}, job); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	if job.Annotations[forUIDAnnotation] != string(bj.UID) {
+	if notOurs(job, bj) != nil {
 		return nil, nil
 	}
 	return job, nil

@@ -22,7 +22,6 @@ import (
 	backupv1 "cairn.dev/apis/backup/v1"
 	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/agentjob"
-	"cairn.dev/libs/finalizer"
 	"cairn.dev/libs/names"
 )
 
@@ -122,8 +121,8 @@ func (r *BackupJobReconciler) releaseSlotElsewhere(ctx context.Context, bj *back
 	if err != nil {
 		return false, err
 	}
-	if job.Annotations[forUIDAnnotation] != string(bj.UID) {
-		return false, fmt.Errorf("job %s/%s exists and was not started for this BackupJob; delete or rename it, or set %s=true", job.Namespace, job.Name, finalizer.SkipCleanupAnnotation)
+	if err := notOurs(job, bj); err != nil {
+		return false, err
 	}
 	if !job.DeletionTimestamp.IsZero() {
 		return false, nil // a failed one going, before its retry
