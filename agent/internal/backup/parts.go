@@ -75,9 +75,7 @@ func (b *Runner) verifyParts(ctx context.Context, st store.Store, entry catalog.
 // restoreParts loads a verified multi-part artifact (parts.Restore).
 func (b *Runner) restoreParts(ctx context.Context, st store.Store, entry catalog.Entry, x *parts.Index, ids *crypt.Identities, eng engine.Engine) error {
 	b.log.Info("restoring parts", "parts", len(x.Parts), "parallelism", b.cfg.Parallelism)
-	return parts.Restore(ctx, st, b.cfg.BackupJob.PartsDir(entry.Name), x, ids, eng, b.cfg.Parallelism, func(done, total int) {
-		b.log.Debug("data part committed", "done", done, "of", total)
-	})
+	return parts.Restore(ctx, st, b.cfg.BackupJob.PartsDir(entry.Name), x, ids, eng, b.cfg.Parallelism, b.log)
 }
 
 // deleteParts deletes a multi-part artifact's parts (after its index, so

@@ -3,9 +3,11 @@ package parts
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"path"
 	"slices"
 	"strings"
@@ -97,7 +99,11 @@ func Check(ctx context.Context, st store.Store, dir string, x *Index, ids *crypt
 // carries contract.CodeRestoreIncomplete and says how many data parts were
 // committed; the target must be restored again into an empty database.
 // Tables that are not InnoDB (MyISAM, Aria) do not roll back.
-func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *crypt.Identities, eng engine.Engine, n int, progress func(done, total int)) error {
+//
+// Data parts load with LOAD DATA where the server and the table allow it
+// (load.go), else with their INSERTs; a part the LOAD DATA check refused
+// is rolled back and loaded again with its INSERTs. log says which.
+func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *crypt.Identities, eng engine.Engine, n int, log *slog.Logger) error {
 	run := func(ctx context.Context, p Part, e engine.Engine) error {
 		return pipeline.Restore(ctx, st, path.Join(dir, p.Name), p.Size, p.Checksum, ids, e)
 	}
@@ -113,15 +119,25 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 		}
 	}
 	data := interleave(x.Data())
+	l, err := planLoads(ctx, eng, data, log)
+	if err != nil {
+		return incomplete(err, 0, len(data), "reading the tables' columns")
+	}
 	var committed atomic.Int64
-	err := pool(ctx, data, n, func(ctx context.Context, p Part) error {
-		if err := run(ctx, p, txEngine{eng}); err != nil {
+	err = pool(ctx, data, n, func(ctx context.Context, p Part) error {
+		var e engine.Engine = txEngine{eng}
+		if l != nil {
+			e = loadPart{Engine: eng, l: l, table: p.Table}
+		}
+		err := run(ctx, p, e)
+		if errors.Is(err, errNotLoadable) {
+			log.Warn("data part loads with its INSERT statements", "part", p.Name, "table", p.Table, "reason", err.Error())
+			err = run(ctx, p, txEngine{eng})
+		}
+		if err != nil {
 			return fmt.Errorf("data part %s (%s): %w", p.Name, p.Table, err)
 		}
-		c := committed.Add(1)
-		if progress != nil {
-			progress(int(c), len(data))
-		}
+		log.Debug("data part committed", "done", committed.Add(1), "of", len(data))
 		return nil
 	})
 	if err != nil {

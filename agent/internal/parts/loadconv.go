@@ -1,0 +1,371 @@
+package parts
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// converter turns the INSERT statements of one table, as mysqldump writes
+// them (after the first statement's "INSERT INTO `t` VALUES"), into the
+// rows of LOAD DATA: fields separated by a tab, rows ended by a newline,
+// '\' escaping (\t, \n, \0, \\; \N alone is NULL), binary columns as hex
+// digits (the statement loads them through UNHEX).
+//
+// The values mysqldump writes: NULL, numbers (written as they are), '...'
+// strings with backslash escapes (mysql_real_escape_string: \0 \' \" \n
+// \r \Z \\; a tab as itself), 0x… hex (--hex-blob). Anything else (b'…',
+// _binary '…', a column list, another statement) is errNotLoadable.
+type converter struct {
+	r    *bufio.Reader
+	plan *loadPlan
+	w    *bufio.Writer
+	rows int64 // rows written
+	err  error // run's result (read once run returned)
+	buf  []byte
+}
+
+func notLoadable(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errNotLoadable, fmt.Sprintf(format, a...))
+}
+
+// errCut: the part ended inside a statement.
+var errCut = errors.New("the part ends inside an INSERT statement")
+
+// run converts every statement to w (the first one's header already
+// read) and flushes it.
+func (c *converter) run(w io.Writer) error {
+	c.w = bufio.NewWriterSize(w, 256<<10)
+	for {
+		if err := c.statement(); err != nil {
+			return err
+		}
+		if _, err := c.skipSpace(); err == io.EOF {
+			return c.w.Flush()
+		} else if err != nil {
+			return err
+		}
+		_ = c.r.UnreadByte()
+		h, err := c.r.Peek(len(c.plan.header))
+		if err != nil || string(h) != string(c.plan.header) {
+			if err != nil && err != io.EOF {
+				return err
+			}
+			return notLoadable("a statement other than %s", c.plan.header)
+		}
+		_, _ = c.r.Discard(len(h))
+	}
+}
+
+// read returns the next byte; the end of the part inside a statement is
+// errCut.
+func (c *converter) read() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == io.EOF {
+		return 0, errCut
+	}
+	return b, err
+}
+
+// skipSpace returns the next byte that is not a space or a line end (the
+// end of the part is io.EOF).
+func (c *converter) skipSpace() (byte, error) {
+	for {
+		b, err := c.r.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if b != ' ' && b != '\n' && b != '\r' && b != '\t' {
+			return b, nil
+		}
+	}
+}
+
+func (c *converter) next() (byte, error) {
+	b, err := c.skipSpace()
+	if err == io.EOF {
+		return 0, errCut
+	}
+	return b, err
+}
+
+// statement converts "(…),(…);" up to its ';'.
+func (c *converter) statement() error {
+	for {
+		b, err := c.next()
+		if err != nil {
+			return err
+		}
+		if b != '(' {
+			return notLoadable("%q where a row starts", b)
+		}
+		if err := c.row(); err != nil {
+			return err
+		}
+		switch b, err := c.next(); {
+		case err != nil:
+			return err
+		case b == ';':
+			return nil
+		case b != ',':
+			return notLoadable("%q after a row", b)
+		}
+	}
+}
+
+// row converts one row's values up to its ')'.
+func (c *converter) row() error {
+	n := len(c.plan.hex)
+	for i := 0; ; i++ {
+		if i >= n {
+			return notLoadable("a row with more than %d values", n)
+		}
+		if i > 0 {
+			c.w.WriteByte('\t')
+		}
+		if err := c.value(c.plan.hex[i]); err != nil {
+			return err
+		}
+		switch b, err := c.next(); {
+		case err != nil:
+			return err
+		case b == ')':
+			if i+1 != n {
+				return notLoadable("a row with %d values, the table has %d columns", i+1, n)
+			}
+			c.rows++
+			return c.w.WriteByte('\n')
+		case b != ',':
+			return notLoadable("%q after a value", b)
+		}
+	}
+}
+
+// value converts one value; bin: the column is loaded from hex.
+func (c *converter) value(bin bool) error {
+	b, err := c.next()
+	if err != nil {
+		return err
+	}
+	switch {
+	case b == '\'':
+		if bin {
+			return c.binString()
+		}
+		return c.str()
+	case b == 'N':
+		for _, want := range []byte("ULL") {
+			if b, err := c.read(); err != nil {
+				return err
+			} else if b != want {
+				return notLoadable("a value starting N%c", b)
+			}
+		}
+		_, err := c.w.WriteString(`\N`)
+		return err
+	case b == '-' || b == '+' || b == '.' || '0' <= b && b <= '9':
+		return c.number(b, bin)
+	}
+	return notLoadable("a value starting %q", b)
+}
+
+// token reads the rest of an unquoted value (letters, digits, '.', '+',
+// '-') after first into c.buf.
+func (c *converter) token(first byte) error {
+	c.buf = append(c.buf[:0], first)
+	for {
+		b, err := c.read()
+		if err != nil {
+			return err
+		}
+		if !('0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || b == '.' || b == '+' || b == '-') {
+			return c.r.UnreadByte()
+		}
+		if len(c.buf) > 1<<20 {
+			return notLoadable("an unquoted value over 1 MiB")
+		}
+		c.buf = append(c.buf, b)
+	}
+}
+
+func (c *converter) number(first byte, bin bool) error {
+	if err := c.token(first); err != nil {
+		return err
+	}
+	t := c.buf
+	if len(t) >= 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X') {
+		return c.hexValue(t[2:], bin)
+	}
+	if bin {
+		return notLoadable("a number in a binary column")
+	}
+	for _, b := range t {
+		if !('0' <= b && b <= '9' || b == '.' || b == 'e' || b == 'E' || b == '+' || b == '-') {
+			return notLoadable("a value %q", t)
+		}
+	}
+	_, err := c.w.Write(t)
+	return err
+}
+
+// hexValue writes the digits of a 0x… literal: as they are for a binary
+// column, else as the bytes they stand for.
+func (c *converter) hexValue(digits []byte, bin bool) error {
+	if len(digits)%2 != 0 {
+		return notLoadable("a hex literal of %d digits", len(digits))
+	}
+	for _, d := range digits {
+		if !('0' <= d && d <= '9' || 'a' <= d && d <= 'f' || 'A' <= d && d <= 'F') {
+			return notLoadable("a hex literal with %q", d)
+		}
+	}
+	if bin {
+		_, err := c.w.Write(digits)
+		return err
+	}
+	raw := make([]byte, len(digits)/2)
+	if _, err := hex.Decode(raw, digits); err != nil {
+		return notLoadable("a hex literal: %v", err)
+	}
+	for _, b := range raw {
+		c.raw(b)
+	}
+	return nil
+}
+
+// raw writes one byte of a value in LOAD DATA's escaping.
+func (c *converter) raw(b byte) {
+	switch b {
+	case '\\':
+		c.w.WriteString(`\\`)
+	case '\t':
+		c.w.WriteString(`\t`)
+	case '\n':
+		c.w.WriteString(`\n`)
+	case 0:
+		c.w.WriteString(`\0`)
+	default:
+		c.w.WriteByte(b)
+	}
+}
+
+// special are the bytes of a string literal that are not copied as they
+// are: its end, an escape, and what LOAD DATA would split on.
+func special(b byte) bool { return b == '\'' || b == '\\' || b == '\t' || b == '\n' || b == 0 }
+
+// str converts a string literal (its opening quote read) for a text
+// column: runs of plain bytes are copied as they are.
+func (c *converter) str() error {
+	for {
+		if _, err := c.r.Peek(1); err != nil {
+			if err == io.EOF {
+				return errCut
+			}
+			return err
+		}
+		buf, _ := c.r.Peek(c.r.Buffered())
+		i := 0
+		for i < len(buf) && !special(buf[i]) {
+			i++
+		}
+		c.w.Write(buf[:i])
+		if i == len(buf) {
+			_, _ = c.r.Discard(i)
+			continue
+		}
+		s := buf[i]
+		_, _ = c.r.Discard(i + 1)
+		switch s {
+		case '\'':
+			// A doubled quote is one quote; else the string ended.
+			b, err := c.r.ReadByte()
+			if err == nil && b == '\'' {
+				c.w.WriteByte('\'')
+				continue
+			}
+			if err == nil {
+				return c.r.UnreadByte()
+			}
+			if err == io.EOF {
+				return errCut
+			}
+			return err
+		case '\\':
+			e, err := c.read()
+			if err != nil {
+				return err
+			}
+			switch e {
+			case '0', 'b', 'n', 'r', 't', 'Z', '\\':
+				// The same escape in LOAD DATA.
+				c.w.WriteByte('\\')
+				c.w.WriteByte(e)
+			case '%', '_':
+				// SQL keeps the backslash of \% and \_.
+				c.w.WriteString(`\\`)
+				c.w.WriteByte(e)
+			default:
+				c.raw(e) // \' \" and any other: the byte itself
+			}
+		default:
+			c.raw(s)
+		}
+	}
+}
+
+// binString converts a string literal (its opening quote read) for a
+// binary column: its bytes, as hex digits.
+func (c *converter) binString() error {
+	c.buf = c.buf[:0]
+	for {
+		b, err := c.read()
+		if err != nil {
+			return err
+		}
+		switch b {
+		case '\'':
+			n, err := c.r.ReadByte()
+			if err == nil && n == '\'' {
+				c.buf = append(c.buf, '\'')
+				continue
+			}
+			if err == nil {
+				_ = c.r.UnreadByte()
+			} else if err != io.EOF {
+				return err
+			}
+			_, err = c.w.WriteString(hex.EncodeToString(c.buf))
+			return err
+		case '\\':
+			e, err := c.read()
+			if err != nil {
+				return err
+			}
+			switch e {
+			case '0':
+				c.buf = append(c.buf, 0)
+			case 'b':
+				c.buf = append(c.buf, '\b')
+			case 'n':
+				c.buf = append(c.buf, '\n')
+			case 'r':
+				c.buf = append(c.buf, '\r')
+			case 't':
+				c.buf = append(c.buf, '\t')
+			case 'Z':
+				c.buf = append(c.buf, 0x1a)
+			case '%', '_':
+				c.buf = append(c.buf, '\\', e)
+			default:
+				c.buf = append(c.buf, e)
+			}
+		default:
+			c.buf = append(c.buf, b)
+		}
+		if len(c.buf) > 64<<20 {
+			return notLoadable("a quoted binary value over 64 MiB")
+		}
+	}
+}
