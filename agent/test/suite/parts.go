@@ -137,10 +137,21 @@ func wholeParts(t *testing.T, e *Env, db string, rows map[string]idRange, withou
 	t.Logf("whole parts in the target: %v (blobs parts: %v)", whole, rows)
 }
 
+// comLoad is how many LOAD DATA statements the server ran.
+func comLoad(t *testing.T, e *Env) int {
+	t.Helper()
+	out, err := e.DB.SQL("", "SHOW GLOBAL STATUS LIKE 'Com_load'")
+	check(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(out), "Com_load")))
+	check(t, err)
+	return n
+}
+
 // PartsRoundTrip backs up in parts (CAIRN_PARALLELISM 3, 1 MiB parts),
 // checks the stored format (an index, and per part a zstd stream matching
 // its size and checksum), that list reports the parts, and restores in
-// parallel (3), one at a time (1), with the backup's row counts checked;
+// parallel (3, every data part with LOAD DATA), one at a time (1), with
+// the backup's row counts checked;
 // then that a single-file artifact still restores with parallelism set,
 // and that prune deletes an artifact's parts with it.
 func PartsRoundTrip(t *testing.T, e *Env, kind string) {
@@ -177,7 +188,12 @@ func PartsRoundTrip(t *testing.T, e *Env, kind string) {
 
 	rowCheck := contract.EnvChecks + `=[{"name":"rows","rowCountsMatchBackup":true}]`
 	check(t, e.DB.Drop(db))
+	loads := comLoad(t, e)
 	rr := mustSucceed(t, e.agent(t, st, db, job, []string{contract.EnvParallelism + "=3", rowCheck}, "restore"))
+	// Every data part loaded with LOAD DATA (the server counts them).
+	if n := comLoad(t, e) - loads; n != len(x.Data()) {
+		t.Errorf("%d LOAD DATA statements ran for %d data parts", n, len(x.Data()))
+	}
 	if len(rr.Checks) != 1 || !rr.Checks[0].Passed {
 		t.Errorf("row counts after the parallel restore: %+v", rr.Checks)
 	}
