@@ -152,16 +152,6 @@ func (e *StreamError) Unwrap() error { return e.Err }
 // take a broken stream for a complete one and commit what it read. The
 // error is then a *StreamError wrapping stdin's error.
 func run(ctx context.Context, secret string, stdin io.Reader, stdout io.Writer, env []string, name string, args ...string) error {
-	return runWith(ctx, secret, stdin, nil, stdout, env, name, args...)
-}
-
-// runWith is run with a second input: fd3, when not nil, writes the
-// tool's file descriptor 3 (a pipe the tool reads as /dev/fd/3) while the
-// tool runs. If fd3 fails, the tool is killed before that pipe is closed,
-// as with stdin; fd3's writes fail once the tool has closed its end (an
-// error wrapping syscall.EPIPE: when the tool failed, its own error is
-// returned; when it exited cleanly, a *StreamError).
-func runWith(ctx context.Context, secret string, stdin io.Reader, fd3 func(io.Writer) error, stdout io.Writer, env []string, name string, args ...string) error {
 	path, err := lookTool(name)
 	if err != nil {
 		return err
@@ -202,21 +192,9 @@ func runWith(ctx context.Context, secret string, stdin io.Reader, fd3 func(io.Wr
 		cmd.Stdin = pr
 		defer pr.Close()
 	}
-	var xr, xw *os.File
-	if fd3 != nil {
-		if xr, xw, err = os.Pipe(); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		growPipe(xw)
-		cmd.ExtraFiles = []*os.File{xr}
-		defer xr.Close()
-	}
 	if err := cmd.Start(); err != nil {
 		if pw != nil {
 			pw.Close()
-		}
-		if xw != nil {
-			xw.Close()
 		}
 		if outW != nil {
 			outW.Close()
@@ -253,25 +231,7 @@ func runWith(ctx context.Context, secret string, stdin io.Reader, fd3 func(io.Wr
 	} else {
 		close(copied)
 	}
-	var fd3Err error
-	fd3Done := make(chan struct{})
-	if xw != nil {
-		xr.Close() // the child has its copy
-		go func() {
-			defer close(fd3Done)
-			if fd3Err = fd3(xw); fd3Err != nil {
-				cmd.Process.Kill() // before the close: no clean end of input
-			}
-			xw.Close()
-		}()
-	} else {
-		close(fd3Done)
-	}
 	err = cmd.Wait()
-	if xw != nil {
-		xw.Close() // a producer still writing gets EPIPE
-		<-fd3Done
-	}
 	if pw != nil {
 		// A tool that exited early stops reading: its input's next write
 		// fails, or this close makes it fail.
@@ -293,13 +253,8 @@ func runWith(ctx context.Context, secret string, stdin io.Reader, fd3 func(io.Wr
 	if err == nil && outErr != nil {
 		err = outErr
 	}
-	// An input that failed only because the tool stopped reading is the
-	// tool's failure, reported with its own words; a tool that exited
-	// cleanly without reading all of an input never succeeds.
-	for _, ierr := range []error{in.get(), fd3Err} {
-		if ierr != nil && !(err != nil && toolStopped(ierr)) {
-			return &StreamError{Tool: name, Err: ierr}
-		}
+	if serr := in.get(); serr != nil {
+		return &StreamError{Tool: name, Err: serr}
 	}
 	if err == nil {
 		return nil
@@ -322,12 +277,6 @@ func runWith(ctx context.Context, secret string, stdin io.Reader, fd3 func(io.Wr
 type onlyWriter struct{ w io.Writer }
 
 func (o onlyWriter) Write(b []byte) (int, error) { return o.w.Write(b) }
-
-// toolStopped tells whether a write to a tool's input failed because the
-// tool closed its end (or exited).
-func toolStopped(err error) bool {
-	return errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed)
-}
 
 // readErr records the first error of its reader other than io.EOF.
 type readErr struct {

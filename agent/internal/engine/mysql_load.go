@@ -3,26 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 )
-
-// LoadFile is the file name a LOAD DATA LOCAL INFILE statement run by
-// Load reads: the client's file descriptor 3, which Load's rows write.
-const LoadFile = "/dev/fd/3"
-
-// Load runs the mysql client (local infile allowed) on the database with
-// script as its input while rows writes the file a LOAD DATA LOCAL INFILE
-// statement of the script reads (LoadFile); what the client prints goes
-// to out. rows failing kills the client before the file ends, so the
-// statement never sees a clean end of its rows (the server rolls back what
-// the connection did not commit); script reading on after rows (the
-// statements that check and commit the load) is the caller's to order.
-func (m *MySQL) Load(ctx context.Context, script io.Reader, rows func(io.Writer) error, out io.Writer) error {
-	args := append(m.connArgs(), "--connect-timeout=15", "--binary-mode", "--batch", "--skip-column-names",
-		"--local-infile=1", "--database="+m.Database)
-	return runWith(ctx, m.Password, script, rows, out, m.env(), "mysql", args...)
-}
 
 // Column is a column of a table, as information_schema.COLUMNS has it.
 type Column struct {

@@ -4,14 +4,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
+
+	"github.com/go-sql-driver/mysql"
 
 	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
 )
 
 // A data part of a MySQL artifact is mysqldump's header and INSERT
@@ -19,29 +24,30 @@ import (
 // those INSERTs; LOAD DATA reads the same rows as tab-separated text at
 // a fraction of that cost (measured in docs/benchmarks.md). So the
 // restore converts each part's INSERTs to LOAD DATA's format while the
-// part streams in, and loads it with LOAD DATA LOCAL INFILE over the same
-// one transaction per part:
+// part streams in (loadconv.go), and loads it over its own connection
+// (the Go driver's, not the mysql client) as one transaction:
 //
 //	<the part's header: SET NAMES, TIME_ZONE, SQL_MODE, UNIQUE_CHECKS, ...>
-//	SET autocommit=0;
-//	LOAD DATA LOCAL INFILE '/dev/fd/3' INTO TABLE `t` CHARACTER SET utf8mb4 ... (`a`,`b`,@c2) SET `c`=UNHEX(@c2);
-//	   (the rows, written to the client's fd 3 as they are converted)
-//	SELECT ROW_COUNT(), @@warning_count INTO @cairn_rows, @cairn_warnings;
-//	SELECT @cairn_rows, @cairn_warnings;
-//	SELECT 1 FROM DUAL WHERE (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE NOT (@cairn_rows = <rows sent> AND @cairn_warnings = 0)) = 1;
-//	COMMIT;
+//	START TRANSACTION
+//	LOAD DATA LOCAL INFILE 'Reader::cairn-load-N' INTO TABLE `t` CHARACTER SET utf8mb4 ... (`a`,`b`,@c2) SET `c`=UNHEX(@c2)
+//	   (the rows, sent as they are converted)
+//	SELECT @@warning_count
+//	COMMIT, only if the server stored exactly the rows sent, without a warning
 //
-// The lines after the LOAD are written only once the part's last byte
-// matched its checksum and every row was converted; until then the client
-// waits for them, so nothing commits early. A broken or mismatching stream
-// kills the client before its rows end (the server rolls the part back).
-// LOAD DATA LOCAL never stops on a bad row (it cannot stop the client's
-// upload): a duplicate key is skipped with a warning, a value that does
-// not fit is cut with one. So the load is checked before its COMMIT:
-// exactly the rows sent were stored, without a single warning; otherwise
-// the subquery fails with more than one row, the client stops before the
-// COMMIT, and the part is rolled back and then loaded again with its
-// INSERTs, which fail on such a row as they always did.
+// The LOAD ends only once the part's last byte matched its checksum (the
+// converter reads the verified stream to its end); a broken or
+// mismatching stream ends the upload early and the transaction is rolled
+// back, never committed. LOAD DATA LOCAL never stops on a bad row (it
+// cannot stop the client's upload): a duplicate key is skipped with a
+// warning, a value that does not fit is cut with one. So the load is
+// checked before its COMMIT; a part that fails the check is rolled back
+// and loaded again with its INSERTs, which fail on such a row as they
+// always did.
+//
+// The driver answers the server's request for a file only with the
+// registered reader of this load ("Reader::..."): a hostile server asking
+// for another file of the agent's (a key, a token) gets an error, which
+// the mysql client with --local-infile would not give.
 //
 // A table whose columns LOAD DATA cannot take as the dump writes them
 // (BIT, spatial types, generated or invisible columns, types this code
@@ -52,6 +58,9 @@ import (
 // refused the load); nothing of it was committed, and it loads with its
 // INSERTs instead.
 var errNotLoadable = errors.New("not loadable with LOAD DATA")
+
+// loadFile stands for the reader's name in a plan's statement.
+const loadFile = "<rows>"
 
 // loadPlan is how the rows of one table are loaded.
 type loadPlan struct {
@@ -141,7 +150,7 @@ func planLoad(table string, cols []engine.Column) (*loadPlan, string) {
 			list = append(list, name)
 		}
 	}
-	p.stmt = "LOAD DATA LOCAL INFILE '" + engine.LoadFile + "' INTO TABLE " + table +
+	p.stmt = "LOAD DATA LOCAL INFILE '" + loadFile + "' INTO TABLE " + table +
 		` CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\t' ENCLOSED BY '' ESCAPED BY '\\' LINES STARTING BY '' TERMINATED BY '\n' (` +
 		strings.Join(list, ",") + ")"
 	if len(set) > 0 {
@@ -205,48 +214,93 @@ func (lp loadPart) Restore(ctx context.Context, r io.Reader) error {
 	if _, err := br.Discard(len(plan.header)); err != nil {
 		return err
 	}
-	c := &converter{r: br, plan: plan}
-	done := make(chan struct{})
-	var out bytes.Buffer
-	script := io.MultiReader(
-		strings.NewReader(string(head)+"\nSET autocommit=0;\n"+plan.stmt+";\n"),
-		&afterRows{done: done, c: c})
-	err := lp.l.my.Load(ctx, script, func(w io.Writer) error {
-		defer close(done)
-		c.err = c.run(w)
-		return c.err
-	}, &out)
-	if err == nil || c.err != nil {
+	return lp.l.load(ctx, lp.table, head, &converter{r: br, plan: plan})
+}
+
+// loads numbers the readers registered with the driver.
+var loads atomic.Int64
+
+// load runs the statements of head, then loads c's rows with LOAD DATA in
+// one transaction, committed only if the server stored every row sent
+// without a warning.
+func (l *loader) load(ctx context.Context, table string, head []byte, c *converter) error {
+	cfg := inventory.MySQLConfig(l.my.Conn, l.my.Database)
+	cfg.MaxAllowedPacket = 0 // the server's: any row it takes
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return errors.New(engine.Redact(err.Error(), l.my.Password))
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to MySQL %s:%d: %s", l.my.Host, l.my.Port, engine.Redact(err.Error(), l.my.Password))
+	}
+	defer conn.Close()
+	for _, q := range statements(head) {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("the part's header (%s): %w", q, err)
+		}
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
 		return err
 	}
-	// The client stopped at the check: what the server stored differed
-	// from the rows sent (nothing was committed).
-	if got := strings.Fields(out.String()); len(got) == 2 && (got[0] != strconv.FormatInt(c.rows, 10) || got[1] != "0") {
-		return fmt.Errorf("%w: LOAD DATA of %s stored %s of the %d rows sent, with %s warning(s)", errNotLoadable, lp.table, got[0], c.rows, got[1])
+	defer tx.Rollback() // after the COMMIT: nothing
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.err = c.run(pw)
+		pw.CloseWithError(c.err) // nil: the end of the rows
+	}()
+	name := "cairn-load-" + strconv.FormatInt(loads.Add(1), 10)
+	mysql.RegisterReaderHandler(name, func() io.Reader { return pr })
+	defer mysql.DeregisterReaderHandler(name)
+	res, err := tx.ExecContext(ctx, strings.Replace(c.plan.stmt, loadFile, "Reader::"+name, 1))
+	pr.CloseWithError(errLoadEnded) // a converter still writing stops
+	<-done
+	switch {
+	case c.err != nil && !errors.Is(c.err, errLoadEnded):
+		return c.err // the stream broke or a value was not taken: rolled back
+	case err != nil:
+		return fmt.Errorf("LOAD DATA of %s: %w", table, err)
+	case c.err != nil:
+		return fmt.Errorf("LOAD DATA of %s: %w", table, c.err)
 	}
-	return err
+	stored, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	var warnings int64
+	if err := tx.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&warnings); err != nil {
+		return err
+	}
+	if stored != c.rows || warnings != 0 {
+		return fmt.Errorf("%w: LOAD DATA of %s stored %d of the %d rows sent, with %d warning(s)", errNotLoadable, table, stored, c.rows, warnings)
+	}
+	return tx.Commit()
 }
 
-// afterRows is the end of a load's script: once the rows are all
-// converted and written, the check of what the server stored and the
-// COMMIT; the converter's error if it failed (the client is killed).
-type afterRows struct {
-	done <-chan struct{}
-	c    *converter
-	rest *strings.Reader
-}
+// errLoadEnded stops a converter whose LOAD DATA ended before its rows.
+var errLoadEnded = errors.New("the LOAD DATA statement ended before its rows")
 
-func (a *afterRows) Read(b []byte) (int, error) {
-	if a.rest == nil {
-		<-a.done
-		if a.c.err != nil {
-			return 0, a.c.err
+// statements are the SQL statements of a part's header: its lines ending
+// in ';', without the ';' (comments and blank lines left out).
+func statements(head []byte) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(string(head), "\n") {
+		t := strings.TrimSpace(line)
+		if cur.Len() == 0 && (t == "" || strings.HasPrefix(t, "--")) {
+			continue
 		}
-		n := strconv.FormatInt(a.c.rows, 10)
-		a.rest = strings.NewReader("SELECT ROW_COUNT(), @@warning_count INTO @cairn_rows, @cairn_warnings;\n" +
-			"SELECT @cairn_rows, @cairn_warnings;\n" +
-			"SELECT 1 FROM DUAL WHERE (SELECT 1 UNION ALL SELECT 2 FROM DUAL WHERE NOT (@cairn_rows = " + n + " AND @cairn_warnings = 0)) = 1;\n" +
-			"COMMIT;\n")
+		cur.WriteString(line)
+		cur.WriteString("\n")
+		if strings.HasSuffix(t, ";") {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
 	}
-	return a.rest.Read(b)
+	return out
 }
