@@ -30,15 +30,21 @@ func TestConverter(t *testing.T) {
 		{`(1,'\\N','a\tb\\');`, "1\t\\\\N\t610962" + "5c" + "\n"},
 		{`(0x41095C,'NULL','it''s');`, "A\\t\\\\\tNULL\t" + hex.EncodeToString([]byte("it's")) + "\n"},
 		{"(1,'a\x00b',0x);", "1\ta\\0b\t\n"},
+		{`(1,'''''',0x41),(2,'\\''',0x),(3,'a\'''',0xbeef);`, "1\t''\t41\n2\t\\\\'\t\n3\ta''\tbeef\n"},
 	} {
-		c := &converter{r: bufio.NewReaderSize(strings.NewReader(tc.in), 64), plan: plan}
-		var out bytes.Buffer
-		if err := c.run(&out); err != nil {
-			t.Errorf("%q: %v", tc.in, err)
-			continue
-		}
-		if out.String() != tc.want {
-			t.Errorf("%q:\n got %q\nwant %q", tc.in, out.String(), tc.want)
+		// Buffers of every size from the header's up: each byte of the
+		// input at a buffer's end once.
+		for size := len(plan.header); size < len(plan.header)+len(tc.in); size++ {
+			c := &converter{r: bufio.NewReaderSize(strings.NewReader(tc.in), size), plan: plan}
+			var out bytes.Buffer
+			if err := c.run(&out); err != nil {
+				t.Errorf("%q (buffer %d): %v", tc.in, size, err)
+				break
+			}
+			if out.String() != tc.want {
+				t.Errorf("%q (buffer %d):\n got %q\nwant %q", tc.in, size, out.String(), tc.want)
+				break
+			}
 		}
 	}
 	for _, tc := range []struct {
@@ -383,5 +389,28 @@ func TestLoadFallsBackToInsert(t *testing.T) {
 	}
 	if got := sqlOK(t, m, "fdst", "SELECT id, BIN(f) FROM bits ORDER BY id; SELECT id, v, g FROM gen"); got != "1\t101\n2\tNULL\n1\t21\t42" {
 		t.Errorf("restored %q", got)
+	}
+}
+
+// BenchmarkConverter converts rows shaped like the bench's (agent/bench
+// parallel.go): a bigint, short strings, a decimal, a datetime, JSON and a
+// 48-byte binary in hex.
+func BenchmarkConverter(b *testing.B) {
+	var sql bytes.Buffer
+	sql.WriteString("(")
+	for i := 0; i < 20000; i++ {
+		if i > 0 {
+			sql.WriteString("),\n(")
+		}
+		fmt.Fprintf(&sql, `%d,'acct-%d',%d.19,'2024-01-01 00:00:01','withdrawal','{\"ip\": \"10.1.7.1\", \"ok\": true, \"note\": \"c4ca4238a0b923820dcc509a6f75849b\"}',0xEFAA153B0F682AE5170A3184FA0DF28CA35AEA60FE097C885568BABB48EE7D1EAA8743296E3EE58C31EA5D0492D6105B`, i, i, i)
+	}
+	sql.WriteString(");\n")
+	plan := &loadPlan{header: []byte("INSERT INTO `t` VALUES"), hex: []bool{false, false, false, false, false, false, true}}
+	b.SetBytes(int64(sql.Len()))
+	for b.Loop() {
+		c := &converter{r: bufio.NewReaderSize(bytes.NewReader(sql.Bytes()), 256<<10), plan: plan}
+		if err := c.run(io.Discard); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

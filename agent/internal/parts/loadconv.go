@@ -25,6 +25,8 @@ type converter struct {
 	rows int64 // rows written
 	err  error // run's result (read once run returned)
 	buf  []byte
+	// digits of the hex literal being streamed
+	digits int
 }
 
 func notLoadable(format string, a ...any) error {
@@ -171,32 +173,76 @@ func (c *converter) value(bin bool) error {
 	return notLoadable("a value starting %q", b)
 }
 
-// token reads the rest of an unquoted value (letters, digits, '.', '+',
-// '-') after first into c.buf.
-func (c *converter) token(first byte) error {
+// tokenByte are the bytes of an unquoted value (a number, a hex literal,
+// a keyword): letters, digits, '.', '+', '-'.
+var tokenByte = func() (t [256]bool) {
+	for b := range 256 {
+		t[b] = '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || b == '.' || b == '+' || b == '-'
+	}
+	return t
+}()
+
+// maxToken bounds an unquoted value other than a hex literal.
+const maxToken = 1 << 10
+
+// token reads the rest of an unquoted value after first: into c.buf, or,
+// for a hex literal ("0x…") of a binary column, straight to the output
+// (its digits checked on the way). It returns whether it wrote it.
+func (c *converter) token(first byte, bin bool) (bool, error) {
 	c.buf = append(c.buf[:0], first)
+	streamed := false
 	for {
-		b, err := c.read()
-		if err != nil {
-			return err
+		if _, err := c.r.Peek(1); err != nil {
+			if err == io.EOF {
+				return false, errCut
+			}
+			return false, err
 		}
-		if !('0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || b == '.' || b == '+' || b == '-') {
-			return c.r.UnreadByte()
+		buf, _ := c.r.Peek(c.r.Buffered())
+		i := 0
+		for i < len(buf) && tokenByte[buf[i]] {
+			i++
 		}
-		if len(c.buf) > 1<<20 {
-			return notLoadable("an unquoted value over 1 MiB")
+		c.buf = append(c.buf, buf[:i]...)
+		if !streamed && len(c.buf) >= 2 && c.buf[0] == '0' && (c.buf[1] == 'x' || c.buf[1] == 'X') && bin {
+			streamed = true
+			c.buf = c.buf[2:]
 		}
-		c.buf = append(c.buf, b)
+		if streamed {
+			// Digits of a binary value go out as they are, checked.
+			if len(c.buf) > 0 {
+				if err := c.hexDigits(c.buf); err != nil {
+					return true, err
+				}
+				c.w.Write(c.buf)
+				c.digits += len(c.buf)
+				c.buf = c.buf[:0]
+			}
+		} else if len(c.buf) > maxToken && !(c.buf[0] == '0' && len(c.buf) > 1 && (c.buf[1] == 'x' || c.buf[1] == 'X')) {
+			return false, notLoadable("an unquoted value over %d bytes", maxToken)
+		}
+		_, _ = c.r.Discard(i)
+		if i < len(buf) {
+			return streamed, nil
+		}
 	}
 }
 
 func (c *converter) number(first byte, bin bool) error {
-	if err := c.token(first); err != nil {
+	c.digits = 0
+	streamed, err := c.token(first, bin)
+	if err != nil {
 		return err
+	}
+	if streamed {
+		if c.digits%2 != 0 {
+			return notLoadable("a hex literal of %d digits", c.digits)
+		}
+		return nil
 	}
 	t := c.buf
 	if len(t) >= 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X') {
-		return c.hexValue(t[2:], bin)
+		return c.hexValue(t[2:])
 	}
 	if bin {
 		return notLoadable("a number in a binary column")
@@ -206,23 +252,26 @@ func (c *converter) number(first byte, bin bool) error {
 			return notLoadable("a value %q", t)
 		}
 	}
-	_, err := c.w.Write(t)
+	_, err = c.w.Write(t)
 	return err
 }
 
-// hexValue writes the digits of a 0x… literal: as they are for a binary
-// column, else as the bytes they stand for.
-func (c *converter) hexValue(digits []byte, bin bool) error {
-	if len(digits)%2 != 0 {
-		return notLoadable("a hex literal of %d digits", len(digits))
-	}
+func (c *converter) hexDigits(digits []byte) error {
 	for _, d := range digits {
 		if !('0' <= d && d <= '9' || 'a' <= d && d <= 'f' || 'A' <= d && d <= 'F') {
 			return notLoadable("a hex literal with %q", d)
 		}
 	}
-	if bin {
-		_, err := c.w.Write(digits)
+	return nil
+}
+
+// hexValue writes a 0x… literal of a text column as the bytes its digits
+// stand for.
+func (c *converter) hexValue(digits []byte) error {
+	if len(digits)%2 != 0 {
+		return notLoadable("a hex literal of %d digits", len(digits))
+	}
+	if err := c.hexDigits(digits); err != nil {
 		return err
 	}
 	raw := make([]byte, len(digits)/2)
@@ -253,10 +302,15 @@ func (c *converter) raw(b byte) {
 
 // special are the bytes of a string literal that are not copied as they
 // are: its end, an escape, and what LOAD DATA would split on.
-func special(b byte) bool { return b == '\'' || b == '\\' || b == '\t' || b == '\n' || b == 0 }
+var special = func() (t [256]bool) {
+	for _, b := range []byte("'\\\t\n\x00") {
+		t[b] = true
+	}
+	return t
+}()
 
 // str converts a string literal (its opening quote read) for a text
-// column: runs of plain bytes are copied as they are.
+// column, a buffer at a time: runs of plain bytes are copied as they are.
 func (c *converter) str() error {
 	for {
 		if _, err := c.r.Peek(1); err != nil {
@@ -266,52 +320,72 @@ func (c *converter) str() error {
 			return err
 		}
 		buf, _ := c.r.Peek(c.r.Buffered())
-		i := 0
-		for i < len(buf) && !special(buf[i]) {
-			i++
-		}
-		c.w.Write(buf[:i])
-		if i == len(buf) {
-			_, _ = c.r.Discard(i)
-			continue
-		}
-		s := buf[i]
-		_, _ = c.r.Discard(i + 1)
-		switch s {
-		case '\'':
-			// A doubled quote is one quote; else the string ended.
-			b, err := c.r.ReadByte()
-			if err == nil && b == '\'' {
-				c.w.WriteByte('\'')
+		i, from := 0, 0
+	scan:
+		for i < len(buf) {
+			b := buf[i]
+			if !special[b] {
+				i++
 				continue
 			}
-			if err == nil {
-				return c.r.UnreadByte()
-			}
-			if err == io.EOF {
-				return errCut
-			}
-			return err
-		case '\\':
-			e, err := c.read()
-			if err != nil {
-				return err
-			}
-			switch e {
-			case '0', 'b', 'n', 'r', 't', 'Z', '\\':
-				// The same escape in LOAD DATA.
-				c.w.WriteByte('\\')
-				c.w.WriteByte(e)
-			case '%', '_':
-				// SQL keeps the backslash of \% and \_.
-				c.w.WriteString(`\\`)
-				c.w.WriteByte(e)
+			c.w.Write(buf[from:i])
+			switch {
+			case b == '\'' && i+1 < len(buf) && buf[i+1] == '\'':
+				c.w.WriteByte('\'') // a doubled quote is one quote
+				i += 2
+			case b == '\'' && i+1 < len(buf):
+				_, _ = c.r.Discard(i + 1) // the end of the string
+				return nil
+			case b == '\\' && i+1 < len(buf):
+				c.escape(buf[i+1])
+				i += 2
+			case b == '\'' || b == '\\':
+				// The last byte buffered: what follows decides.
+				from = i
+				break scan
 			default:
-				c.raw(e) // \' \" and any other: the byte itself
+				c.raw(b)
+				i++
 			}
-		default:
-			c.raw(s)
+			from = i
 		}
+		c.w.Write(buf[from:i])
+		_, _ = c.r.Discard(i)
+		if i == len(buf) {
+			continue
+		}
+		// A quote or a backslash ends the buffer.
+		b, _ := c.r.ReadByte()
+		n, err := c.read()
+		switch {
+		case b == '\'' && err == errCut:
+			return nil // the string ended with the part (the statement did not)
+		case err != nil:
+			return err
+		case b == '\'' && n == '\'':
+			c.w.WriteByte('\'')
+		case b == '\'':
+			return c.r.UnreadByte()
+		default:
+			c.escape(n)
+		}
+	}
+}
+
+// escape writes the SQL escape \e of a string literal in LOAD DATA's
+// escaping.
+func (c *converter) escape(e byte) {
+	switch e {
+	case '0', 'b', 'n', 'r', 't', 'Z', '\\':
+		// The same escape in LOAD DATA.
+		c.w.WriteByte('\\')
+		c.w.WriteByte(e)
+	case '%', '_':
+		// SQL keeps the backslash of \% and \_.
+		c.w.WriteString(`\\`)
+		c.w.WriteByte(e)
+	default:
+		c.raw(e) // \' \" and any other: the byte itself
 	}
 }
 
