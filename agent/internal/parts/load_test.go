@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/testenv"
@@ -32,10 +33,17 @@ func TestConverter(t *testing.T) {
 		{"(1,'a\x00b',0x);", "1\ta\\0b\t\n"},
 		{`(1,'''''',0x41),(2,'\\''',0x),(3,'a\'''',0xbeef);`, "1\t''\t41\n2\t\\\\'\t\n3\ta''\tbeef\n"},
 	} {
-		// Buffers of every size from the header's up: each byte of the
-		// input at a buffer's end once.
-		for size := len(plan.header); size < len(plan.header)+len(tc.in); size++ {
-			c := &converter{r: bufio.NewReaderSize(strings.NewReader(tc.in), size), plan: plan}
+		// Reads of one byte (every byte at the end of what is buffered),
+		// of half, and buffers of every size from the header's up.
+		for size := len(plan.header) - 2; size < len(plan.header)+len(tc.in); size++ {
+			var src io.Reader = strings.NewReader(tc.in)
+			switch size {
+			case len(plan.header) - 2:
+				src = iotest.OneByteReader(src)
+			case len(plan.header) - 1:
+				src = iotest.HalfReader(src)
+			}
+			c := &converter{r: bufio.NewReaderSize(src, max(size, len(plan.header))), plan: plan}
 			var out bytes.Buffer
 			if err := c.run(&out); err != nil {
 				t.Errorf("%q (buffer %d): %v", tc.in, size, err)
