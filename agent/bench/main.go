@@ -63,6 +63,7 @@ var (
 	casesRE *regexp.Regexp
 	// The parallel bench's sizes (MB) and connections (parallel.go).
 	mysqlParallelSizes string
+	pgParallelSizes    string
 	parallelThreads    int
 )
 
@@ -84,7 +85,8 @@ func main() {
 	casesFlag := flag.String("cases", "", "measure only the configurations whose name matches this regular expression (e.g. 'Z0|PVC'); the restore's preparation still runs")
 	mysqlMigrationSizes := flag.String("mysql-migration-sizes", "", "MariaDB source database sizes for the migration bench (agent migrate copy on 1 and 4 connections vs mysqldump | mysql), in MB (comma-separated; empty: none)")
 	flag.StringVar(&mysqlParallelSizes, "mysql-parallel-sizes", "", "MariaDB multi-table database sizes for the parallel bench (agent in one stream and in parts vs mydumper/myloader), in MB (comma-separated; empty: none)")
-	flag.IntVar(&parallelThreads, "threads", 2, "with -mysql-parallel-sizes: the agent's CAIRN_PARALLELISM and mydumper/myloader -t")
+	flag.StringVar(&pgParallelSizes, "pg-parallel-sizes", "", "PostgreSQL multi-table database sizes for the parallel bench (the agent vs pg_dump -Fd -j and pg_restore -j from local files), in MB (comma-separated; empty: none)")
+	flag.IntVar(&parallelThreads, "threads", 2, "with -mysql-parallel-sizes / -pg-parallel-sizes: the agent's CAIRN_PARALLELISM and the peers' threads (mydumper/myloader -t, pg_dump/pg_restore -j)")
 	flag.BoolVar(&encrypt, "encryption", true, "also measure every agent backup encrypted with age to two X25519 recipients, side by side with the same backup unencrypted (its peer)")
 	pitrFlags()
 	flag.Parse()
@@ -147,6 +149,10 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 		return err
 	}
 	parSizes, err := parseSizes(mysqlParallelSizes)
+	if err != nil {
+		return err
+	}
+	pgParSizes, err := parseSizes(pgParallelSizes)
 	if err != nil {
 		return err
 	}
@@ -224,6 +230,13 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 	}
 	for _, mb := range parSizes {
 		r, err := e.mysqlParallelRow(mb, runs, parallelThreads)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	for _, mb := range pgParSizes {
+		r, err := e.pgParallelRow(mb, runs, parallelThreads)
 		if err != nil {
 			return err
 		}

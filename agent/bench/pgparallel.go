@@ -1,0 +1,172 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"cairn.dev/agent/internal/testenv"
+)
+
+// The PostgreSQL side of the parallel bench (issue 26): a multi-table
+// database with secondary indexes, backed up and restored by the agent
+// (one stream, single transaction) side by side with what a DBA runs by
+// hand in parallel: pg_dump -Fd -j N to a local folder, and pg_restore -j
+// N from a local custom-format file and from that folder (not one
+// transaction: each table and index on its own). The agent's restore
+// includes its download from S3; the peers read local files.
+
+// pgParallelRow measures a ~mb MB database of parTables tables.
+func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
+	db := fmt.Sprintf("pgpar_%dmb", mb)
+	fmt.Fprintf(os.Stderr, "bench: generating PostgreSQL %s (~%d MB in %d tables with secondary indexes)\n", db, mb, parTables)
+	dbBytes, err := generatePGTables(e.pg, db, int64(mb)<<20)
+	if err != nil {
+		return row{}, err
+	}
+	pgEnv := []string{"CAIRN_ENGINE=postgres", "CAIRN_DB_HOST=127.0.0.1", "CAIRN_DB_PORT=" + strconv.Itoa(e.pg.Port),
+		"CAIRN_DB_USER=" + e.pg.User, "CAIRN_DB_PASSWORD=" + e.pg.Password}
+	dirOut := filepath.Join(e.tmp, "pgdump-dir")
+	defer os.RemoveAll(dirOut)
+	single := "agent backup → S3"
+	dumpDir := fmt.Sprintf("pg_dump -Fd -Z0 -j %d → local dir", threads)
+	cases := []benchCase{
+		{name: onePass, run: func(int) (measurement, error) {
+			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fc -Z0 -d %s | zstd -q > %s", testenv.PGBinDir, db, e.out()), e.out())
+		}},
+		{name: single, peer: dumpDir, run: func(r int) (measurement, error) {
+			return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db), "s3", "fastest", "", fmt.Sprintf("bench/pgpar-%d", r))
+		}},
+		{name: dumpDir, run: func(int) (measurement, error) {
+			os.RemoveAll(dirOut)
+			m, err := e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fd -Z0 -j %d -d %s -f %s", testenv.PGBinDir, threads, db, dirOut), "")
+			m.outBytes = duBytes(dirOut)
+			return m, err
+		}},
+	}
+	ms, err := measure(dbBytes, runs, cases)
+	if err != nil {
+		return row{}, err
+	}
+
+	// Restores: the agent's artifact from S3; the peers from local files.
+	file := filepath.Join(e.tmp, "pgpar.dump")
+	defer os.Remove(file)
+	if _, err := e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fc -Z0 -d %s -f %s", testenv.PGBinDir, db, file), ""); err != nil {
+		return row{}, err
+	}
+	os.RemoveAll(dirOut)
+	if _, err := e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fd -Z0 -j %d -d %s -f %s", testenv.PGBinDir, threads, db, dirOut), ""); err != nil {
+		return row{}, err
+	}
+	s3Env := []string{"CAIRN_STORE=s3", "CAIRN_S3_ENDPOINT=" + e.s3.Endpoint(), "CAIRN_S3_BUCKET=" + bucket, "CAIRN_S3_PREFIX=pgpar",
+		"CAIRN_S3_INSECURE=true", "CAIRN_S3_REGION=us-east-1", "AWS_ACCESS_KEY_ID=" + accessKey, "AWS_SECRET_ACCESS_KEY=" + secretKey}
+	job := "bench/restore-pgpar"
+	if _, err := e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+db, "CAIRN_BACKUPJOB="+job), "backup"); err != nil {
+		return row{}, err
+	}
+	target := "pgpar_restore"
+	fresh := func() error {
+		_, err := e.pg.SQL("postgres", fmt.Sprintf("DROP DATABASE IF EXISTS %s; CREATE DATABASE %s;", target, target))
+		return err
+	}
+	restoreFile := fmt.Sprintf("pg_restore -j %d ← local file", threads)
+	restoreDir := fmt.Sprintf("pg_restore -j %d ← local dir", threads)
+	opts := "--exit-on-error --no-owner --no-privileges"
+	rcases := []benchCase{
+		{name: pgRestore, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_restore --single-transaction %s -d %s < %s", testenv.PGBinDir, opts, target, file), "")
+		}},
+		{name: "agent restore ← S3", peer: restoreFile, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			return e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+target, "CAIRN_BACKUPJOB="+job), "restore")
+		}},
+		{name: restoreFile, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_restore -j %d %s -d %s %s", testenv.PGBinDir, threads, opts, target, file), "")
+		}},
+		{name: restoreDir, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_restore -j %d %s -d %s %s", testenv.PGBinDir, threads, opts, target, dirOut), "")
+		}},
+	}
+	rms, err := measure(dbBytes, runs, rcases)
+	if err != nil {
+		return row{}, err
+	}
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + target, "DROP DATABASE " + db} {
+		if _, err := e.pg.SQL("postgres", q); err != nil {
+			return row{}, err
+		}
+	}
+	return row{engine: fmt.Sprintf("PostgreSQL %d tables", parTables), dbBytes: dbBytes, ms: append(ms, rms...)}, nil
+}
+
+// generatePGTables creates db with parTables tables of about
+// target/parTables bytes each, every one with a primary key and two
+// secondary indexes (the MariaDB parallel bench's shape).
+func generatePGTables(pg *testenv.Postgres, db string, target int64) (int64, error) {
+	if _, err := pg.SQL("postgres", fmt.Sprintf("DROP DATABASE IF EXISTS %s", db)); err != nil {
+		return 0, err
+	}
+	if _, err := pg.SQL("postgres", fmt.Sprintf("CREATE DATABASE %s", db)); err != nil {
+		return 0, err
+	}
+	var total int64
+	for i := 1; i <= parTables; i++ {
+		t := fmt.Sprintf("events_%d", i)
+		if _, err := pg.SQL(db, fmt.Sprintf(`
+CREATE TABLE %[1]s (
+  id         bigint PRIMARY KEY,
+  account    text NOT NULL,
+  amount     numeric(14,2),
+  created_at timestamptz NOT NULL,
+  kind       text,
+  attrs      jsonb,
+  payload    bytea
+);
+CREATE INDEX %[1]s_account ON %[1]s (account);
+CREATE INDEX %[1]s_created ON %[1]s (created_at, kind);`, t)); err != nil {
+			return 0, err
+		}
+		var next, batch, n int64 = 1, 20_000, 0
+		for n < target/parTables {
+			if _, err := pg.SQL(db, fmt.Sprintf(`
+INSERT INTO %s
+SELECT g, 'acct-' || (g %% 50000), ((g * 7919) %% 1000000) / 100.0,
+  TIMESTAMPTZ '2024-01-01 00:00:00+00' + g * INTERVAL '1 second',
+  (ARRAY['deposit','withdrawal','transfer','fee','refund'])[1 + g %% 5],
+  jsonb_build_object('ip', '10.' || (g %% 256) || '.' || (g * 7 %% 256) || '.1', 'ok', g %% 3 <> 0, 'note', md5(g::text)),
+  decode(md5(g || 'a') || md5(g || 'b') || md5(g || 'c'), 'hex')
+FROM generate_series(%d, %d) g`, t, next, next+batch-1)); err != nil {
+				return 0, err
+			}
+			next += batch
+			out, err := pg.SQL(db, fmt.Sprintf("SELECT pg_total_relation_size('%s')", t))
+			if err != nil {
+				return 0, err
+			}
+			if n, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
+				return 0, err
+			}
+			perRow := float64(n) / float64(next-1)
+			batch = min(500_000, max(1_000, int64(float64(target/parTables-n)/perRow)+1))
+		}
+		total += n
+	}
+	if _, err := pg.SQL(db, "VACUUM ANALYZE"); err != nil {
+		return 0, err
+	}
+	return total, nil
+}
