@@ -259,13 +259,15 @@ func (l *loader) load(ctx context.Context, table string, head []byte, c *convert
 	defer mysql.DeregisterReaderHandler(name)
 	res, err := tx.ExecContext(ctx, strings.Replace(c.plan.stmt, loadFile, "Reader::"+name, 1))
 	pr.CloseWithError(errLoadEnded) // a converter still writing stops
-	<-done
-	switch {
-	case c.err != nil && !errors.Is(c.err, errLoadEnded):
-		return c.err // the stream broke or a value was not taken: rolled back
-	case err != nil:
+	if err != nil {
+		// The rows failed (the driver returns their error: a broken
+		// stream, a value not taken) or the server did: rolled back. The
+		// converter is not waited for: it stops at its next write, or
+		// when the stream it reads is closed.
 		return fmt.Errorf("LOAD DATA of %s: %w", table, err)
-	case c.err != nil:
+	}
+	<-done // the rows were read to their end: the converter returned
+	if c.err != nil {
 		return fmt.Errorf("LOAD DATA of %s: %w", table, c.err)
 	}
 	stored, err := res.RowsAffected()
