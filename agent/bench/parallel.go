@@ -123,6 +123,14 @@ func (e *env) mysqlParallelRow(mb, runs, threads int) (row, error) {
 			}
 			return e.agent(restoreEnv(jobParts, par), "restore")
 		}},
+		// The same parts over one connection: what LOAD DATA and the
+		// deferred keys give without parallelism.
+		{name: "agent restore ← S3, parts over 1 connection", peer: rSingle, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			return e.agent(restoreEnv(jobParts, contractParallelism(1)), "restore")
+		}},
 	}
 	if haveMydumper {
 		rcases = append(rcases, benchCase{name: loaderName, run: func(int) (measurement, error) {
