@@ -202,7 +202,8 @@ func buildAgent(ctx context.Context, dir string) (string, error) {
 		root = filepath.Dir(root)
 	}
 	bin := filepath.Join(dir, "bin", "agent")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	// CGO off and -trimpath as `make images`: the same compiled packages.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, ".")
 	cmd.Dir = filepath.Join(root, "agent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -34,6 +34,10 @@ var AllFaults = []FaultKind{KillLeader, KillStandby, KillAgentBackup, KillAgentR
 // S3OutageLength is how long S3 stays unreachable.
 const S3OutageLength = time.Minute
 
+// MinFaultGap is the least gap between two planned faults (a soak under
+// about 100 s; longer ones keep at least 10 s).
+const MinFaultGap = 5 * time.Second
+
 // Fault is one scheduled fault.
 type Fault struct {
 	// At is the offset from the soak's start.
@@ -54,8 +58,10 @@ func (f Fault) String() string {
 // Plan draws the soak's fault schedule from seed, for a soak of length d
 // over operators: the first faults are every kind once in a random order
 // (so a short soak sees each), then kinds at random, at random gaps
-// (uniform around a mean of 10 to 70 s) between a lead-in after the start
-// (the first backups run unharmed) and a tail before the end (the last
+// (uniform around a mean of 10 to 70 s; in a soak too short for every kind
+// 10 s apart, such as the 60 s one of `make e2e`, as far apart as they fit,
+// at least MinFaultGap) between a lead-in after the start (the first
+// backups run unharmed) and a tail before the end (in a long soak the last
 // fault, an S3 outage included, is over by then). The same seed gives the
 // same schedule.
 func Plan(seed int64, d time.Duration, operators []string) []Fault {
@@ -66,6 +72,9 @@ func Plan(seed int64, d time.Duration, operators []string) []Fault {
 		return nil
 	}
 	gap := max(10*time.Second, min(70*time.Second, window/time.Duration(len(AllFaults))))
+	if fit := window / time.Duration(len(AllFaults)-1); gap > fit {
+		gap = max(MinFaultGap, fit) // every kind still fits in the window
+	}
 	kinds := append([]FaultKind{}, AllFaults...)
 	r.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	var out []Fault

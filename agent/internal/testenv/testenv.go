@@ -194,7 +194,9 @@ func BuildAgent(dir string) (string, error) {
 		}
 	}
 	out := filepath.Join(dir, "agent")
-	cmd := exec.Command(goBin, "build", "-o", out, "-ldflags", "-X main.version=test", ".")
+	// CGO off and -trimpath as `make build-agent` and `make images`: their
+	// compiled packages in the build cache serve this build too.
+	cmd := exec.Command(goBin, "build", "-trimpath", "-o", out, "-ldflags", "-X main.version=test", ".")
 	cmd.Dir = filepath.Join(root, "agent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if err := runQuiet(context.Background(), cmd); err != nil {
