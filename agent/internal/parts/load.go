@@ -17,6 +17,7 @@ import (
 
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/internal/loaddata"
 )
 
 // A data part of a MySQL artifact is mysqldump's header and INSERT
@@ -24,7 +25,7 @@ import (
 // those INSERTs; LOAD DATA reads the same rows as tab-separated text at
 // a fraction of that cost (measured in docs/benchmarks.md). So the
 // restore converts each part's INSERTs to LOAD DATA's format while the
-// part streams in (loadconv.go), and loads it over its own connection
+// part streams in (agent/internal/loaddata), and loads it over its own connection
 // (the Go driver's, not the mysql client) as one transaction:
 //
 //	<the part's header: SET NAMES, TIME_ZONE, SQL_MODE, UNIQUE_CHECKS, ...>
@@ -57,7 +58,7 @@ import (
 // statement the converter does not take, or the check before the COMMIT
 // refused the load); nothing of it was committed, and it loads with its
 // INSERTs instead.
-var errNotLoadable = errors.New("not loadable with LOAD DATA")
+var errNotLoadable = loaddata.ErrNotLoadable
 
 // loadFile stands for the reader's name in a plan's statement.
 const loadFile = "<rows>"
@@ -214,7 +215,7 @@ func (lp loadPart) Restore(ctx context.Context, r io.Reader) error {
 	if _, err := br.Discard(len(plan.header)); err != nil {
 		return err
 	}
-	return lp.l.load(ctx, lp.table, head, &converter{r: br, plan: plan})
+	return lp.l.load(ctx, lp.table, head, plan, loaddata.New(br, plan.header, plan.hex))
 }
 
 // loads numbers the readers registered with the driver.
@@ -223,7 +224,7 @@ var loads atomic.Int64
 // load runs the statements of head, then loads c's rows with LOAD DATA in
 // one transaction, committed only if the server stored every row sent
 // without a warning.
-func (l *loader) load(ctx context.Context, table string, head []byte, c *converter) error {
+func (l *loader) load(ctx context.Context, table string, head []byte, plan *loadPlan, c *loaddata.Converter) error {
 	cfg := inventory.MySQLConfig(l.my.Conn, l.my.Database)
 	cfg.MaxAllowedPacket = 0 // the server's: any row it takes
 	connector, err := mysql.NewConnector(cfg)
@@ -249,15 +250,16 @@ func (l *loader) load(ctx context.Context, table string, head []byte, c *convert
 	defer tx.Rollback() // after the COMMIT: nothing
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
+	var convErr error // read once done is closed
 	go func() {
 		defer close(done)
-		c.err = c.run(pw)
-		pw.CloseWithError(c.err) // nil: the end of the rows
+		convErr = c.Run(pw)
+		pw.CloseWithError(convErr) // nil: the end of the rows
 	}()
 	name := "cairn-load-" + strconv.FormatInt(loads.Add(1), 10)
 	mysql.RegisterReaderHandler(name, func() io.Reader { return pr })
 	defer mysql.DeregisterReaderHandler(name)
-	res, err := tx.ExecContext(ctx, strings.Replace(c.plan.stmt, loadFile, "Reader::"+name, 1))
+	res, err := tx.ExecContext(ctx, strings.Replace(plan.stmt, loadFile, "Reader::"+name, 1))
 	pr.CloseWithError(errLoadEnded) // a converter still writing stops
 	if err != nil {
 		// The rows failed (the driver returns their error: a broken
@@ -267,8 +269,8 @@ func (l *loader) load(ctx context.Context, table string, head []byte, c *convert
 		return fmt.Errorf("LOAD DATA of %s: %w", table, err)
 	}
 	<-done // the rows were read to their end: the converter returned
-	if c.err != nil {
-		return fmt.Errorf("LOAD DATA of %s: %w", table, c.err)
+	if convErr != nil {
+		return fmt.Errorf("LOAD DATA of %s: %w", table, convErr)
 	}
 	stored, err := res.RowsAffected()
 	if err != nil {
@@ -278,8 +280,8 @@ func (l *loader) load(ctx context.Context, table string, head []byte, c *convert
 	if err := tx.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&warnings); err != nil {
 		return err
 	}
-	if stored != c.rows || warnings != 0 {
-		return fmt.Errorf("%w: LOAD DATA of %s stored %d of the %d rows sent, with %d warning(s)", errNotLoadable, table, stored, c.rows, warnings)
+	if stored != c.Rows() || warnings != 0 {
+		return fmt.Errorf("%w: LOAD DATA of %s stored %d of the %d rows sent, with %d warning(s)", errNotLoadable, table, stored, c.Rows(), warnings)
 	}
 	return tx.Commit()
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/loaddata"
 )
 
 // A hostile MySQL server answers the agent's LOAD DATA LOCAL INFILE by
@@ -169,8 +170,8 @@ func TestLoadRefusesAHostileServersFileRequest(t *testing.T) {
 	load := func(f *fakeServer) error {
 		my := &engine.MySQL{Conn: engine.Conn{Host: "127.0.0.1", Port: f.port(), User: "u", Password: "pw", Database: "db"}}
 		l := &loader{my: my, plans: map[string]*loadPlan{"`t`": plan}}
-		c := &converter{r: bufio.NewReader(strings.NewReader("(1,'a'),(2,'b');\n")), plan: plan}
-		return l.load(context.Background(), "`t`", nil, c)
+		c := loaddata.New(bufio.NewReader(strings.NewReader("(1,'a'),(2,'b');\n")), plan.header, plan.hex)
+		return l.load(context.Background(), "`t`", nil, plan, c)
 	}
 
 	// Honest: the server asks for the reader the statement names and gets

@@ -1,4 +1,4 @@
-package parts
+package loaddata
 
 import (
 	"bufio"
@@ -105,7 +105,7 @@ func FuzzConverter(f *testing.F) {
 	for _, s := range []string{"", "a\tb", `x\\N`, `it''s`, `\0\'\"\b\n\r\t\Z\\\%\_`, "\x00\n\r\t", `\N`, "NULL"} {
 		f.Add([]byte(s), []byte{0, 9, 10, 92}, true)
 	}
-	plan := &loadPlan{header: []byte("INSERT INTO `t` VALUES"), hex: []bool{false, false, true}}
+	header, hexCols := []byte("INSERT INTO `t` VALUES"), []bool{false, false, true}
 	f.Fuzz(func(t *testing.T, lit, bin []byte, hexLit bool) {
 		want, ok := sqlUnquote(lit)
 		if !ok || bytes.IndexByte(lit, '\n') >= 0 {
@@ -123,9 +123,9 @@ func FuzzConverter(f *testing.F) {
 			bufio.NewReaderSize(iotest.OneByteReader(strings.NewReader(in)), 64),
 			bufio.NewReaderSize(strings.NewReader(in), 64),
 		} {
-			c := &converter{r: src, plan: plan}
+			c := New(src, header, hexCols)
 			var out bytes.Buffer
-			if err := c.run(&out); err != nil {
+			if err := c.Run(&out); err != nil {
 				t.Fatalf("%q: %v", in, err)
 			}
 			lines := bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n"))

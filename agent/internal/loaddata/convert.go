@@ -1,4 +1,8 @@
-package parts
+// Package loaddata converts the INSERT statements of one table, as
+// mysqldump writes them, to the rows LOAD DATA reads (a MySQL restore's
+// data parts load with LOAD DATA LOCAL INFILE: agent/internal/parts). It
+// imports nothing but the standard library, so fuzzing it is cheap.
+package loaddata
 
 import (
 	"bufio"
@@ -8,7 +12,7 @@ import (
 	"io"
 )
 
-// converter turns the INSERT statements of one table, as mysqldump writes
+// Converter turns the INSERT statements of one table, as mysqldump writes
 // them (after the first statement's "INSERT INTO `t` VALUES"), into the
 // rows of LOAD DATA: fields separated by a tab, rows ended by a newline,
 // '\' escaping (\t, \n, \0, \\; \N alone is NULL), binary columns as hex
@@ -17,28 +21,40 @@ import (
 // The values mysqldump writes: NULL, numbers (written as they are), '...'
 // strings with backslash escapes (mysql_real_escape_string: \0 \' \" \n
 // \r \Z \\; a tab as itself), 0x… hex (--hex-blob). Anything else (b'…',
-// _binary '…', a column list, another statement) is errNotLoadable.
-type converter struct {
-	r    *bufio.Reader
-	plan *loadPlan
-	w    *bufio.Writer
-	rows int64 // rows written
-	err  error // run's result (read once run returned)
-	buf  []byte
+// _binary '…', a column list, another statement) is ErrNotLoadable.
+type Converter struct {
+	r      *bufio.Reader
+	header []byte // "INSERT INTO `t` VALUES": each further statement's start
+	hex    []bool // per column: binary, written as hex digits
+	w      *bufio.Writer
+	rows   int64 // rows written
+	buf    []byte
 	// digits of the hex literal being streamed
 	digits int
 }
 
-func notLoadable(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", errNotLoadable, fmt.Sprintf(format, a...))
+// New converts the statements read from r (the first one's header already
+// read), for a table of len(hex) columns, hex[i] telling a binary column.
+func New(r *bufio.Reader, header []byte, hex []bool) *Converter {
+	return &Converter{r: r, header: header, hex: hex}
 }
 
-// errCut: the part ended inside a statement.
-var errCut = errors.New("the part ends inside an INSERT statement")
+// Rows is how many rows Run wrote.
+func (c *Converter) Rows() int64 { return c.rows }
 
-// run converts every statement to w (the first one's header already
+// ErrNotLoadable: a value or a statement the converter does not take.
+var ErrNotLoadable = errors.New("not loadable with LOAD DATA")
+
+func notLoadable(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrNotLoadable, fmt.Sprintf(format, a...))
+}
+
+// ErrCut: the stream ended inside a statement.
+var ErrCut = errors.New("the part ends inside an INSERT statement")
+
+// Run converts every statement to w (the first one's header already
 // read) and flushes it.
-func (c *converter) run(w io.Writer) error {
+func (c *Converter) Run(w io.Writer) error {
 	c.w = bufio.NewWriterSize(w, 256<<10)
 	for {
 		if err := c.statement(); err != nil {
@@ -50,30 +66,30 @@ func (c *converter) run(w io.Writer) error {
 			return err
 		}
 		_ = c.r.UnreadByte()
-		h, err := c.r.Peek(len(c.plan.header))
-		if err != nil || string(h) != string(c.plan.header) {
+		h, err := c.r.Peek(len(c.header))
+		if err != nil || string(h) != string(c.header) {
 			if err != nil && err != io.EOF {
 				return err
 			}
-			return notLoadable("a statement other than %s", c.plan.header)
+			return notLoadable("a statement other than %s", c.header)
 		}
 		_, _ = c.r.Discard(len(h))
 	}
 }
 
 // read returns the next byte; the end of the part inside a statement is
-// errCut.
-func (c *converter) read() (byte, error) {
+// ErrCut.
+func (c *Converter) read() (byte, error) {
 	b, err := c.r.ReadByte()
 	if err == io.EOF {
-		return 0, errCut
+		return 0, ErrCut
 	}
 	return b, err
 }
 
 // skipSpace returns the next byte that is not a space or a line end (the
 // end of the part is io.EOF).
-func (c *converter) skipSpace() (byte, error) {
+func (c *Converter) skipSpace() (byte, error) {
 	for {
 		b, err := c.r.ReadByte()
 		if err != nil {
@@ -85,16 +101,16 @@ func (c *converter) skipSpace() (byte, error) {
 	}
 }
 
-func (c *converter) next() (byte, error) {
+func (c *Converter) next() (byte, error) {
 	b, err := c.skipSpace()
 	if err == io.EOF {
-		return 0, errCut
+		return 0, ErrCut
 	}
 	return b, err
 }
 
 // statement converts "(…),(…);" up to its ';'.
-func (c *converter) statement() error {
+func (c *Converter) statement() error {
 	for {
 		b, err := c.next()
 		if err != nil {
@@ -118,8 +134,8 @@ func (c *converter) statement() error {
 }
 
 // row converts one row's values up to its ')'.
-func (c *converter) row() error {
-	n := len(c.plan.hex)
+func (c *Converter) row() error {
+	n := len(c.hex)
 	for i := 0; ; i++ {
 		if i >= n {
 			return notLoadable("a row with more than %d values", n)
@@ -127,7 +143,7 @@ func (c *converter) row() error {
 		if i > 0 {
 			c.w.WriteByte('\t')
 		}
-		if err := c.value(c.plan.hex[i]); err != nil {
+		if err := c.value(c.hex[i]); err != nil {
 			return err
 		}
 		switch b, err := c.next(); {
@@ -146,7 +162,7 @@ func (c *converter) row() error {
 }
 
 // value converts one value; bin: the column is loaded from hex.
-func (c *converter) value(bin bool) error {
+func (c *Converter) value(bin bool) error {
 	b, err := c.next()
 	if err != nil {
 		return err
@@ -188,13 +204,13 @@ const maxToken = 1 << 10
 // token reads the rest of an unquoted value after first: into c.buf, or,
 // for a hex literal ("0x…") of a binary column, straight to the output
 // (its digits checked on the way). It returns whether it wrote it.
-func (c *converter) token(first byte, bin bool) (bool, error) {
+func (c *Converter) token(first byte, bin bool) (bool, error) {
 	c.buf = append(c.buf[:0], first)
 	streamed := false
 	for {
 		if _, err := c.r.Peek(1); err != nil {
 			if err == io.EOF {
-				return false, errCut
+				return false, ErrCut
 			}
 			return false, err
 		}
@@ -228,7 +244,7 @@ func (c *converter) token(first byte, bin bool) (bool, error) {
 	}
 }
 
-func (c *converter) number(first byte, bin bool) error {
+func (c *Converter) number(first byte, bin bool) error {
 	c.digits = 0
 	streamed, err := c.token(first, bin)
 	if err != nil {
@@ -256,7 +272,7 @@ func (c *converter) number(first byte, bin bool) error {
 	return err
 }
 
-func (c *converter) hexDigits(digits []byte) error {
+func (c *Converter) hexDigits(digits []byte) error {
 	for _, d := range digits {
 		if !('0' <= d && d <= '9' || 'a' <= d && d <= 'f' || 'A' <= d && d <= 'F') {
 			return notLoadable("a hex literal with %q", d)
@@ -267,7 +283,7 @@ func (c *converter) hexDigits(digits []byte) error {
 
 // hexValue writes a 0x… literal of a text column as the bytes its digits
 // stand for.
-func (c *converter) hexValue(digits []byte) error {
+func (c *Converter) hexValue(digits []byte) error {
 	if len(digits)%2 != 0 {
 		return notLoadable("a hex literal of %d digits", len(digits))
 	}
@@ -285,7 +301,7 @@ func (c *converter) hexValue(digits []byte) error {
 }
 
 // raw writes one byte of a value in LOAD DATA's escaping.
-func (c *converter) raw(b byte) {
+func (c *Converter) raw(b byte) {
 	switch b {
 	case '\\':
 		c.w.WriteString(`\\`)
@@ -311,11 +327,11 @@ var special = func() (t [256]bool) {
 
 // str converts a string literal (its opening quote read) for a text
 // column, a buffer at a time: runs of plain bytes are copied as they are.
-func (c *converter) str() error {
+func (c *Converter) str() error {
 	for {
 		if _, err := c.r.Peek(1); err != nil {
 			if err == io.EOF {
-				return errCut
+				return ErrCut
 			}
 			return err
 		}
@@ -358,7 +374,7 @@ func (c *converter) str() error {
 		b, _ := c.r.ReadByte()
 		n, err := c.read()
 		switch {
-		case b == '\'' && err == errCut:
+		case b == '\'' && err == ErrCut:
 			return nil // the string ended with the part (the statement did not)
 		case err != nil:
 			return err
@@ -374,7 +390,7 @@ func (c *converter) str() error {
 
 // escape writes the SQL escape \e of a string literal in LOAD DATA's
 // escaping.
-func (c *converter) escape(e byte) {
+func (c *Converter) escape(e byte) {
 	switch e {
 	case '0', 'b', 'n', 'r', 't', 'Z', '\\':
 		// The same escape in LOAD DATA.
@@ -391,7 +407,7 @@ func (c *converter) escape(e byte) {
 
 // binString converts a string literal (its opening quote read) for a
 // binary column: its bytes, as hex digits.
-func (c *converter) binString() error {
+func (c *Converter) binString() error {
 	c.buf = c.buf[:0]
 	for {
 		b, err := c.read()
