@@ -149,7 +149,7 @@ SELECT g, 'acct-' || (g %% 50000), ((g * 7919) %% 1000000) / 100.0,
   (ARRAY['deposit','withdrawal','transfer','fee','refund'])[1 + g %% 5],
   jsonb_build_object('ip', '10.' || (g %% 256) || '.' || (g * 7 %% 256) || '.1', 'ok', g %% 3 <> 0, 'note', md5(g::text)),
   decode(md5(g || 'a') || md5(g || 'b') || md5(g || 'c'), 'hex')
-FROM generate_series(%d, %d) g`, t, next, next+batch-1)); err != nil {
+FROM generate_series(%d::bigint, %d::bigint) g`, t, next, next+batch-1)); err != nil {
 				return 0, err
 			}
 			next += batch
