@@ -68,10 +68,7 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 		return row{}, err
 	}
 	target := "pgpar_restore"
-	fresh := func() error {
-		_, err := e.pg.SQL("postgres", fmt.Sprintf("DROP DATABASE IF EXISTS %s; CREATE DATABASE %s;", target, target))
-		return err
-	}
+	fresh := e.pgFresh(target)
 	restoreFile := fmt.Sprintf("pg_restore -j %d ← local file", threads)
 	restoreDir := fmt.Sprintf("pg_restore -j %d ← local dir", threads)
 	opts := "--exit-on-error --no-owner --no-privileges"
@@ -105,10 +102,8 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	for _, q := range []string{"DROP DATABASE IF EXISTS " + target, "DROP DATABASE " + db} {
-		if _, err := e.pg.SQL("postgres", q); err != nil {
-			return row{}, err
-		}
+	if err := e.pgDrop(target, db); err != nil {
+		return row{}, err
 	}
 	return row{engine: fmt.Sprintf("PostgreSQL %d tables", parTables), dbBytes: dbBytes, ms: append(ms, rms...)}, nil
 }
@@ -169,4 +164,22 @@ FROM generate_series(%d::bigint, %d::bigint) g`, t, next, next+batch-1)); err !=
 		return 0, err
 	}
 	return total, nil
+}
+
+// pgFresh returns a function that makes target a new, empty database.
+func (e *env) pgFresh(target string) func() error {
+	return func() error {
+		_, err := e.pg.SQL("postgres", fmt.Sprintf("DROP DATABASE IF EXISTS %s; CREATE DATABASE %s;", target, target))
+		return err
+	}
+}
+
+// pgDrop drops a bench's restore target and its source database.
+func (e *env) pgDrop(target, db string) error {
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + target, "DROP DATABASE " + db} {
+		if _, err := e.pg.SQL("postgres", q); err != nil {
+			return err
+		}
+	}
+	return nil
 }

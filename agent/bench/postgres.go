@@ -71,10 +71,7 @@ func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
 		return row{}, err
 	}
 	target := "bench_restore"
-	fresh := func() error {
-		_, err := e.pg.SQL("postgres", fmt.Sprintf("DROP DATABASE IF EXISTS %s; CREATE DATABASE %s;", target, target))
-		return err
-	}
+	fresh := e.pgFresh(target)
 	rcases := []benchCase{
 		{name: pgRestore, run: func(int) (measurement, error) {
 			if err := fresh(); err != nil {
@@ -93,10 +90,8 @@ func (e *env) postgresRow(mb, runs int, levels []string) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	for _, q := range []string{"DROP DATABASE IF EXISTS " + target, "DROP DATABASE " + db} {
-		if _, err := e.pg.SQL("postgres", q); err != nil {
-			return row{}, err
-		}
+	if err := e.pgDrop(target, db); err != nil {
+		return row{}, err
 	}
 	return row{engine: "PostgreSQL", dbBytes: dbBytes, ms: append(ms, rms...)}, nil
 }
