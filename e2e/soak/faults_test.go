@@ -9,7 +9,7 @@ import (
 var operators = []string{"backup", "migration", "orchestrator", "restore"}
 
 func TestPlanIsSeededAndCoversEveryKind(t *testing.T) {
-	for _, d := range []time.Duration{60 * time.Second, 90 * time.Second, 150 * time.Second, 3 * time.Minute, 30 * time.Minute} {
+	for _, d := range []time.Duration{60 * time.Second, 90 * time.Second, 100 * time.Second, 150 * time.Second, 3 * time.Minute, 30 * time.Minute} {
 		a, b := Plan(42, d, operators), Plan(42, d, operators)
 		if !slices.Equal(a, b) {
 			t.Fatalf("%s: the same seed gave two schedules:\n%v\n%v", d, a, b)

@@ -26,7 +26,7 @@ demo: controlplane agent-deps images ## Start a local cluster with the platform 
 demo-down: ## Stop the demo's data plane (servers, pod runner and the operators' pods) and delete its cluster.
 	$(DEMO_GO) down --state $(E2E_STATE)
 
-# The soak (e2e/soak, run by e2e/tests/soak): `make e2e` runs it for 60 s;
+# The soak (e2e/soak, run by e2e/tests/soak): `make e2e` runs it for 100 s;
 # `make soak` for SOAK_DURATION. SOAK_SEED repeats a fault schedule (default:
 # the clock; the run prints it). SOAK_TIMEOUT bounds the whole run (set-up,
 # soak, the wait for runs under way, the cutover, teardown): raise it with
@@ -36,5 +36,5 @@ SOAK_SEED ?=
 SOAK_TIMEOUT ?= 90m
 
 .PHONY: soak
-soak: controlplane agent-deps images ## Soak the installed platform for SOAK_DURATION (30m): BackupJobs every minute on PostgreSQL and MariaDB, a ProtectionPlan verifying every backup, RestoreJobs, a Continuous MigrationJob, under a seeded random fault schedule (SOAK_SEED; operator leader/standby kills, agent kills mid-backup/restore, kube-apiserver and etcd restarts, S3 down a minute); prints the invariants. `make e2e` runs a 60 s soak.
+soak: controlplane agent-deps images ## Soak the installed platform for SOAK_DURATION (30m): BackupJobs every minute on PostgreSQL and MariaDB, a ProtectionPlan verifying every backup, RestoreJobs, a Continuous MigrationJob, under a seeded random fault schedule (SOAK_SEED; operator leader/standby kills, agent kills mid-backup/restore, kube-apiserver and etcd restarts, S3 down a minute); prints the invariants. `make e2e` runs a 100 s soak.
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_SEED=$(SOAK_SEED) go test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' ./e2e/tests/soak/
