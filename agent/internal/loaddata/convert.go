@@ -198,8 +198,12 @@ var tokenByte = func() (t [256]bool) {
 	return t
 }()
 
-// maxToken bounds an unquoted value other than a hex literal.
-const maxToken = 1 << 10
+// maxToken bounds an unquoted value other than a hex literal; maxHexText
+// a hex literal of a text column (a binary column's streams through).
+const (
+	maxToken   = 1 << 10
+	maxHexText = 128 << 20
+)
 
 // token reads the rest of an unquoted value after first: into c.buf, or,
 // for a hex literal ("0x…") of a binary column, straight to the output
@@ -234,8 +238,13 @@ func (c *Converter) token(first byte, bin bool) (bool, error) {
 				c.digits += len(c.buf)
 				c.buf = c.buf[:0]
 			}
-		} else if len(c.buf) > maxToken && !(c.buf[0] == '0' && len(c.buf) > 1 && (c.buf[1] == 'x' || c.buf[1] == 'X')) {
-			return false, notLoadable("an unquoted value over %d bytes", maxToken)
+		} else if limit := maxToken; len(c.buf) > limit {
+			if c.buf[0] == '0' && (c.buf[1] == 'x' || c.buf[1] == 'X') {
+				limit = maxHexText // a hex literal of a text column, decoded whole
+			}
+			if len(c.buf) > limit {
+				return false, notLoadable("an unquoted value over %d bytes", limit)
+			}
 		}
 		_, _ = c.r.Discard(i)
 		if i < len(buf) {

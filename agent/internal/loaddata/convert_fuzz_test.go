@@ -9,6 +9,12 @@ import (
 	"testing/iotest"
 )
 
+// escapes are the escapes MySQL's string literals and LOAD DATA's fields
+// share (\0 \b \n \r \t \Z): the byte each stands for, plus one (0: not
+// one of them). The reference decoders below are written apart from the
+// converter's, so a wrong rule there is not repeated here.
+var escapes = [256]byte{'0': 0 + 1, 'b': 8 + 1, 'n': '\n' + 1, 'r': '\r' + 1, 't': '\t' + 1, 'Z': 0x1a + 1}
+
 // sqlUnquote is what MySQL makes of a string literal's content (between
 // its quotes): its escapes decoded, a doubled quote one quote; false when
 // the content does not make one literal (an unescaped quote, a backslash
@@ -26,20 +32,10 @@ func sqlUnquote(s []byte) ([]byte, bool) {
 			return nil, false
 		case b == '\\':
 			i++
-			switch e := s[i]; e {
-			case '0':
-				out = append(out, 0)
-			case 'b':
-				out = append(out, 8)
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'Z':
-				out = append(out, 0x1a)
-			case '%', '_':
+			switch e := s[i]; {
+			case escapes[e] != 0:
+				out = append(out, escapes[e]-1)
+			case e == '%' || e == '_':
 				out = append(out, '\\', e)
 			default:
 				out = append(out, e)
@@ -67,20 +63,10 @@ func loadFields(line []byte) [][]byte {
 			cur, isNull = []byte{}, false
 		case b == '\\' && i+1 < len(line):
 			i++
-			switch e := line[i]; e {
-			case '0':
-				cur = append(cur, 0)
-			case 'b':
-				cur = append(cur, 8)
-			case 'n':
-				cur = append(cur, '\n')
-			case 'r':
-				cur = append(cur, '\r')
-			case 't':
-				cur = append(cur, '\t')
-			case 'Z':
-				cur = append(cur, 0x1a)
-			case 'N':
+			switch e := line[i]; {
+			case escapes[e] != 0:
+				cur = append(cur, escapes[e]-1)
+			case e == 'N':
 				isNull = len(cur) == 0 && (i+1 == len(line) || line[i+1] == '\t')
 				if !isNull {
 					cur = append(cur, 'N')
