@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path"
 
 	"cairn.dev/agent/internal/catalog"
@@ -15,11 +16,18 @@ import (
 )
 
 // multipartName turns a new artifact's name into a multi-part one when the
-// backup writes parts: MySQL with CAIRN_PARALLELISM above 1. eng is told
-// to dump as the splitter reads it.
+// backup writes parts: a logical backup with CAIRN_PARALLELISM above 1.
+// A MySQL eng is told to dump as the splitter reads it.
 func (b *Runner) multipartName(eng engine.Engine, name string) (string, error) {
+	if b.cfg.Parallelism < 2 {
+		return name, nil
+	}
+	if pg, ok := eng.(*engine.Postgres); ok && len(pg.Select) == 0 {
+		// A point-in-time base is a physical one (engine.PostgresBase).
+		return naming.ToParts(name)
+	}
 	m, ok := eng.(*engine.MySQL)
-	if !ok || b.cfg.Parallelism < 2 {
+	if !ok {
 		return name, nil
 	}
 	if b.cfg.PointInTime {
@@ -39,7 +47,7 @@ func (b *Runner) writeArtifact(ctx context.Context, eng engine.Engine, st store.
 	if !naming.Multipart(path.Base(key)) {
 		return pipeline.Backup(ctx, eng, st, key, enc)
 	}
-	ext := naming.ExtMySQL
+	ext := naming.PartExtension(path.Base(key))
 	if enc.Recipients != nil {
 		ext += naming.ExtEncrypted
 	}
@@ -72,10 +80,18 @@ func (b *Runner) verifyParts(ctx context.Context, st store.Store, entry catalog.
 	return x, err
 }
 
-// restoreParts loads a verified multi-part artifact (parts.Restore).
-func (b *Runner) restoreParts(ctx context.Context, st store.Store, entry catalog.Entry, x *parts.Index, ids *crypt.Identities, eng engine.Engine) error {
+// restoreParts loads a verified multi-part artifact (parts.Restore,
+// parts.PGRestore). created: this run created the (empty) target.
+func (b *Runner) restoreParts(ctx context.Context, st store.Store, entry catalog.Entry, x *parts.Index, ids *crypt.Identities, eng engine.Engine, created bool) error {
 	b.log.Info("restoring parts", "parts", len(x.Parts), "parallelism", b.cfg.Parallelism)
-	return parts.Restore(ctx, st, b.cfg.BackupJob.PartsDir(entry.Name), x, ids, eng, b.cfg.Parallelism, b.log)
+	dir := b.cfg.BackupJob.PartsDir(entry.Name)
+	if pg, ok := eng.(*engine.Postgres); ok {
+		if x.Engine != pg.Name() {
+			return fmt.Errorf("%w: the parts index of %s says engine %q", pipeline.ErrCorrupted, entry.Name, x.Engine)
+		}
+		return parts.PGRestore(ctx, st, dir, x, ids, pg, b.cfg.Parallelism, created, b.log)
+	}
+	return parts.Restore(ctx, st, dir, x, ids, eng, b.cfg.Parallelism, b.log)
 }
 
 // deleteParts deletes a multi-part artifact's parts (after its index, so

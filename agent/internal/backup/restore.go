@@ -134,7 +134,10 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 		}()
 	}
 	if x != nil {
-		err = b.restoreParts(ctx, st, entry, x, ids, eng)
+		err = b.restoreParts(ctx, st, entry, x, ids, eng, created)
+		if err != nil && created && !cfg.DropTargetAfterChecks && x.Engine == "postgres" {
+			err = b.dropCreatedAfterFailure(tgt, err)
+		}
 	} else if recovery != nil {
 		err = b.restoreRecovered(ctx, recovery, entry, eng)
 	} else {

@@ -38,23 +38,42 @@ func (b *Runner) dropScratch(ctx context.Context, tgt engine.Target, marker stri
 // restore operator reports it by.
 func (b *Runner) dropScratchAfterFailure(tgt engine.Target, marker string, created bool, cause error) error {
 	db := b.cfg.DB.Database
-	ctx, cancel := context.WithTimeout(context.Background(), scratchDropTimeout)
-	defer cancel()
-	var err error
-	for {
-		if err = tgt.DropTarget(ctx, marker, created); err == nil || errors.Is(err, engine.ErrNotOwn) || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	if err != nil {
+	if err := dropRetrying(tgt, marker, created); err != nil {
 		b.log.Warn("scratch database not dropped after the failed restore", "database", db, "error", err)
 		return &contract.CodedError{Code: contract.CodeScratchNotDropped,
 			Err: fmt.Errorf("%w; %s (database %q): %v", cause, contract.ScratchNotDropped, db, err)}
 	}
 	b.log.Info("scratch database dropped after the failed restore", "database", db)
 	return &contract.CodedError{Code: contract.CodeScratchDropped, Err: fmt.Errorf("%w; %s (database %q)", cause, contract.ScratchDropped, db)}
+}
+
+// dropRetrying drops the restore's own target on a context of its own,
+// retried while the stopped restore's sessions still use the database.
+func dropRetrying(tgt engine.Target, marker string, created bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), scratchDropTimeout)
+	defer cancel()
+	for {
+		err := tgt.DropTarget(ctx, marker, created)
+		if err == nil || errors.Is(err, engine.ErrNotOwn) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// dropCreatedAfterFailure drops the database this restore created when a
+// restore that cannot roll back as one transaction (a PostgreSQL
+// multi-part artifact's parallel load) failed: no half-restored database
+// is left behind.
+func (b *Runner) dropCreatedAfterFailure(tgt engine.Target, cause error) error {
+	db := b.cfg.DB.Database
+	if err := dropRetrying(tgt, "", true); err != nil {
+		b.log.Warn("the database the failed restore created was not dropped", "database", db, "error", err)
+		return fmt.Errorf("%w; the database %q this restore created holds part of the backup and could not be dropped: %v", cause, db, err)
+	}
+	b.log.Info("the database the failed restore created was dropped", "database", db)
+	return fmt.Errorf("%w; the database %q this restore created was dropped (nothing of the backup is left half-restored)", cause, db)
 }

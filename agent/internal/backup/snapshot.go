@@ -44,6 +44,9 @@ func (b *Runner) DumpWithInventory(ctx context.Context, eng engine.Engine, conn 
 			return w, inv, invErr, err
 		}
 	}
+	if e, ok := eng.(*engine.Postgres); ok && naming.Multipart(path.Base(key)) {
+		return b.pgParallel(ctx, e, conn, st, key, o, level)
+	}
 	if o.Method == "None" || o.Method == "" {
 		w, err = b.writeArtifact(ctx, eng, st, key, level)
 		return w, nil, nil, err

@@ -103,3 +103,41 @@ func (p *Postgres) RestoreArgs(ctx context.Context, r io.Reader, extra ...string
 // PatternQuote quotes a name for a pg_dump --schema/--table pattern: in
 // double quotes every character is literal (a double quote is doubled).
 func PatternQuote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+
+// RestoreData loads a data-only archive (a data part of a multi-part
+// artifact: rows and sequence values, no DDL) read from r as one
+// transaction: pg_restore's COMMIT follows the archive's last byte.
+func (p *Postgres) RestoreData(ctx context.Context, r io.Reader) error {
+	args := append(p.connArgs(p.Database),
+		"--single-transaction", "--exit-on-error", "--no-owner", "--no-privileges", "--data-only")
+	return run(ctx, p.Password, r, io.Discard, p.env(), "pg_restore", args...)
+}
+
+// RestoreFile restores the archive in file with `pg_restore --jobs=jobs`
+// (extra selects, e.g. --section=post-data): each object commits on its
+// own, so only into a database the restore created and drops on failure.
+func (p *Postgres) RestoreFile(ctx context.Context, file string, jobs int, extra ...string) error {
+	args := append(p.connArgs(p.Database), "--exit-on-error", "--no-owner", "--no-privileges",
+		"--jobs="+itoa(max(jobs, 1)))
+	args = append(append(args, extra...), "--", file)
+	return run(ctx, p.Password, nil, io.Discard, p.env(), "pg_restore", args...)
+}
+
+// Script writes the archive read from r as SQL to w (pg_restore
+// --file=-, no connection; extra: e.g. --clean --if-exists, --data-only).
+// pg_restore brackets the script in \restrict KEY … \unrestrict KEY: psql
+// runs no meta-command in between, whatever the archive's names hold.
+func (p *Postgres) Script(ctx context.Context, r io.Reader, w io.Writer, extra ...string) error {
+	args := append([]string{"--file=-", "--no-owner", "--no-privileges"}, extra...)
+	return run(ctx, "", r, w, childEnv(), "pg_restore", args...)
+}
+
+// RunScript runs the SQL read from r with psql in one transaction
+// (--single-transaction, ON_ERROR_STOP): it commits only when r ends
+// cleanly (io.EOF). A read error of r kills psql before its input closes
+// (run), so the server rolls the transaction back.
+func (p *Postgres) RunScript(ctx context.Context, r io.Reader) error {
+	args := append(p.connArgs(p.Database), "--no-psqlrc", "--single-transaction", "--quiet",
+		"--set=ON_ERROR_STOP=1")
+	return run(ctx, p.Password, r, io.Discard, p.env(), "psql", args...)
+}

@@ -21,7 +21,13 @@ type ArchiveCounts struct {
 	// NoData are the TABLE DATA entries of the TOC whose data block the
 	// stream did not carry (keys).
 	NoData []string
+	// Tables are the TOC's TABLE entries (the tables the archive creates;
+	// partitioned tables and partitions included), in TOC order.
+	Tables []ArchiveTable
 }
+
+// ArchiveTable is a table an archive creates.
+type ArchiveTable struct{ Schema, Name string }
 
 // The custom format (pg_dump's pg_backup_archiver.c, pg_backup_custom.c):
 // a header, the table of contents, then one block per entry with data.
@@ -272,6 +278,12 @@ func parseArchive(r *bufio.Reader) (ArchiveCounts, error) {
 			return res, err
 		}
 		tag, desc, namespace := f[2], f[3], f[7]
+		if desc == "TABLE" {
+			if tag == "" || namespace == "" {
+				return res, fmt.Errorf("TABLE entry %d without a table or schema name", id)
+			}
+			res.Tables = append(res.Tables, ArchiveTable{Schema: namespace, Name: tag})
+		}
 		if desc == "TABLE DATA" && hadDumper != 0 {
 			if tag == "" || namespace == "" {
 				return res, fmt.Errorf("TABLE DATA entry %d without a table or schema name", id)

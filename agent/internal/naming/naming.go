@@ -63,6 +63,11 @@ const (
 	// are under "<name>.d/", each compressed (and, for "….sql.parts.age",
 	// encrypted) on its own.
 	ExtMySQLParts = ".sql.parts"
+	// ExtPostgresParts names a PostgreSQL multi-part artifact: pg_dump
+	// custom-format archives (the schema before and after the data, and
+	// the data of each large table and of everything else), each
+	// compressed and checksummed on its own, under "<name>.d/".
+	ExtPostgresParts = ".pgdump.parts"
 	// PartsDirSuffix follows a multi-part artifact's name to name the
 	// directory of its parts.
 	PartsDirSuffix = ".d"
@@ -70,17 +75,29 @@ const (
 
 // Multipart reports whether an artifact name is a multi-part artifact's.
 func Multipart(name string) bool {
-	return strings.HasSuffix(strings.TrimSuffix(name, ExtEncrypted), ExtMySQLParts)
+	n := strings.TrimSuffix(name, ExtEncrypted)
+	return strings.HasSuffix(n, ExtMySQLParts) || strings.HasSuffix(n, ExtPostgresParts)
 }
 
 // ToParts turns a single-file artifact name (before ExtEncrypted) into the
 // name of the multi-part artifact of the same engine, start and token.
 func ToParts(name string) (string, error) {
-	base, ok := strings.CutSuffix(name, ExtMySQL)
-	if !ok {
-		return "", fmt.Errorf("artifact %q: only MySQL backups are written in parts", name)
+	if base, ok := strings.CutSuffix(name, ExtMySQL); ok {
+		return base + ExtMySQLParts, nil
 	}
-	return base + ExtMySQLParts, nil
+	if base, ok := strings.CutSuffix(name, ExtPostgres); ok {
+		return base + ExtPostgresParts, nil
+	}
+	return "", fmt.Errorf("artifact %q: only logical MySQL and PostgreSQL backups are written in parts", name)
+}
+
+// PartExtension is the file name extension of a multi-part artifact's
+// parts (before ExtEncrypted): the engine's single-file extension.
+func PartExtension(name string) string {
+	if strings.HasSuffix(strings.TrimSuffix(name, ExtEncrypted), ExtPostgresParts) {
+		return ExtPostgres
+	}
+	return ExtMySQL
 }
 
 // ToBase turns a PostgreSQL artifact name (before ExtEncrypted) into the
@@ -300,6 +317,8 @@ func ParseArtifactName(j Job, name string) (time.Time, string, error) {
 		engine, stamp = "mysql", strings.TrimSuffix(rest, ExtMySQL)
 	case strings.HasSuffix(rest, ExtMySQLParts):
 		engine, stamp = "mysql", strings.TrimSuffix(rest, ExtMySQLParts)
+	case strings.HasSuffix(rest, ExtPostgresParts):
+		engine, stamp = "postgres", strings.TrimSuffix(rest, ExtPostgresParts)
 	default:
 		return time.Time{}, "", fmt.Errorf("artifact %q: unknown extension", name)
 	}

@@ -86,17 +86,26 @@ func Backup(ctx context.Context, engs []engine.Engine, st store.Store, key, dir 
 	}
 	x := &Index{Kind: Kind, Version: Version, Engine: engs[0].Name(), Format: engs[0].Format(), Compression: "zstd",
 		Encrypted: enc.Recipients != nil, Parts: w.done}
+	written, err := putIndex(ctx, st, key, x)
+	if err != nil {
+		w.removeAll()
+		return pipeline.Written{}, nil, err
+	}
+	return written, x, nil
+}
+
+// putIndex stores x under key as it is (small, never encrypted), with a
+// known length.
+func putIndex(ctx context.Context, st store.Store, key string, x *Index) (pipeline.Written, error) {
 	data := x.Encode()
-	// Stored as it is (small, never encrypted), with a known length.
 	n, err := st.Put(ctx, key, bytes.NewReader(data))
 	if err == nil && n != int64(len(data)) {
 		err = fmt.Errorf("store %s stored %d bytes of %s, expected %d", st, n, key, len(data))
 	}
 	if err != nil {
-		w.removeAll()
-		return pipeline.Written{}, nil, fmt.Errorf("write parts index: %w", err)
+		return pipeline.Written{}, fmt.Errorf("write parts index: %w", err)
 	}
-	return pipeline.Written{Size: int64(len(data)), Checksum: checksum(data)}, x, nil
+	return pipeline.Written{Size: int64(len(data)), Checksum: checksum(data)}, nil
 }
 
 // firstErr is the error that stopped the dumps: a part's store error

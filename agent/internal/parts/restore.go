@@ -167,10 +167,10 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 
 // pool runs fn for each part on up to n goroutines; the first error
 // cancels the others and is returned.
-func pool(ctx context.Context, ps []Part, n int, fn func(context.Context, Part) error) error {
+func pool[T any](ctx context.Context, ps []T, n int, fn func(context.Context, T) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	next := make(chan Part)
+	next := make(chan T)
 	var (
 		wg    sync.WaitGroup
 		once  sync.Once

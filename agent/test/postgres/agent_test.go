@@ -207,3 +207,11 @@ func TestPointInTimeEncrypted(t *testing.T) {
 }
 
 func TestReleaseSlotWithoutStore(t *testing.T) { suite.ReleaseSlotWithoutStore(t, e(t)) }
+
+func TestPartsRoundTrip(t *testing.T) {
+	for _, kind := range suite.Stores {
+		t.Run(kind, func(t *testing.T) { suite.PGPartsRoundTrip(t, e(t), kind) })
+	}
+}
+
+func TestPartsFailures(t *testing.T) { suite.PGPartsFailures(t, e(t)) }

@@ -1,0 +1,449 @@
+package parts
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"cairn.dev/agent/internal/crypt"
+	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
+	"cairn.dev/agent/internal/pipeline"
+	"cairn.dev/agent/internal/store"
+)
+
+// A PostgreSQL multi-part artifact (naming.ExtPostgresParts) holds pg_dump
+// custom-format archives (uncompressed by pg_dump; each part zstd, and age
+// when encrypted, on its own), all dumped in one exported snapshot:
+//
+//	schema  pg_dump --section=pre-data: tables, types, functions, views
+//	data    pg_dump --section=data --table=T: the rows of one large table
+//	        (at least PGOptions.MinTable), one part per table; and one
+//	        part --section=data --exclude-table-data=<the large tables>:
+//	        every other table's rows, sequence values, large objects
+//	post    pg_dump --section=post-data: indexes, constraints, triggers
+//
+// Every part restores by hand with pg_restore as well.
+
+// PGOptions are a PostgreSQL multi-part backup's.
+type PGOptions struct {
+	Options
+	// MinTable is the size (pg_table_size) from which a table's rows get a
+	// part of their own; DefaultPartSize unless set.
+	MinTable int64
+	// Count counts each table's rows from the data parts as they stream
+	// (inventory.ArchiveCounter).
+	Count bool
+}
+
+// PGWritten is what PGBackup wrote.
+type PGWritten struct {
+	pipeline.Written
+	Index *Index
+	// Rows by table key (Count), and why some could not be counted.
+	Rows     map[string]int64
+	CountErr error
+}
+
+// PGBackup dumps pg (whose Snapshot the caller holds, exported, for the
+// whole run) into parts under dir and writes the index under key. sizes
+// are the tables' sizes in that snapshot (the caller lists them when it
+// locks them); only tables the schema part creates get a part of their
+// own. Parts are dumped o.Parallelism at once. On failure the parts
+// written are deleted.
+func PGBackup(ctx context.Context, pg *engine.Postgres, sizes map[inventory.ArchiveTable]int64, st store.Store, key, dir string, enc pipeline.Encoding, o PGOptions) (PGWritten, error) {
+	if pg.Snapshot == "" || len(pg.Select) > 0 {
+		return PGWritten{}, errors.New("a PostgreSQL multi-part backup needs an exported snapshot and the whole database")
+	}
+	if o.MinTable <= 0 {
+		o.MinTable = DefaultPartSize
+	}
+	ext := o.Extension
+	var (
+		mu      sync.Mutex
+		written []Part
+	)
+	removeAll := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range written {
+			_ = st.Delete(context.WithoutCancel(ctx), path.Join(dir, p.Name))
+		}
+	}
+	// dump stores one part: pg_dump with args, its archive also given to
+	// counter when set.
+	dump := func(ctx context.Context, p Part, counter *inventory.ArchiveCounter, args ...string) (Part, error) {
+		var raw int64
+		eng := dumpFunc{Engine: pg, dump: func(ctx context.Context, w io.Writer) error {
+			cw := &countWriter{w: w, n: &raw}
+			var to io.Writer = cw
+			if counter != nil {
+				to = io.MultiWriter(cw, counter)
+			}
+			err := pg.DumpArgs(ctx, to, args...)
+			if counter != nil {
+				counter.CloseWithError(err)
+			}
+			return err
+		}}
+		w, err := pipeline.Backup(ctx, eng, st, path.Join(dir, p.Name), enc)
+		if err != nil {
+			return p, fmt.Errorf("part %s: %w", p.Name, err)
+		}
+		p.RawSize, p.Size, p.Checksum = raw, w.Size, w.Checksum
+		mu.Lock()
+		written = append(written, p)
+		mu.Unlock()
+		return p, nil
+	}
+
+	// The schema first: its table of contents says which tables the dump
+	// creates.
+	toc := inventory.NewArchiveCounter()
+	schema, err := dump(ctx, Part{Name: "schema-00001" + ext, Phase: PhaseSchema}, toc, "--section=pre-data")
+	if err != nil {
+		removeAll()
+		return PGWritten{}, err
+	}
+	created, err := toc.Result()
+	if err != nil {
+		removeAll()
+		return PGWritten{}, fmt.Errorf("reading the schema part's table of contents: %w", err)
+	}
+	var large []inventory.ArchiveTable
+	var rest int64
+	for _, t := range created.Tables {
+		if sizes[t] >= o.MinTable {
+			large = append(large, t)
+		} else {
+			rest += sizes[t]
+		}
+	}
+	slices.SortStableFunc(large, func(a, b inventory.ArchiveTable) int { return cmp.Compare(sizes[b], sizes[a]) })
+
+	type job struct {
+		p    Part
+		size int64
+		args []string
+	}
+	jobs := []job{{p: Part{Name: "post-00001" + ext, Phase: PhasePost}, size: -1, args: []string{"--section=post-data"}}}
+	others := []string{"--section=data"}
+	for i, t := range large {
+		pattern := engine.PatternQuote(t.Schema) + "." + engine.PatternQuote(t.Name)
+		jobs = append(jobs, job{p: Part{Name: fmt.Sprintf("data-%05d%s", i+2, ext), Phase: PhaseData, Table: t.Schema + "." + t.Name},
+			size: sizes[t], args: []string{"--section=data", "--table=" + pattern}})
+		others = append(others, "--exclude-table-data="+pattern)
+	}
+	jobs = append(jobs, job{p: Part{Name: "data-00001" + ext, Phase: PhaseData}, size: rest, args: others})
+	// The post part (small) first, then the largest data first.
+	slices.SortStableFunc(jobs[1:], func(a, b job) int { return cmp.Compare(b.size, a.size) })
+
+	res := PGWritten{Rows: map[string]int64{}}
+	var countMu sync.Mutex
+	done := make([]Part, len(jobs))
+	idx := make([]int, len(jobs))
+	for i := range idx {
+		idx[i] = i
+	}
+	err = pool(ctx, idx, max(o.Parallelism, 1), func(ctx context.Context, i int) error {
+		j := jobs[i]
+		var counter *inventory.ArchiveCounter
+		if o.Count && j.p.Phase == PhaseData {
+			counter = inventory.NewArchiveCounter()
+		}
+		stored, err := dump(ctx, j.p, counter, j.args...)
+		if err != nil {
+			return err
+		}
+		done[i] = stored
+		if counter != nil {
+			c, cerr := counter.Result()
+			countMu.Lock()
+			defer countMu.Unlock()
+			if cerr != nil {
+				res.CountErr = cmp.Or(res.CountErr, fmt.Errorf("part %s: %w", j.p.Name, cerr))
+				return nil
+			}
+			for t, n := range c.Rows {
+				res.Rows[t] = n
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		removeAll()
+		return PGWritten{}, err
+	}
+	x := &Index{Kind: Kind, Version: Version, Engine: pg.Name(), Format: pg.Format(), Compression: "zstd",
+		Encrypted: enc.Recipients != nil, Parts: []Part{schema}}
+	data := slices.DeleteFunc(slices.Clone(done), func(p Part) bool { return p.Phase != PhaseData })
+	slices.SortFunc(data, func(a, b Part) int { return cmp.Compare(a.Name, b.Name) })
+	x.Parts = append(append(x.Parts, data...), done[0])
+	if res.Written, err = putIndex(ctx, st, key, x); err != nil {
+		removeAll()
+		return PGWritten{}, err
+	}
+	res.Index = x
+	return res, nil
+}
+
+// PGRestore loads a verified PostgreSQL multi-part artifact into pg. The
+// schema and post parts are read whole and checked (into files under a
+// temporary directory) before the target is touched.
+//
+// fresh (the restore created the target, and it is empty): the schema in one
+// transaction; the data parts n at once, each streamed from the store
+// into its own pg_restore and committed only after its last byte matched
+// its checksum; then the post part with pg_restore --jobs=n (index and
+// constraint builds at once). A failure leaves some of it committed: the
+// caller drops the database it created (all or nothing, for the database).
+//
+// Otherwise (restoring over an existing database, as a single-file
+// artifact does): everything in one psql transaction, one part after the
+// other, committed only at the end: the foreign keys of the tables the
+// archive replaces dropped first (--clean drops tables in its own order,
+// and a foreign key from a table dropped later would stop it), then each
+// part's SQL (pg_restore --file=-; the schema with --clean --if-exists).
+// A failure rolls everything back.
+func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *crypt.Identities, pg *engine.Postgres, n int, fresh bool, log *slog.Logger) error {
+	if len(x.Schema()) != 1 || len(x.Post()) != 1 || len(x.Indexes()) != 0 {
+		return fmt.Errorf("%w: a PostgreSQL parts index has one schema part, data parts and one post part", pipeline.ErrCorrupted)
+	}
+	tmp, err := os.MkdirTemp("", "cairn-parts-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	fetch := func(p Part) (string, error) {
+		file := filepath.Join(tmp, p.Name)
+		f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return "", err
+		}
+		err = pipeline.Restore(ctx, st, path.Join(dir, p.Name), p.Size, p.Checksum, ids, toFile{Engine: pg, f: f})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return file, err
+	}
+	schema, err := fetch(x.Schema()[0])
+	if err != nil {
+		return fmt.Errorf("schema part: %w", err)
+	}
+	post, err := fetch(x.Post()[0])
+	if err != nil {
+		return fmt.Errorf("post part: %w", err)
+	}
+	data := x.Data()
+	if fresh {
+		// A scratch database an earlier attempt created is the restore's
+		// own too, but not empty.
+		n, err := pgRelations(ctx, pg)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			log.Info("the database is not empty: restoring in one transaction", "relations", n)
+			fresh = false
+		}
+	}
+	part := func(ctx context.Context, p Part, e engine.Engine) error {
+		if err := pipeline.Restore(ctx, st, path.Join(dir, p.Name), p.Size, p.Checksum, ids, e); err != nil {
+			return fmt.Errorf("data part %s (%s): %w", p.Name, cmp.Or(p.Table, "the other tables"), err)
+		}
+		return nil
+	}
+	if fresh {
+		log.Info("restoring parts into the new database", "dataParts", len(data), "parallelism", n)
+		f, err := os.Open(schema)
+		if err != nil {
+			return err
+		}
+		err = pg.RestoreArgs(ctx, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("schema part: %w", err)
+		}
+		if err := pool(ctx, data, n, func(ctx context.Context, p Part) error {
+			return part(ctx, p, pgData{pg})
+		}); err != nil {
+			return err
+		}
+		if err := pg.RestoreFile(ctx, post, n, "--section=post-data"); err != nil {
+			return fmt.Errorf("post part (indexes, constraints, triggers): %w", err)
+		}
+		return nil
+	}
+
+	log.Info("restoring parts into the existing database in one transaction", "dataParts", len(data))
+	fks, err := pgForeignKeys(ctx, pg, schema)
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	ran := make(chan error, 1)
+	go func() { ran <- pg.RunScript(ctx, pr) }()
+	err = func() error {
+		if _, err := io.WriteString(pw, fks); err != nil {
+			return err
+		}
+		f, err := os.Open(schema)
+		if err != nil {
+			return err
+		}
+		err = pg.Script(ctx, f, pw, "--clean", "--if-exists")
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("schema part: %w", err)
+		}
+		for _, p := range data {
+			if err := part(ctx, p, pgScript{Postgres: pg, w: pw}); err != nil {
+				return err
+			}
+		}
+		if f, err = os.Open(post); err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pg.Script(ctx, f, pw); err != nil {
+			return fmt.Errorf("post part: %w", err)
+		}
+		return nil
+	}()
+	if err != nil {
+		// psql is killed before its input ends: nothing commits.
+		pw.CloseWithError(err)
+		if rerr := <-ran; rerr != nil {
+			log.Debug("psql stopped", "error", rerr)
+		}
+		return err
+	}
+	pw.Close()
+	return <-ran
+}
+
+// pgRelations counts the relations of pg's database outside the system's
+// schemas.
+func pgRelations(ctx context.Context, pg *engine.Postgres) (int, error) {
+	conn, err := inventory.ConnectPostgres(ctx, pg.Conn, pg.Database)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname <> 'information_schema' AND n.nspname !~ '^pg_'`).Scan(&n)
+	return n, err
+}
+
+// pgForeignKeys returns the SQL that drops, in the target, the foreign
+// keys of the tables the schema archive in file creates (and --clean
+// drops): those tables go anyway, their keys with them, but a key from a
+// table --clean drops after the table it references would stop the drop.
+// A key from a table the archive does not hold is left: the restore then
+// fails as a single-file restore does.
+func pgForeignKeys(ctx context.Context, pg *engine.Postgres, file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	counter := inventory.NewArchiveCounter()
+	_, err = io.Copy(counter, f)
+	f.Close()
+	counter.CloseWithError(err)
+	toc, err := counter.Result()
+	if err != nil {
+		return "", fmt.Errorf("schema part's table of contents: %w", err)
+	}
+	if len(toc.Tables) == 0 {
+		return "", nil
+	}
+	schemas := make([]string, len(toc.Tables))
+	names := make([]string, len(toc.Tables))
+	for i, t := range toc.Tables {
+		schemas[i], names[i] = t.Schema, t.Name
+	}
+	conn, err := inventory.ConnectPostgres(ctx, pg.Conn, pg.Database)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+SELECT n.nspname, k.relname, c.conname
+FROM pg_constraint c
+JOIN pg_class k ON k.oid = c.conrelid
+JOIN pg_namespace n ON n.oid = k.relnamespace
+JOIN unnest($1::text[], $2::text[]) AS t(s, r) ON t.s = n.nspname AND t.r = k.relname
+WHERE c.contype = 'f' AND c.conparentid = 0
+ORDER BY 1, 2, 3`, schemas, names)
+	if err != nil {
+		return "", fmt.Errorf("list the foreign keys of the tables the restore replaces: %w", err)
+	}
+	var b strings.Builder
+	for rows.Next() {
+		var s, t, c string
+		if err := rows.Scan(&s, &t, &c); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "ALTER TABLE IF EXISTS ONLY %s DROP CONSTRAINT IF EXISTS %s;\n",
+			pgx.Identifier{s, t}.Sanitize(), pgx.Identifier{c}.Sanitize())
+	}
+	return b.String(), rows.Err()
+}
+
+// pgData loads a data part with its own pg_restore, one transaction.
+type pgData struct{ *engine.Postgres }
+
+func (d pgData) Restore(ctx context.Context, r io.Reader) error { return d.RestoreData(ctx, r) }
+
+// pgScript writes a data part's SQL into the one transaction's psql.
+type pgScript struct {
+	*engine.Postgres
+	w io.Writer
+}
+
+func (s pgScript) Restore(ctx context.Context, r io.Reader) error {
+	return s.Script(ctx, r, s.w, "--data-only")
+}
+
+// toFile "restores" a part into a file.
+type toFile struct {
+	engine.Engine
+	f *os.File
+}
+
+func (t toFile) Restore(ctx context.Context, r io.Reader) error {
+	_, err := io.CopyBuffer(t.f, r, make([]byte, 256<<10))
+	return err
+}
+
+// dumpFunc is an engine whose Dump is dump.
+type dumpFunc struct {
+	engine.Engine
+	dump func(context.Context, io.Writer) error
+}
+
+func (d dumpFunc) Dump(ctx context.Context, w io.Writer) error { return d.dump(ctx, w) }
+
+// countWriter counts what passes.
+type countWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	*c.n += int64(n)
+	return n, err
+}

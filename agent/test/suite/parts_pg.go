@@ -1,0 +1,212 @@
+package suite
+
+import (
+	"bytes"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/zstd"
+
+	"cairn.dev/agent/contract"
+	"cairn.dev/agent/internal/naming"
+	"cairn.dev/agent/internal/parts"
+)
+
+// pgPartsSQL adds, to the Seed and SeedBig tables, two tables whose
+// foreign key runs against the order --clean drops tables in (a_child
+// references b_parent: the reverse of the archive's order drops b_parent
+// first), a second index, and a view.
+const pgPartsSQL = `
+CREATE TABLE b_parent (id int PRIMARY KEY, name text NOT NULL);
+CREATE TABLE a_child (id int PRIMARY KEY, parent int NOT NULL REFERENCES b_parent (id), note text);
+INSERT INTO b_parent SELECT i, 'parent ' || i FROM generate_series(1, 300) AS i;
+INSERT INTO a_child SELECT i, 1 + i % 300, E'tab\there, newline\nthere, backslash \\ ' || i FROM generate_series(1, 3000) AS i;
+CREATE INDEX a_child_note ON a_child (note);
+CREATE VIEW parents_with_children AS SELECT p.id, count(*) AS children FROM b_parent p JOIN a_child c ON c.parent = p.id GROUP BY p.id;
+`
+
+// pgPartsPrint is what a PostgreSQL parts restore must reproduce: the
+// Seed fingerprint, the big table, the added tables, view and indexes.
+func pgPartsPrint(t *testing.T, e *Env, db string) string {
+	t.Helper()
+	out, err := e.DB.SQL(db, `
+SELECT 'blobs', count(*), md5(coalesce(string_agg(md5(data), '' ORDER BY id), '')) FROM blobs
+UNION ALL SELECT 'a_child', count(*), md5(coalesce(string_agg(c::text, E'\n' ORDER BY id), '')) FROM a_child c
+UNION ALL SELECT 'b_parent', count(*), md5(coalesce(string_agg(p::text, E'\n' ORDER BY id), '')) FROM b_parent p
+UNION ALL SELECT 'view', count(*), sum(children)::text FROM parents_with_children
+UNION ALL SELECT 'indexes', count(*), string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL SELECT 'foreign keys', count(*), string_agg(conname, ',' ORDER BY conname) FROM pg_constraint WHERE contype = 'f'`)
+	check(t, err)
+	return fingerprint(t, e.DB, db) + out
+}
+
+func pgExists(t *testing.T, e *Env, db string) bool {
+	t.Helper()
+	out, err := e.DB.SQL("postgres", "SELECT count(*) FROM pg_database WHERE datname = '"+db+"'")
+	check(t, err)
+	return strings.TrimSpace(out) == "1"
+}
+
+// pgPartsBackup seeds db and backs it up in parts (1 MiB: the big table
+// gets a part of its own).
+func pgPartsBackup(t *testing.T, e *Env, st *Store, db string, job naming.Job, extra ...string) (*contract.Result, *parts.Index) {
+	t.Helper()
+	check(t, e.DB.Seed(db))
+	check(t, e.DB.SeedBig(db, 3))
+	_, err := e.DB.SQL(db, pgPartsSQL)
+	check(t, err)
+	res := mustSucceed(t, e.agent(t, st, db, job, append(slices.Clone(partsEnv), extra...), "backup"))
+	key := st.KeyOf(t, job, res.Artifact)
+	if !strings.HasSuffix(strings.TrimSuffix(key, naming.ExtEncrypted), naming.ExtPostgresParts) {
+		t.Fatalf("artifact %s is not a PostgreSQL multi-part artifact", key)
+	}
+	x, err := parts.Decode(st.Read(t, key))
+	check(t, err)
+	var own, rest int
+	for _, p := range x.Data() {
+		switch p.Table {
+		case "public.blobs":
+			own++
+		case "":
+			rest++
+		}
+	}
+	if x.Engine != "postgres" || len(x.Schema()) != 1 || len(x.Post()) != 1 || own != 1 || rest != 1 || res.Parts != len(x.Parts) {
+		t.Fatalf("parts index: engine %s, %d schema, %d post, data parts %+v; result says %d parts", x.Engine, len(x.Schema()), len(x.Post()), x.Data(), res.Parts)
+	}
+	return res, x
+}
+
+// PGPartsRoundTrip: a PostgreSQL backup with CAIRN_PARALLELISM=3 is a
+// multi-part artifact (the schema, the big table's rows, everything
+// else's, the indexes and constraints), dumped in one snapshot; its
+// restore into a new database loads the data parts at once and builds the
+// indexes with pg_restore --jobs, and gives the same database; restored
+// again over that (changed) database, it runs in one transaction and gives
+// the same database again (foreign keys in the way of --clean included).
+func PGPartsRoundTrip(t *testing.T, e *Env, kind string) {
+	st := e.NewStore(t, kind)
+	db := "pgparts_" + kind
+	job := naming.Job{Namespace: "shop", Name: "pgparts-" + kind}
+	t.Cleanup(func() { e.DB.Drop(db); e.DB.Drop(db + "_t") })
+	res, x := pgPartsBackup(t, e, st, db, job)
+	before := pgPartsPrint(t, e, db)
+	for _, p := range x.Parts {
+		b := st.Read(t, job.PartKey(path.Base(res.Artifact), p.Name))
+		d, err := zstd.NewReader(bytes.NewReader(b))
+		check(t, err)
+		head := make([]byte, 5)
+		_, err = d.Read(head)
+		d.Close()
+		check(t, err)
+		if string(head) != "PGDMP" {
+			t.Fatalf("part %s is not a pg_dump archive", p.Name)
+		}
+	}
+	check(t, e.DB.Mutate(db)) // after the backup: not in it
+
+	restore := []string{contract.EnvParallelism + "=3", contract.EnvChecks + `=[{"name":"rows","rowCountsMatchBackup":true}]`}
+	r := e.agent(t, st, db+"_t", job, restore, "restore")
+	got := mustSucceed(t, r)
+	if !strings.Contains(r.Stderr, "restoring parts into the new database") || !got.TargetCreated {
+		t.Errorf("restore into a new database did not load in parallel: %s", r.Stderr)
+	}
+	checksPassed(t, got)
+	if after := pgPartsPrint(t, e, db+"_t"); after != before {
+		t.Fatalf("parallel restore differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	check(t, e.DB.Mutate(db+"_t"))
+	_, err := e.DB.SQL(db+"_t", "DELETE FROM a_child WHERE id < 100; CREATE TABLE not_in_backup (id int)")
+	check(t, err)
+	r = e.agent(t, st, db+"_t", job, restore, "restore")
+	got = mustSucceed(t, r)
+	if !strings.Contains(r.Stderr, "in one transaction") || got.TargetCreated {
+		t.Errorf("restore over an existing database did not run in one transaction: %s", r.Stderr)
+	}
+	checksPassed(t, got)
+	if after := pgPartsPrint(t, e, db+"_t"); after != before {
+		t.Fatalf("restore over the existing database differs.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if out, err := e.DB.SQL(db+"_t", "SELECT count(*) FROM not_in_backup"); err != nil || strings.TrimSpace(out) != "0" {
+		t.Errorf("a table not in the backup was touched: %q %v", out, err)
+	}
+}
+
+func checksPassed(t *testing.T, r *contract.Result) {
+	t.Helper()
+	if len(r.Checks) == 0 {
+		t.Fatal("no check ran")
+	}
+	for _, c := range r.Checks {
+		if !c.Passed {
+			t.Errorf("check %s failed: %s", c.Name, c.Message)
+		}
+	}
+}
+
+// PGPartsFailures: a data part that fails — one byte flipped (checksum),
+// or a valid part the server refuses (a bad value: one worker failing
+// after it sent rows) — fails the restore; into a new database, the
+// database the restore created is dropped (nothing half-restored is left);
+// over an existing database, nothing of it changed (one transaction).
+func PGPartsFailures(t *testing.T, e *Env) {
+	st := e.NewStore(t, "pvc")
+	db := "pgpartsfail"
+	job := naming.Job{Namespace: "shop", Name: "pgpartsfail"}
+	t.Cleanup(func() { e.DB.Drop(db); e.DB.Drop(db + "_t") })
+	res, x := pgPartsBackup(t, e, st, db, job)
+	name := path.Base(res.Artifact)
+	i := slices.IndexFunc(x.Parts, func(p parts.Part) bool { return p.Table == "public.blobs" })
+	key := job.PartKey(name, x.Parts[i].Name)
+	good := st.Read(t, key)
+	d, err := zstd.NewReader(bytes.NewReader(good))
+	check(t, err)
+	archive, err := d.DecodeAll(good, nil)
+	check(t, err)
+	d.Close()
+	// Row 2's id made a word: COPY fails on it, after row 1 was sent.
+	row := bytes.Index(archive, []byte("\n2\t\\\\x"))
+	if row < 0 {
+		t.Fatal("row 2 not found in the blobs part")
+	}
+	bad := bytes.Clone(archive)
+	bad[row+1] = 'x'
+	restore := []string{contract.EnvParallelism + "=3"}
+
+	// An existing target, restored whole first.
+	mustSucceed(t, e.agent(t, st, db+"_t", job, restore, "restore"))
+	check(t, e.DB.Mutate(db+"_t"))
+	existing := pgPartsPrint(t, e, db+"_t")
+
+	for _, tc := range []struct {
+		what   string
+		apply  func()
+		reason string
+		exit   int
+	}{
+		{"flipped byte", func() {
+			flipped := bytes.Clone(good)
+			flipped[len(flipped)/2] ^= 0x40
+			st.Write(t, key, flipped)
+		}, "checksum", contract.ExitCorrupted},
+		{"bad value", func() { rewritePart(t, st, job, res, x, i, bad) }, "invalid input syntax", contract.ExitFailure},
+	} {
+		tc.apply()
+		r := e.agent(t, st, db+"_new", job, restore, "restore")
+		mustFail(t, r, tc.reason, x.Parts[i].Name, "was dropped")
+		mustExit(t, r, tc.exit)
+		if pgExists(t, e, db+"_new") {
+			t.Errorf("%s: the database the failed restore created is still there", tc.what)
+			e.DB.Drop(db + "_new")
+		}
+		r = e.agent(t, st, db+"_t", job, restore, "restore")
+		mustFail(t, r, tc.reason, x.Parts[i].Name)
+		mustExit(t, r, tc.exit)
+		if after := pgPartsPrint(t, e, db+"_t"); after != existing {
+			t.Errorf("%s: the failed restore changed the existing database.\nbefore:\n%s\nafter:\n%s", tc.what, existing, after)
+		}
+	}
+}
