@@ -293,7 +293,12 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 	}
 	pr, pw := io.Pipe()
 	ran := make(chan error, 1)
-	go func() { ran <- pg.RunScript(ctx, pr) }()
+	go func() {
+		err := pg.RunScript(ctx, pr)
+		// psql stopped reading: the writes below fail instead of waiting.
+		pr.CloseWithError(cmp.Or(err, errors.New("psql ended before its input")))
+		ran <- err
+	}()
 	err = func() error {
 		if _, err := io.WriteString(pw, fks); err != nil {
 			return err
@@ -324,13 +329,20 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 	if err != nil {
 		// psql is killed before its input ends: nothing commits.
 		pw.CloseWithError(err)
-		if rerr := <-ran; rerr != nil {
-			log.Debug("psql stopped", "error", rerr)
+		rerr := <-ran
+		var se *engine.StreamError
+		if rerr != nil && !errors.As(rerr, &se) {
+			// psql failed first (the database refused a statement); the
+			// writes then failed.
+			err = rerr
 		}
-		return err
+		return fmt.Errorf("restoring into the existing database in one transaction (rolled back): %w", err)
 	}
 	pw.Close()
-	return <-ran
+	if err := <-ran; err != nil {
+		return fmt.Errorf("restoring into the existing database in one transaction (rolled back): %w", err)
+	}
+	return nil
 }
 
 // pgRelations counts the relations of pg's database outside the system's

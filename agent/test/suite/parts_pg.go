@@ -86,15 +86,30 @@ func pgPartsBackup(t *testing.T, e *Env, st *Store, db string, job naming.Job, e
 // indexes with pg_restore --jobs, and gives the same database; restored
 // again over that (changed) database, it runs in one transaction and gives
 // the same database again (foreign keys in the way of --clean included).
+// In S3 the backup is encrypted.
 func PGPartsRoundTrip(t *testing.T, e *Env, kind string) {
 	st := e.NewStore(t, kind)
 	db := "pgparts_" + kind
 	job := naming.Job{Namespace: "shop", Name: "pgparts-" + kind}
 	t.Cleanup(func() { e.DB.Drop(db); e.DB.Drop(db + "_t") })
-	res, x := pgPartsBackup(t, e, st, db, job)
+	// In S3, encrypted: every part an age stream of its own.
+	var backupEnv, restore []string
+	encrypted := kind == "s3"
+	if encrypted {
+		pub, priv := keyPair(t)
+		backupEnv = []string{contract.EnvEncryptionRecipients + "=" + pub}
+		restore = []string{contract.EnvEncryptionIdentity + "=" + priv}
+	}
+	res, x := pgPartsBackup(t, e, st, db, job, backupEnv...)
 	before := pgPartsPrint(t, e, db)
 	for _, p := range x.Parts {
 		b := st.Read(t, job.PartKey(path.Base(res.Artifact), p.Name))
+		if encrypted != bytes.HasPrefix(b, []byte("age-encryption.org/v1\n")) || x.Encrypted != encrypted {
+			t.Fatalf("part %s: encrypted %v, want %v", p.Name, !encrypted, encrypted)
+		}
+		if encrypted {
+			continue
+		}
 		d, err := zstd.NewReader(bytes.NewReader(b))
 		check(t, err)
 		head := make([]byte, 5)
@@ -107,7 +122,7 @@ func PGPartsRoundTrip(t *testing.T, e *Env, kind string) {
 	}
 	check(t, e.DB.Mutate(db)) // after the backup: not in it
 
-	restore := []string{contract.EnvParallelism + "=3", contract.EnvChecks + `=[{"name":"rows","rowCountsMatchBackup":true}]`}
+	restore = append(restore, contract.EnvParallelism+"=3", contract.EnvChecks+`=[{"name":"rows","rowCountsMatchBackup":true}]`)
 	r := e.agent(t, st, db+"_t", job, restore, "restore")
 	got := mustSucceed(t, r)
 	if !strings.Contains(r.Stderr, "restoring parts into the new database") || !got.TargetCreated {
@@ -167,13 +182,21 @@ func PGPartsFailures(t *testing.T, e *Env) {
 	archive, err := d.DecodeAll(good, nil)
 	check(t, err)
 	d.Close()
-	// Row 2's id made a word: COPY fails on it, after row 1 was sent.
-	row := bytes.Index(archive, []byte("\n2\t\\\\x"))
-	if row < 0 {
-		t.Fatal("row 2 not found in the blobs part")
+	// The second row's id made a word: COPY fails on it, after the first
+	// row was sent.
+	first := bytes.Index(archive, []byte("\t\\\\x"))
+	second := bytes.Index(archive[first+1:], []byte("\t\\\\x"))
+	if first < 0 || second < 0 {
+		t.Fatalf("no two rows in the blobs part: %q", archive[:min(len(archive), 2000)])
+	}
+	// The id's digits before the tab (each row is a chunk of its own in
+	// the archive: a length comes before it, not a newline).
+	row := first + 1 + second
+	for row > 0 && archive[row-1] >= '0' && archive[row-1] <= '9' {
+		row--
 	}
 	bad := bytes.Clone(archive)
-	bad[row+1] = 'x'
+	bad[row] = 'x'
 	restore := []string{contract.EnvParallelism + "=3"}
 
 	// An existing target, restored whole first.
@@ -191,7 +214,7 @@ func PGPartsFailures(t *testing.T, e *Env) {
 			flipped := bytes.Clone(good)
 			flipped[len(flipped)/2] ^= 0x40
 			st.Write(t, key, flipped)
-		}, "checksum", contract.ExitCorrupted},
+		}, "corrupted", contract.ExitCorrupted},
 		{"bad value", func() { rewritePart(t, st, job, res, x, i, bad) }, "invalid input syntax", contract.ExitFailure},
 	} {
 		tc.apply()
@@ -203,7 +226,7 @@ func PGPartsFailures(t *testing.T, e *Env) {
 			e.DB.Drop(db + "_new")
 		}
 		r = e.agent(t, st, db+"_t", job, restore, "restore")
-		mustFail(t, r, tc.reason, x.Parts[i].Name)
+		mustFail(t, r, tc.reason, "rolled back")
 		mustExit(t, r, tc.exit)
 		if after := pgPartsPrint(t, e, db+"_t"); after != existing {
 			t.Errorf("%s: the failed restore changed the existing database.\nbefore:\n%s\nafter:\n%s", tc.what, existing, after)
