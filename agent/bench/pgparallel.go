@@ -12,7 +12,8 @@ import (
 
 // The PostgreSQL side of the parallel bench (issue 26): a multi-table
 // database with secondary indexes, backed up and restored by the agent
-// (one stream, single transaction) side by side with what a DBA runs by
+// (one stream, single transaction; and in parts with CAIRN_PARALLELISM=N,
+// restored into a database it creates) side by side with what a DBA runs by
 // hand in parallel: pg_dump -Fd -j N to a local folder, and pg_restore -j
 // N from a local custom-format file and from that folder (not one
 // transaction: each table and index on its own). The agent's restore
@@ -32,12 +33,16 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 	defer os.RemoveAll(dirOut)
 	single := "agent backup → S3"
 	dumpDir := fmt.Sprintf("pg_dump -Fd -Z0 -j %d → local dir", threads)
+	par := fmt.Sprintf("agent backup parallelism %d → S3", threads)
 	cases := []benchCase{
 		{name: onePass, run: func(int) (measurement, error) {
 			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fc -Z0 -d %s | zstd -q > %s", testenv.PGBinDir, db, e.out()), e.out())
 		}},
-		{name: single, peer: dumpDir, run: func(r int) (measurement, error) {
+		{name: single, run: func(r int) (measurement, error) {
 			return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db), "s3", "fastest", "", fmt.Sprintf("bench/pgpar-%d", r))
+		}},
+		{name: par, peer: dumpDir, run: func(r int) (measurement, error) {
+			return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db, contractParallelism(threads)), "s3", "fastest", "", fmt.Sprintf("bench/pgparts-%d", r))
 		}},
 		{name: dumpDir, run: func(int) (measurement, error) {
 			os.RemoveAll(dirOut)
@@ -67,6 +72,10 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 	if _, err := e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+db, "CAIRN_BACKUPJOB="+job), "backup"); err != nil {
 		return row{}, err
 	}
+	partsJob := "bench/restore-pgparts"
+	if _, err := e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+db, "CAIRN_BACKUPJOB="+partsJob, contractParallelism(threads)), "backup"); err != nil {
+		return row{}, err
+	}
 	target := "pgpar_restore"
 	fresh := e.pgFresh(target)
 	restoreFile := fmt.Sprintf("pg_restore -j %d ← local file", threads)
@@ -79,11 +88,18 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 			}
 			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_restore --single-transaction %s -d %s < %s", testenv.PGBinDir, opts, target, file), "")
 		}},
-		{name: "agent restore ← S3", peer: restoreFile, run: func(int) (measurement, error) {
+		{name: "agent restore ← S3", run: func(int) (measurement, error) {
 			if err := fresh(); err != nil {
 				return measurement{}, err
 			}
 			return e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+target, "CAIRN_BACKUPJOB="+job), "restore")
+		}},
+		{name: fmt.Sprintf("agent restore parallelism %d ← S3", threads), peer: restoreFile, run: func(int) (measurement, error) {
+			// Into a database the restore creates: the parallel path.
+			if _, err := e.pg.SQL("postgres", "DROP DATABASE IF EXISTS "+target); err != nil {
+				return measurement{}, err
+			}
+			return e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+target, "CAIRN_BACKUPJOB="+partsJob, contractParallelism(threads)), "restore")
 		}},
 		{name: restoreFile, run: func(int) (measurement, error) {
 			if err := fresh(); err != nil {
