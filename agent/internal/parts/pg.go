@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -266,6 +267,7 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 	}
 	if fresh {
 		log.Info("restoring parts into the new database", "dataParts", len(data), "parallelism", n)
+		start := time.Now()
 		f, err := os.Open(schema)
 		if err != nil {
 			return err
@@ -275,14 +277,19 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 		if err != nil {
 			return fmt.Errorf("schema part: %w", err)
 		}
+		log.Info("schema restored", "seconds", since(start))
+		start = time.Now()
 		if err := pool(ctx, data, n, func(ctx context.Context, p Part) error {
 			return part(ctx, p, pgData{pg})
 		}); err != nil {
 			return err
 		}
+		log.Info("data parts committed", "parts", len(data), "seconds", since(start))
+		start = time.Now()
 		if err := pg.RestoreFile(ctx, post, n, "--section=post-data"); err != nil {
 			return fmt.Errorf("post part (indexes, constraints, triggers): %w", err)
 		}
+		log.Info("indexes, constraints and triggers built", "seconds", since(start))
 		return nil
 	}
 
@@ -413,6 +420,8 @@ ORDER BY 1, 2, 3`, schemas, names)
 	}
 	return b.String(), rows.Err()
 }
+
+func since(t time.Time) float64 { return time.Since(t).Round(time.Millisecond).Seconds() }
 
 // pgData loads a data part with its own pg_restore, one transaction.
 type pgData struct{ *engine.Postgres }
