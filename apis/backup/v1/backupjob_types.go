@@ -222,15 +222,18 @@ type BackupJobSpec struct {
 	// +optional
 	Retention *RetentionPolicy `json:"retention,omitempty"`
 
-	// Parallelism is how many parts a run writes at once. Above 1, a MySQL
-	// backup is written as a multi-part artifact (one zstd stream, and age
-	// stream when encrypted, per table or per chunk of a large table, plus
-	// an index) that a RestoreJob loads over several connections at once;
-	// memory grows by one compressor and one S3 part buffer per part in
-	// flight. Defaults to 1 (one stream, the single-file artifact), also
-	// with a CPU limit: a parallel MySQL dump holds FLUSH TABLES WITH READ
-	// LOCK on the source while its dumps start (docs/store.md).
-	// PostgreSQL backups are single-file whatever the value.
+	// Parallelism is how many parts a run writes at once. Above 1, a
+	// logical backup is written as a multi-part artifact (one zstd stream,
+	// and age stream when encrypted, per part, plus an index) that a
+	// RestoreJob loads over several connections at once: MySQL parts per
+	// table or chunk of a large table; PostgreSQL pg_dump archives of the
+	// schema, of each large table's rows, of the other rows and of the
+	// indexes and constraints, all in one exported snapshot. Memory grows
+	// by one compressor and one S3 part buffer per part in flight.
+	// Defaults to 1 (one stream, the single-file artifact), also with a
+	// CPU limit: a parallel MySQL dump holds FLUSH TABLES WITH READ LOCK
+	// on the source while its dumps start (docs/store.md). Point-in-time
+	// bases are one stream whatever the value.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64

@@ -149,7 +149,11 @@ type RestoreJobSpec struct {
 	// Parallelism is how many parts of a multi-part artifact the restore
 	// loads at once, each over its own connection and as its own
 	// transaction (a single-file artifact restores over one connection
-	// whatever the value). Defaults to the agent container's CPU limit in
+	// whatever the value). PostgreSQL: only into a database the restore
+	// creates (then index and constraint builds run that many at once too,
+	// and a failed restore drops the database); over an existing database
+	// the parts load one after another in one transaction, as a
+	// single-file artifact does. Defaults to the agent container's CPU limit in
 	// whole CPUs when one is set, else 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1

@@ -36,6 +36,7 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 			ObjectLock:            b.ObjectLock,
 			Encryption:            b.Encryption,
 			PointInTime:           b.PointInTime,
+			Parallelism:           b.Parallelism,
 		},
 	}
 }
@@ -47,7 +48,7 @@ func desiredBackupJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protecti
 // a retention form switched is not left behind beside the new one.
 var backupJobOwned = [][]string{
 	{"spec", "pointInTime"}, {"spec", "encryption"}, {"spec", "objectLock"},
-	{"spec", "retention"}, {"spec", "retentionDays"},
+	{"spec", "retention"}, {"spec", "retentionDays"}, {"spec", "parallelism"},
 }
 
 // desiredRestoreJob is the RestoreJob of verification lv: it restores
@@ -79,6 +80,7 @@ func desiredRestoreJob(plan *platformv1.ProtectionPlan, spec *platformv1.Protect
 			DropTargetAfterChecks: true,
 			RecordVerification:    true,
 			Encryption:            spec.Verification.Encryption.DeepCopy(),
+			Parallelism:           spec.Backup.Parallelism,
 		},
 	}
 }
