@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"cairn.dev/agent/internal/testenv"
@@ -104,6 +105,12 @@ func (e *env) agent(env []string, cmd ...string) (measurement, error) {
 	r := a.Run(nil, cmd...)
 	if r.Code != 0 {
 		return measurement{}, fmt.Errorf("agent %s failed: %s", cmd, r.Stderr)
+	}
+	// Where a parts restore's time went (its phase lines).
+	for _, l := range strings.Split(r.Stderr, "\n") {
+		if strings.Contains(l, " seconds=") {
+			fmt.Fprintln(os.Stderr, "bench:   agent:", l[strings.Index(l, "msg="):])
+		}
 	}
 	return measurement{elapsed: r.Elapsed, cpu: r.CPU, rssKiB: r.PeakRSSKiB}, nil
 }

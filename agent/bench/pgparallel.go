@@ -66,6 +66,16 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 	if _, err := e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fd -Z0 -j %d -d %s -f %s", testenv.PGBinDir, threads, db, dirOut), ""); err != nil {
 		return row{}, err
 	}
+	// The DBA's procedure with the backup in S3: download the compressed
+	// dump (curl, SigV4), decompress it to a local file, pg_restore -j N
+	// from it (pg_restore -j needs a file it can seek in).
+	s3Object := "http://" + e.s3.Endpoint() + "/" + bucket + "/pgpar-peer/pgpar.dump.zst"
+	curl := fmt.Sprintf("curl -sSf --aws-sigv4 aws:amz:us-east-1:s3 --user %s:%s -H \"x-amz-content-sha256: UNSIGNED-PAYLOAD\"", accessKey, secretKey)
+	downloaded := filepath.Join(e.tmp, "pgpar-downloaded.dump")
+	defer os.Remove(downloaded)
+	if _, err := e.shell(nil, fmt.Sprintf("zstd -q -1 -f %[1]s -o %[1]s.zst && %[2]s -T %[1]s.zst %[3]s && rm %[1]s.zst", file, curl, s3Object), ""); err != nil {
+		return row{}, fmt.Errorf("upload the peer's dump with curl (apt-get install curl): %w", err)
+	}
 	s3Env := []string{"CAIRN_STORE=s3", "CAIRN_S3_ENDPOINT=" + e.s3.Endpoint(), "CAIRN_S3_BUCKET=" + bucket, "CAIRN_S3_PREFIX=pgpar",
 		"CAIRN_S3_INSECURE=true", "CAIRN_S3_REGION=us-east-1", "AWS_ACCESS_KEY_ID=" + accessKey, "AWS_SECRET_ACCESS_KEY=" + secretKey}
 	job := "bench/restore-pgpar"
@@ -80,6 +90,7 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 	fresh := e.pgFresh(target)
 	restoreFile := fmt.Sprintf("pg_restore -j %d ← local file", threads)
 	restoreDir := fmt.Sprintf("pg_restore -j %d ← local dir", threads)
+	viaS3 := fmt.Sprintf("S3 → curl | zstd -d → file; pg_restore -j %d", threads)
 	opts := "--exit-on-error --no-owner --no-privileges"
 	rcases := []benchCase{
 		{name: pgRestore, run: func(int) (measurement, error) {
@@ -94,12 +105,20 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 			}
 			return e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+target, "CAIRN_BACKUPJOB="+job), "restore")
 		}},
-		{name: fmt.Sprintf("agent restore parallelism %d ← S3", threads), peer: restoreFile, run: func(int) (measurement, error) {
+		{name: fmt.Sprintf("agent restore parallelism %d ← S3", threads), peer: viaS3, run: func(int) (measurement, error) {
 			// Into a database the restore creates: the parallel path.
 			if _, err := e.pg.SQL("postgres", "DROP DATABASE IF EXISTS "+target); err != nil {
 				return measurement{}, err
 			}
 			return e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+target, "CAIRN_BACKUPJOB="+partsJob, contractParallelism(threads)), "restore")
+		}},
+		{name: viaS3, run: func(int) (measurement, error) {
+			if err := fresh(); err != nil {
+				return measurement{}, err
+			}
+			os.Remove(downloaded)
+			return e.shell(e.pg.Env(), fmt.Sprintf("%s %s | zstd -d -q -o %s && %s/pg_restore -j %d %s -d %s %s",
+				curl, s3Object, downloaded, testenv.PGBinDir, threads, opts, target, downloaded), "")
 		}},
 		{name: restoreFile, run: func(int) (measurement, error) {
 			if err := fresh(); err != nil {
