@@ -50,8 +50,10 @@ func TestProtectionPlanVerifiesWithChecks(t *testing.T) {
 		Spec: platformv1.ProtectionPlanSpec{
 			Database: db,
 			TimeZone: "Asia/Shanghai",
+			// In parts: the verification loads them over 2 connections
+			// into the scratch database it creates.
 			Backup: platformv1.BackupTemplate{Schedule: schedule, RetentionDays: 7, MaxRetries: ptr.To[int32](1),
-				ActiveDeadlineSeconds: ptr.To[int64](600), Storage: s3Storage(ns)},
+				ActiveDeadlineSeconds: ptr.To[int64](600), Storage: s3Storage(ns), Parallelism: ptr.To[int32](2)},
 			Verification: platformv1.VerificationSpec{
 				EveryNBackups: ptr.To[int32](1),
 				RestoreInto: platformv1.ScratchDatabase{Host: "127.0.0.1", Port: int32(e.port), Database: scratch,
@@ -83,6 +85,7 @@ func TestProtectionPlanVerifiesWithChecks(t *testing.T) {
 	g.Expect(rv.Status).To(Equal(metav1.ConditionTrue), "RecoverabilityVerified: %s; last verification %+v", rv.Message, lv)
 	g.Expect(lv.Result).To(Equal(platformv1.VerificationSucceeded))
 	g.Expect(lv.Artifact.Path).To(Equal(st.LastArtifact.Path), "the verified artifact is the backup's")
+	g.Expect(lv.Artifact.Path).To(HaveSuffix(".pgdump.parts"), "spec.backup.parallelism: a multi-part artifact")
 	g.Expect(lv.RestoreDuration).NotTo(BeNil())
 	g.Expect(cur.Status.RestoreDuration).To(Equal(lv.RestoreDuration))
 	g.Expect(cur.Status.RecoveryPoint).NotTo(BeNil())
