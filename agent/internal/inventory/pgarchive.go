@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 )
 
@@ -24,7 +25,25 @@ type ArchiveCounts struct {
 	// Tables are the TOC's TABLE entries (the tables the archive creates;
 	// partitioned tables and partitions included), in TOC order.
 	Tables []ArchiveTable
+	// Entries is the whole table of contents, in order.
+	Entries []ArchiveEntry
 }
+
+// ArchiveEntry is one entry of an archive's table of contents.
+type ArchiveEntry struct {
+	ID          int64
+	Desc        string // "TABLE", "INDEX", "FK CONSTRAINT", …
+	Schema, Tag string
+	Section     int     // SectionPreData, SectionData, SectionPostData (or 1: none)
+	Deps        []int64 // the entries it depends on
+}
+
+// Sections of an archive entry (pg_dump's teSection).
+const (
+	SectionPreData  = 2
+	SectionData     = 3
+	SectionPostData = 4
+)
 
 // ArchiveTable is a table an archive creates.
 type ArchiveTable struct{ Schema, Name string }
@@ -244,9 +263,10 @@ func parseArchive(r *bufio.Reader) (ArchiveCounts, error) {
 			return res, err
 		}
 		var f [10]string // tableoid, oid, tag, desc, defn, drop, copy, namespace, tablespace, tableam
+		var section int64
 		for i := range f {
 			if i == 4 { // section, between desc and defn
-				if _, err := a.int(); err != nil {
+				if section, err = a.int(); err != nil {
 					return res, err
 				}
 			}
@@ -264,20 +284,27 @@ func parseArchive(r *bufio.Reader) (ArchiveCounts, error) {
 				return res, err
 			}
 		}
+		var deps []int64
 		for { // dependencies, until NULL
-			_, null, err := a.str(maxKeptString)
+			d, null, err := a.str(maxKeptString)
 			if err != nil {
 				return res, err
 			}
 			if null {
 				break
 			}
+			dep, err := strconv.ParseInt(d, 10, 64)
+			if err != nil {
+				return res, fmt.Errorf("TOC entry %d: dependency %q is not a number", id, d)
+			}
+			deps = append(deps, dep)
 		}
 		// The custom format's extra: the data's offset (flag + offSize).
 		if _, err := a.full(1 + a.offSize); err != nil {
 			return res, err
 		}
 		tag, desc, namespace := f[2], f[3], f[7]
+		res.Entries = append(res.Entries, ArchiveEntry{ID: id, Desc: desc, Schema: namespace, Tag: tag, Section: int(section), Deps: deps})
 		if desc == "TABLE" {
 			if tag == "" || namespace == "" {
 				return res, fmt.Errorf("TABLE entry %d without a table or schema name", id)

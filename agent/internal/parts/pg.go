@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,12 +29,16 @@ import (
 // custom-format archives (uncompressed by pg_dump; each part zstd, and age
 // when encrypted, on its own), all dumped in one exported snapshot:
 //
-//	schema  pg_dump --section=pre-data: tables, types, functions, views
+//	schema  pg_dump --schema-only: tables, types, functions, views (the
+//	        pre-data section), and indexes, constraints, triggers (the
+//	        post-data one: their dependencies on the tables tell a
+//	        restore what may be built once which rows are in)
 //	data    pg_dump --section=data --table=T: the rows of one large table
 //	        (at least PGOptions.MinTable), one part per table; and one
 //	        part --section=data --exclude-table-data=<the large tables>:
 //	        every other table's rows, sequence values, large objects
 //	post    pg_dump --section=post-data: indexes, constraints, triggers
+//	        again, alone (a restore over an existing database, by hand)
 //
 // Every part restores by hand with pg_restore as well.
 
@@ -112,7 +117,7 @@ func PGBackup(ctx context.Context, pg *engine.Postgres, sizes map[inventory.Arch
 	// The schema first: its table of contents says which tables the dump
 	// creates.
 	toc := inventory.NewArchiveCounter()
-	schema, err := dump(ctx, Part{Name: "schema-00001" + ext, Phase: PhaseSchema}, toc, "--section=pre-data")
+	schema, err := dump(ctx, Part{Name: "schema-00001" + ext, Phase: PhaseSchema}, toc, "--schema-only")
 	if err != nil {
 		removeAll()
 		return PGWritten{}, err
@@ -272,24 +277,71 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 		if err != nil {
 			return err
 		}
-		err = pg.RestoreArgs(ctx, f)
+		err = pg.RestoreArgs(ctx, f, "--section=pre-data")
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("schema part: %w", err)
 		}
 		log.Info("schema restored", "seconds", since(start))
+		toc, err := readTOC(schema)
+		if err != nil {
+			return fmt.Errorf("schema part's table of contents: %w", err)
+		}
+		groups, last := pgPostPlan(toc, data)
+		if len(groups) == 0 && len(last) == 0 {
+			// A schema part without the post-data section (written before
+			// it had one): every load, then the post part.
+			start = time.Now()
+			if err := pool(ctx, data, n, func(ctx context.Context, p Part) error {
+				return part(ctx, p, pgData{pg})
+			}); err != nil {
+				return err
+			}
+			log.Info("data parts committed", "parts", len(data), "seconds", since(start))
+			start = time.Now()
+			if err := pg.RestoreFile(ctx, post, n, "--section=post-data"); err != nil {
+				return fmt.Errorf("post part (indexes, constraints, triggers): %w", err)
+			}
+			log.Info("indexes, constraints and triggers built", "seconds", since(start))
+			return nil
+		}
 		start = time.Now()
-		if err := pool(ctx, data, n, func(ctx context.Context, p Part) error {
+		var built atomic.Int64
+		left, err := schedule(ctx, n, data, groups, func(ctx context.Context, p Part) error {
 			return part(ctx, p, pgData{pg})
-		}); err != nil {
+		}, func(ctx context.Context, g *postGroup) error {
+			list, err := writeList(tmp, fmt.Sprintf("group-%d.list", built.Add(1)), g.ids)
+			if err != nil {
+				return err
+			}
+			if err := pg.RestoreFile(ctx, schema, 1, "--use-list="+list); err != nil {
+				return fmt.Errorf("indexes and constraints of %s: %w", partsNamed(data, g.waits), err)
+			}
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		log.Info("data parts committed", "parts", len(data), "seconds", since(start))
-		start = time.Now()
-		if err := pg.RestoreFile(ctx, post, n, "--section=post-data"); err != nil {
-			return fmt.Errorf("post part (indexes, constraints, triggers): %w", err)
+		log.Info("data parts committed, their tables' indexes built alongside", "parts", len(data), "groups", len(groups), "seconds", since(start))
+		for _, g := range left {
+			last = append(last, g.ids...)
 		}
-		log.Info("indexes, constraints and triggers built", "seconds", since(start))
+		if len(last) > 0 {
+			start = time.Now()
+			order := map[int64]int{}
+			for i, e := range toc.Entries {
+				order[e.ID] = i
+			}
+			slices.SortFunc(last, func(a, b int64) int { return cmp.Compare(order[a], order[b]) })
+			list, err := writeList(tmp, "last.list", last)
+			if err != nil {
+				return err
+			}
+			if err := pg.RestoreFile(ctx, schema, n, "--use-list="+list); err != nil {
+				return fmt.Errorf("foreign keys and the other post-data objects: %w", err)
+			}
+			log.Info("foreign keys and the rest built", "entries", len(last), "seconds", since(start))
+		}
 		return nil
 	}
 
@@ -314,7 +366,7 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 		if err != nil {
 			return err
 		}
-		err = pg.Script(ctx, f, pw, "--clean", "--if-exists")
+		err = pg.Script(ctx, f, pw, "--clean", "--if-exists", "--section=pre-data")
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("schema part: %w", err)
@@ -352,6 +404,28 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 	return nil
 }
 
+// readTOC reads the archive in file.
+func readTOC(file string) (inventory.ArchiveCounts, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return inventory.ArchiveCounts{}, err
+	}
+	defer f.Close()
+	counter := inventory.NewArchiveCounter()
+	_, err = io.Copy(counter, f)
+	counter.CloseWithError(err)
+	return counter.Result()
+}
+
+// partsNamed names the tables of data parts (for an error).
+func partsNamed(data []Part, idx []int) string {
+	var names []string
+	for _, i := range idx {
+		names = append(names, cmp.Or(data[i].Table, "the other tables"))
+	}
+	return strings.Join(names, ", ")
+}
+
 // pgRelations counts the relations of pg's database outside the system's
 // schemas.
 func pgRelations(ctx context.Context, pg *engine.Postgres) (int, error) {
@@ -373,15 +447,7 @@ WHERE n.nspname <> 'information_schema' AND n.nspname !~ '^pg_'`).Scan(&n)
 // A key from a table the archive does not hold is left: the restore then
 // fails as a single-file restore does.
 func pgForeignKeys(ctx context.Context, pg *engine.Postgres, file string) (string, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return "", err
-	}
-	counter := inventory.NewArchiveCounter()
-	_, err = io.Copy(counter, f)
-	f.Close()
-	counter.CloseWithError(err)
-	toc, err := counter.Result()
+	toc, err := readTOC(file)
 	if err != nil {
 		return "", fmt.Errorf("schema part's table of contents: %w", err)
 	}

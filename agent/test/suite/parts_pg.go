@@ -17,7 +17,9 @@ import (
 // pgPartsSQL adds, to the Seed and SeedBig tables, two tables whose
 // foreign key runs against the order --clean drops tables in (a_child
 // references b_parent: the reverse of the archive's order drops b_parent
-// first), a second index, and a view.
+// first), a second index, a view, and a trigger on the big table that
+// records every row inserted into it (one, at the source): a restore that
+// created it before the table's rows were in would record them all.
 const pgPartsSQL = `
 CREATE TABLE b_parent (id int PRIMARY KEY, name text NOT NULL);
 CREATE TABLE a_child (id int PRIMARY KEY, parent int NOT NULL REFERENCES b_parent (id), note text);
@@ -25,6 +27,10 @@ INSERT INTO b_parent SELECT i, 'parent ' || i FROM generate_series(1, 300) AS i;
 INSERT INTO a_child SELECT i, 1 + i % 300, E'tab\there, newline\nthere, backslash \\ ' || i FROM generate_series(1, 3000) AS i;
 CREATE INDEX a_child_note ON a_child (note);
 CREATE VIEW parents_with_children AS SELECT p.id, count(*) AS children FROM b_parent p JOIN a_child c ON c.parent = p.id GROUP BY p.id;
+CREATE TABLE blobs_audit (id int);
+CREATE FUNCTION blobs_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO blobs_audit VALUES (NEW.id); RETURN NEW; END $$;
+CREATE TRIGGER blobs_audit AFTER INSERT ON blobs FOR EACH ROW EXECUTE FUNCTION blobs_audit();
+INSERT INTO blobs SELECT -1, 'after the trigger';
 `
 
 // pgPartsPrint is what a PostgreSQL parts restore must reproduce: the
@@ -36,6 +42,8 @@ SELECT 'blobs', count(*), md5(coalesce(string_agg(md5(data), '' ORDER BY id), ''
 UNION ALL SELECT 'a_child', count(*), md5(coalesce(string_agg(c::text, E'\n' ORDER BY id), '')) FROM a_child c
 UNION ALL SELECT 'b_parent', count(*), md5(coalesce(string_agg(p::text, E'\n' ORDER BY id), '')) FROM b_parent p
 UNION ALL SELECT 'view', count(*), sum(children)::text FROM parents_with_children
+UNION ALL SELECT 'audit (the trigger fired once, at the source)', count(*), string_agg(id::text, ',') FROM blobs_audit
+UNION ALL SELECT 'triggers', count(*), string_agg(tgname, ',') FROM pg_trigger WHERE NOT tgisinternal
 UNION ALL SELECT 'indexes', count(*), string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'
 UNION ALL SELECT 'foreign keys', count(*), string_agg(conname, ',' ORDER BY conname) FROM pg_constraint WHERE contype = 'f'`)
 	check(t, err)
