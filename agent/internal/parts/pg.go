@@ -288,6 +288,12 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 			return fmt.Errorf("schema part's table of contents: %w", err)
 		}
 		groups, last := pgPostPlan(toc, data)
+		if log.Enabled(ctx, slog.LevelDebug) {
+			for _, g := range groups {
+				log.Debug("post-data entries built once their rows are in", "tables", partsNamed(data, g.waits), "entries", tocNames(toc, g.ids))
+			}
+			log.Debug("post-data entries built last", "entries", tocNames(toc, last))
+		}
 		if len(groups) == 0 && len(last) == 0 {
 			// A schema part without the post-data section (written before
 			// it had one): every load, then the post part.
@@ -428,6 +434,17 @@ func readTOC(file string) (inventory.ArchiveCounts, error) {
 	_, err = io.Copy(counter, f)
 	counter.CloseWithError(err)
 	return counter.Result()
+}
+
+// tocNames names entries ids of toc ("INDEX public.x").
+func tocNames(toc inventory.ArchiveCounts, ids []int64) []string {
+	var out []string
+	for _, e := range toc.Entries {
+		if slices.Contains(ids, e.ID) {
+			out = append(out, e.Desc+" "+e.Schema+"."+e.Tag)
+		}
+	}
+	return out
 }
 
 // partsNamed names the tables of data parts (for an error).

@@ -32,8 +32,8 @@ type postGroup struct {
 // policies: entries that depend on tables only) and the entries that run
 // last, once every part and group is in: foreign keys (they check rows of
 // two tables and need the referenced key built), entries that depend on
-// other post-data entries, and entries that depend on no table the parts
-// load. A table's rows are in its own data part (Part.Table "schema.name")
+// other post-data entries or on a table of a partition tree, and entries
+// that depend on no table the parts load. A table's rows are in its own data part (Part.Table "schema.name")
 // or, without one, in the part of all other tables (Table "").
 func pgPostPlan(toc inventory.ArchiveCounts, data []Part) (groups []*postGroup, last []int64) {
 	partOf := map[string]int{}
@@ -45,10 +45,24 @@ func pgPostPlan(toc inventory.ArchiveCounts, data []Part) (groups []*postGroup, 
 			partOf[p.Table] = i
 		}
 	}
+	// A partitioned table's rows are in its partitions' parts, and what is
+	// created on it reaches them (a trigger on the parent fires on every
+	// partition): nothing that depends on a table in a partition tree
+	// (the tables each TABLE ATTACH entry depends on) is built before
+	// every part is in.
+	partitioned := map[int64]bool{}
+	for _, e := range toc.Entries {
+		if e.Desc == "TABLE ATTACH" {
+			for _, d := range e.Deps {
+				partitioned[d] = true
+			}
+		}
+	}
 	tables := map[int64]int{} // TABLE entry → its data part
 	post := map[int64]bool{}
 	for _, e := range toc.Entries {
 		switch {
+		case e.Desc == "TABLE" && partitioned[e.ID]:
 		case e.Desc == "TABLE":
 			if i, ok := partOf[e.Schema+"."+e.Tag]; ok {
 				tables[e.ID] = i
@@ -67,7 +81,7 @@ func pgPostPlan(toc inventory.ArchiveCounts, data []Part) (groups []*postGroup, 
 		var waits []int
 		alone := e.Desc != "FK CONSTRAINT"
 		for _, d := range e.Deps {
-			if post[d] {
+			if post[d] || partitioned[d] {
 				alone = false
 			}
 			if i, ok := tables[d]; ok && !slices.Contains(waits, i) {

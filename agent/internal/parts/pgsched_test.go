@@ -26,8 +26,15 @@ func TestPGPostPlan(t *testing.T) {
 		{ID: 15, Desc: "INDEX", Schema: "public", Tag: "a_y", Section: post, Deps: []int64{1}},
 		{ID: 16, Desc: "EVENT TRIGGER", Tag: "e", Section: post, Deps: []int64{5}},
 		{ID: 17, Desc: "INDEX", Schema: "public", Tag: "ab", Section: post, Deps: []int64{1, 2}},
+		// A partition tree: p (partitioned) with partition p1; what
+		// depends on either waits for every part.
+		{ID: 20, Desc: "TABLE", Schema: "public", Tag: "p", Section: pre},
+		{ID: 21, Desc: "TABLE", Schema: "public", Tag: "p1", Section: pre},
+		{ID: 22, Desc: "TABLE ATTACH", Schema: "public", Tag: "p1", Section: pre, Deps: []int64{20, 21}},
+		{ID: 23, Desc: "TRIGGER", Schema: "public", Tag: "p t", Section: post, Deps: []int64{20, 5}},
+		{ID: 24, Desc: "INDEX", Schema: "public", Tag: "p1_x", Section: post, Deps: []int64{21}},
 	}}
-	data := []Part{{Name: "data-00001"}, {Name: "data-00002", Table: "public.a"}, {Name: "data-00003", Table: "public.b"}}
+	data := []Part{{Name: "data-00001"}, {Name: "data-00002", Table: "public.a"}, {Name: "data-00003", Table: "public.b"}, {Name: "data-00004", Table: "public.p1"}}
 	groups, last := pgPostPlan(toc, data)
 	got := map[string][]int64{}
 	for _, g := range groups {
@@ -37,9 +44,10 @@ func TestPGPostPlan(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("groups %v, want %v", got, want)
 	}
-	// Foreign keys, entries on post-data entries and on no table: last.
-	if !slices.Equal(last, []int64{12, 14, 16}) {
-		t.Errorf("last %v, want [12 14 16]", last)
+	// Foreign keys, entries on post-data entries, on a partition tree and
+	// on no table: last.
+	if !slices.Equal(last, []int64{12, 14, 16, 23, 24}) {
+		t.Errorf("last %v, want [12 14 16 23 24]", last)
 	}
 }
 
