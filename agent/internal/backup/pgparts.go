@@ -24,16 +24,11 @@ import (
 // inventory reads in the same snapshot (RowCount: counted from the data
 // parts as they stream).
 func (b *Runner) pgParallel(ctx context.Context, e *engine.Postgres, conn engine.Conn, st store.Store, key string, o inventory.Options, level pipeline.Encoding) (w pipeline.Written, inv *inventory.Inventory, invErr, err error) {
-	holder, err := inventory.ConnectPostgres(ctx, conn, conn.Database)
+	tx, snap, release, err := holdSnapshot(ctx, conn)
 	if err != nil {
 		return w, nil, nil, err
 	}
-	defer holder.Close(context.WithoutCancel(ctx))
-	tx, snap, err := inventory.ExportSnapshot(ctx, holder)
-	if err != nil {
-		return w, nil, nil, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer release()
 	sizes, err := lockTables(ctx, tx)
 	if err != nil {
 		return w, nil, nil, err
@@ -81,24 +76,8 @@ func (b *Runner) pgParallel(ctx context.Context, e *engine.Postgres, conn engine
 		}
 		return w, inv, nil, nil
 	}
-	counts := pw.Rows
-	if pw.CountErr != nil {
-		b.log.Warn("row counts could not be read from a data part; counting each table with count(*) in the dump's snapshot", "reason", pw.CountErr)
-		counts = nil
-	}
-	db, err := inventory.OpenPostgres(ctx, conn)
-	if err != nil {
-		return w, nil, fmt.Errorf("inventory: %w", err), nil
-	}
-	defer db.Close()
-	inv, scanned, err := db.TakeCounted(ctx, o, counts)
-	if err != nil {
-		return w, nil, fmt.Errorf("inventory: %w", err), nil
-	}
-	if pw.CountErr == nil && len(scanned) > 0 {
-		b.log.Warn("tables without a data block in the dump were counted with count(*)", "tables", scanned)
-	}
-	return w, inv, nil, nil
+	inv, invErr = b.countedInventory(ctx, conn, o, pw.Rows, pw.CountErr)
+	return w, inv, invErr, nil
 }
 
 // lockTables takes ACCESS SHARE on every table of the database in tx (not

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/naming"
@@ -56,16 +58,11 @@ func (b *Runner) DumpWithInventory(ctx context.Context, eng engine.Engine, conn 
 	done := make(chan struct{})
 	switch e := eng.(type) {
 	case *engine.Postgres:
-		holder, cerr := inventory.ConnectPostgres(ctx, conn, conn.Database)
-		if cerr != nil {
-			return w, nil, nil, cerr
-		}
-		defer holder.Close(context.WithoutCancel(ctx))
-		tx, snap, serr := inventory.ExportSnapshot(ctx, holder)
+		_, snap, release, serr := holdSnapshot(ctx, conn)
 		if serr != nil {
 			return w, nil, nil, serr
 		}
-		defer tx.Rollback(context.WithoutCancel(ctx))
+		defer release()
 		e.Snapshot = snap
 		defer func() { e.Snapshot = "" }()
 		o.Snapshot = snap
@@ -127,6 +124,23 @@ func (b *Runner) DumpWithInventory(ctx context.Context, eng engine.Engine, conn 
 		invErr = errors.New("inventory: none taken")
 	}
 	return w, inv, invErr, nil
+}
+
+// holdSnapshot opens a connection whose REPEATABLE READ transaction (tx)
+// exports a snapshot; release ends both.
+func holdSnapshot(ctx context.Context, conn engine.Conn) (tx pgx.Tx, snap string, release func(), err error) {
+	holder, err := inventory.ConnectPostgres(ctx, conn, conn.Database)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if tx, snap, err = inventory.ExportSnapshot(ctx, holder); err != nil {
+		holder.Close(context.WithoutCancel(ctx))
+		return nil, "", nil, err
+	}
+	return tx, snap, func() {
+		tx.Rollback(context.WithoutCancel(ctx))
+		holder.Close(context.WithoutCancel(ctx))
+	}, nil
 }
 
 // dumpAlongside writes the backup (dump: eng, or a wrapper of it) while an
@@ -229,23 +243,33 @@ func (b *Runner) dumpCountingRows(ctx context.Context, e *engine.Postgres, conn 
 	if err != nil {
 		return w, nil, nil, err
 	}
+	inv, invErr = b.countedInventory(ctx, conn, o, counts.Rows, cerr)
+	return w, inv, invErr, nil
+}
+
+// countedInventory lists the tables in the dump's snapshot (o.Snapshot,
+// still held by the caller) and matches them with the row counts read
+// from the dump (rows; cerr: why they could not be read, then every table
+// is counted with count(*) in that snapshot, as is a table without a
+// data block).
+func (b *Runner) countedInventory(ctx context.Context, conn engine.Conn, o inventory.Options, rows map[string]int64, cerr error) (*inventory.Inventory, error) {
 	if cerr != nil {
 		b.log.Warn("row counts could not be read from the dump; counting each table with count(*) in the dump's snapshot", "reason", cerr)
-		counts.Rows = nil
+		rows = nil
 	}
-	db, oerr := inventory.OpenPostgres(ctx, conn)
-	if oerr != nil {
-		return w, nil, fmt.Errorf("inventory: %w", oerr), nil
+	db, err := inventory.OpenPostgres(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	defer db.Close()
-	inv, scanned, ierr := db.TakeCounted(ctx, o, counts.Rows)
-	if ierr != nil {
-		return w, nil, fmt.Errorf("inventory: %w", ierr), nil
+	inv, scanned, err := db.TakeCounted(ctx, o, rows)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	if cerr == nil && len(scanned) > 0 {
 		b.log.Warn("tables without a data block in the dump were counted with count(*)", "tables", scanned)
 	}
-	return w, inv, nil, nil
+	return inv, nil
 }
 
 // mysqlDumpCountingRows is DumpWithInventory for a MySQL/MariaDB RowCount
