@@ -194,3 +194,36 @@ func TestMigrationJobKeySpace(t *testing.T) {
 		}
 	}
 }
+
+// Multi-part artifact names of both engines: ToParts keeps the start and
+// token, Multipart and PartExtension recognise them (encrypted too), and
+// they parse back to their engine and start.
+func TestPartsNames(t *testing.T) {
+	j := Job{Namespace: "shop", Name: "orders"}
+	start := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ engine, ext, partExt string }{
+		{"postgres", ExtPostgresParts, ExtPostgres},
+		{"mysql", ExtMySQLParts, ExtMySQL},
+	} {
+		single, err := ArtifactNameToken(j, tc.engine, start, "0a1b2c3d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, err := ToParts(single)
+		if err != nil || !strings.HasSuffix(name, tc.ext) || Multipart(single) {
+			t.Fatalf("%s: ToParts(%s) = %s, %v", tc.engine, single, name, err)
+		}
+		for _, n := range []string{name, name + ExtEncrypted} {
+			if !Multipart(n) || PartExtension(n) != tc.partExt {
+				t.Errorf("%s: Multipart %v, PartExtension %q", n, Multipart(n), PartExtension(n))
+			}
+			at, eng, err := ParseArtifactName(j, n)
+			if err != nil || eng != tc.engine || !at.Equal(start) {
+				t.Errorf("%s: parsed %v %s %v", n, at, eng, err)
+			}
+		}
+	}
+	if _, err := ToParts("shop_orders_20261206T100000.000Z-0a1b2c3d" + ExtPostgresBase); err == nil {
+		t.Error("a physical base became a multi-part name")
+	}
+}
