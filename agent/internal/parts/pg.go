@@ -147,7 +147,7 @@ func PGBackup(ctx context.Context, pg *engine.Postgres, sizes map[inventory.Arch
 	others := []string{"--section=data"}
 	for i, t := range large {
 		pattern := engine.PatternQuote(t.Schema) + "." + engine.PatternQuote(t.Name)
-		jobs = append(jobs, job{p: Part{Name: fmt.Sprintf("data-%05d%s", i+2, ext), Phase: PhaseData, Table: t.Schema + "." + t.Name},
+		jobs = append(jobs, job{p: Part{Name: fmt.Sprintf("data-%05d%s", i+2, ext), Phase: PhaseData, Table: pgTable(t.Schema, t.Name)},
 			size: sizes[t], args: []string{"--section=data", "--table=" + pattern}})
 		others = append(others, "--exclude-table-data="+pattern)
 	}
@@ -317,15 +317,15 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 		// first (it is new and empty): PostgreSQL then loads the rows
 		// into a file of that transaction, as pg_restore --jobs does
 		// (measured 10-25 % faster loads).
-		own := map[string]string{}
+		own := map[string]bool{}
 		for _, e := range toc.Entries {
 			if e.Desc == "TABLE" {
-				own[e.Schema+"."+e.Tag] = pgx.Identifier{e.Schema, e.Tag}.Sanitize()
+				own[pgTable(e.Schema, e.Tag)] = true
 			}
 		}
 		left, err := schedule(ctx, n, data, groups, func(ctx context.Context, p Part) error {
-			if t, ok := own[p.Table]; ok && p.Table != "" {
-				return part(ctx, p, pgTruncData{Postgres: pg, table: t})
+			if own[p.Table] {
+				return part(ctx, p, pgTruncData{Postgres: pg, table: p.Table})
 			}
 			return part(ctx, p, pgData{pg})
 		}, func(ctx context.Context, g *postGroup) error {
@@ -422,6 +422,11 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 	}
 	return nil
 }
+
+// pgTable names a table in a part (Part.Table) and in the TOC's terms
+// alike: quoted, so that no two tables share a name ("a"."b.c" is not
+// "a.b"."c").
+func pgTable(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
 
 // readTOC reads the archive in file.
 func readTOC(file string) (inventory.ArchiveCounts, error) {

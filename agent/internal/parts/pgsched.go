@@ -64,7 +64,7 @@ func pgPostPlan(toc inventory.ArchiveCounts, data []Part) (groups []*postGroup, 
 		switch {
 		case e.Desc == "TABLE" && partitioned[e.ID]:
 		case e.Desc == "TABLE":
-			if i, ok := partOf[e.Schema+"."+e.Tag]; ok {
+			if i, ok := partOf[pgTable(e.Schema, e.Tag)]; ok {
 				tables[e.ID] = i
 			} else if rest >= 0 {
 				tables[e.ID] = rest

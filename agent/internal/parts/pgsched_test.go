@@ -34,7 +34,7 @@ func TestPGPostPlan(t *testing.T) {
 		{ID: 23, Desc: "TRIGGER", Schema: "public", Tag: "p t", Section: post, Deps: []int64{20, 5}},
 		{ID: 24, Desc: "INDEX", Schema: "public", Tag: "p1_x", Section: post, Deps: []int64{21}},
 	}}
-	data := []Part{{Name: "data-00001"}, {Name: "data-00002", Table: "public.a"}, {Name: "data-00003", Table: "public.b"}, {Name: "data-00004", Table: "public.p1"}}
+	data := []Part{{Name: "data-00001"}, {Name: "data-00002", Table: `"public"."a"`}, {Name: "data-00003", Table: `"public"."b"`}, {Name: "data-00004", Table: `"public"."p1"`}}
 	groups, last := pgPostPlan(toc, data)
 	got := map[string][]int64{}
 	for _, g := range groups {

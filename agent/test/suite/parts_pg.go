@@ -21,7 +21,9 @@ import (
 // records every row inserted into it (one, at the source): a restore that
 // created it before the table's rows were in would record them all; and
 // the same on a partitioned table whose larger partition has a part of its
-// own (the trigger is the parent's, cloned onto each partition).
+// own (the trigger is the parent's, cloned onto each partition); and two
+// large tables whose schema and name joined by a dot are the same
+// ("x"."y.z", "x.y"."z"): each part must empty and fill its own.
 const pgPartsSQL = `
 CREATE TABLE b_parent (id int PRIMARY KEY, name text NOT NULL);
 CREATE TABLE a_child (id int PRIMARY KEY, parent int NOT NULL REFERENCES b_parent (id), note text);
@@ -43,6 +45,11 @@ CREATE TABLE events_audit (id int);
 CREATE FUNCTION events_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO public.events_audit VALUES (NEW.id); RETURN NEW; END $$;
 CREATE TRIGGER events_audit AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION events_audit();
 INSERT INTO events VALUES (-1, '2030-01-01', 'after the trigger');
+CREATE SCHEMA "x"; CREATE SCHEMA "x.y";
+CREATE TABLE "x"."y.z" (id int PRIMARY KEY, body text);
+CREATE TABLE "x.y"."z" (id int PRIMARY KEY, body text);
+INSERT INTO "x"."y.z" SELECT i, repeat(md5(i::text), 8) FROM generate_series(1, 4500) AS i;
+INSERT INTO "x.y"."z" SELECT i, repeat(md5((-i)::text), 8) FROM generate_series(1, 6000) AS i;
 `
 
 // pgPartsPrint is what a PostgreSQL parts restore must reproduce: the
@@ -50,6 +57,7 @@ INSERT INTO events VALUES (-1, '2030-01-01', 'after the trigger');
 func pgPartsPrint(t *testing.T, e *Env, db string) string {
 	t.Helper()
 	out, err := e.DB.SQL(db, `
+SELECT * FROM (
 SELECT 'blobs', count(*), md5(coalesce(string_agg(md5(data), '' ORDER BY id), '')) FROM blobs
 UNION ALL SELECT 'a_child', count(*), md5(coalesce(string_agg(c::text, E'\n' ORDER BY id), '')) FROM a_child c
 UNION ALL SELECT 'b_parent', count(*), md5(coalesce(string_agg(p::text, E'\n' ORDER BY id), '')) FROM b_parent p
@@ -57,9 +65,12 @@ UNION ALL SELECT 'view', count(*), sum(children)::text FROM parents_with_childre
 UNION ALL SELECT 'audit (the trigger fired once, at the source)', count(*), min(id)::text FROM blobs_audit
 UNION ALL SELECT 'triggers', count(*), string_agg(tgname, ',' ORDER BY tgname) FROM pg_trigger WHERE NOT tgisinternal
 UNION ALL SELECT 'events', count(*), md5(string_agg(e::text, E'\n' ORDER BY id)) FROM events e
+UNION ALL SELECT 'x.y.z', count(*), md5(string_agg(t::text, E'\n' ORDER BY id)) FROM "x"."y.z" t
+UNION ALL SELECT 'x.y.z again', count(*), md5(string_agg(t::text, E'\n' ORDER BY id)) FROM "x.y"."z" t
 UNION ALL SELECT 'events audit (the trigger fired once, at the source)', count(*), min(id)::text FROM events_audit
 UNION ALL SELECT 'indexes', count(*), string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'
-UNION ALL SELECT 'foreign keys', count(*), string_agg(conname, ',' ORDER BY conname) FROM pg_constraint WHERE contype = 'f'`)
+UNION ALL SELECT 'foreign keys', count(*), string_agg(conname, ',' ORDER BY conname) FROM pg_constraint WHERE contype = 'f'
+) AS print ORDER BY 1`)
 	check(t, err)
 	return fingerprint(t, e.DB, db) + out
 }
@@ -89,13 +100,13 @@ func pgPartsBackup(t *testing.T, e *Env, st *Store, db string, job naming.Job, e
 	var own, rest int
 	for _, p := range x.Data() {
 		switch p.Table {
-		case "public.blobs", "public.events_new":
+		case `"public"."blobs"`, `"public"."events_new"`, `"x"."y.z"`, `"x.y"."z"`:
 			own++
 		case "":
 			rest++
 		}
 	}
-	if x.Engine != "postgres" || len(x.Schema()) != 1 || len(x.Post()) != 1 || own != 2 || rest != 1 || res.Parts != len(x.Parts) {
+	if x.Engine != "postgres" || len(x.Schema()) != 1 || len(x.Post()) != 1 || own != 4 || rest != 1 || res.Parts != len(x.Parts) {
 		t.Fatalf("parts index: engine %s, %d schema, %d post, data parts %+v; result says %d parts", x.Engine, len(x.Schema()), len(x.Post()), x.Data(), res.Parts)
 	}
 	return res, x
@@ -206,7 +217,7 @@ func PGPartsFailures(t *testing.T, e *Env) {
 	t.Cleanup(func() { e.DB.Drop(db); e.DB.Drop(db + "_t") })
 	res, x := pgPartsBackup(t, e, st, db, job)
 	name := path.Base(res.Artifact)
-	i := slices.IndexFunc(x.Parts, func(p parts.Part) bool { return p.Table == "public.blobs" })
+	i := slices.IndexFunc(x.Parts, func(p parts.Part) bool { return p.Table == `"public"."blobs"` })
 	key := job.PartKey(name, x.Parts[i].Name)
 	good := st.Read(t, key)
 	d, err := zstd.NewReader(bytes.NewReader(good))
