@@ -59,10 +59,16 @@ type Table struct {
 }
 
 // Key is how the table is named in results: "schema.table" for
-// PostgreSQL, "table" for MySQL/MariaDB.
+// PostgreSQL, "table" for MySQL/MariaDB. A schema or table name with a
+// dot or a double quote is written quoted ("x"."y.z"): joined by a dot,
+// "x"."y.z" and "x.y"."z" would share a key, and a comparison by key would
+// compare one table's rows with the other's.
 func (t Table) Key() string {
-	if t.Schema == "" {
+	switch {
+	case t.Schema == "":
 		return t.Name
+	case strings.ContainsAny(t.Schema, `."`) || strings.ContainsAny(t.Name, `."`):
+		return QualifiedName(t)
 	}
 	return t.Schema + "." + t.Name
 }

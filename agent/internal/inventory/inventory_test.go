@@ -138,7 +138,7 @@ func TestPostgres(t *testing.T) {
 	pgSQL(t, "inv_b", pgDataReversed)
 
 	all := take(t, "postgres", pgConn("inv_a"), Options{Method: MethodChecksum, Parallel: 3})
-	if got, want := keys(all), `public.Odd "name".x,public.items,public.tmp_x,sales.orders`; got != want {
+	if got, want := keys(all), `"public"."Odd ""name"".x",public.items,public.tmp_x,sales.orders`; got != want {
 		t.Errorf("tables %q, want %q", got, want)
 	}
 	if !all.Consistent || all.Method != MethodChecksum {
@@ -154,12 +154,12 @@ func TestPostgres(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ include, exclude, want string }{
-		{"public", "", `public.Odd "name".x,public.items,public.tmp_x`},
+		{"public", "", `"public"."Odd ""name"".x",public.items,public.tmp_x`},
 		{"public", "public.tmp_*,public.O*", "public.items"},
 		{"*.*s", "", "public.items,sales.orders"},
 		{"", "public", "sales.orders"},
-		{`public.Odd "name".x`, "", `public.Odd "name".x`},
-		{`*.*.x`, "", `public.Odd "name".x`},
+		{`public.Odd "name".x`, "", `"public"."Odd ""name"".x"`},
+		{`*.*.x`, "", `"public"."Odd ""name"".x"`},
 		{"nosuch", "", ""},
 	} {
 		inv := take(t, "postgres", pgConn("inv_a"), Options{Filter: filter(t, tc.include, tc.exclude), Method: MethodRowCount})
@@ -187,8 +187,8 @@ func TestPostgres(t *testing.T) {
 	// Duplicate rows: two equal rows differ from one row counted twice by XOR.
 	pgSQL(t, "inv_b", "INSERT INTO \"Odd \"\"name\"\".x\" VALUES ('a'), ('a')")
 	c := take(t, "postgres", pgConn("inv_b"), Options{Method: MethodChecksum})
-	x, _ := c.Find(`public.Odd "name".x`)
-	x0, _ := all.Find(`public.Odd "name".x`)
+	x, _ := c.Find(`"public"."Odd ""name"".x"`)
+	x0, _ := all.Find(`"public"."Odd ""name"".x"`)
 	if x.Checksum == x0.Checksum {
 		t.Errorf("two more equal rows left the checksum unchanged: %s", x.Checksum)
 	}
@@ -460,6 +460,24 @@ func TestFoldSum(t *testing.T) {
 	} {
 		if got, err := foldSum(in); err != nil || got != want {
 			t.Errorf("foldSum(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+}
+
+// No two tables share a key: names with a dot or a quote are quoted.
+func TestKeysAreDistinct(t *testing.T) {
+	for _, tc := range []struct {
+		t    Table
+		want string
+	}{
+		{Table{Schema: "public", Name: "orders"}, "public.orders"},
+		{Table{Name: "orders"}, "orders"},
+		{Table{Schema: "x", Name: "y.z"}, `"x"."y.z"`},
+		{Table{Schema: "x.y", Name: "z"}, `"x.y"."z"`},
+		{Table{Schema: "a", Name: `b"c`}, `"a"."b""c"`},
+	} {
+		if got := tc.t.Key(); got != tc.want {
+			t.Errorf("%+v: key %s, want %s", tc.t, got, tc.want)
 		}
 	}
 }

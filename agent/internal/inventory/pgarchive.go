@@ -315,7 +315,7 @@ func parseArchive(r *bufio.Reader) (ArchiveCounts, error) {
 			if tag == "" || namespace == "" {
 				return res, fmt.Errorf("TABLE DATA entry %d without a table or schema name", id)
 			}
-			key := namespace + "." + tag
+			key := Table{Schema: namespace, Name: tag}.Key()
 			if seenKeys[key] {
 				return res, fmt.Errorf("two TABLE DATA entries for %s", key)
 			}

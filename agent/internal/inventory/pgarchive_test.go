@@ -105,7 +105,7 @@ func TestArchiveCountsMatchCountStar(t *testing.T) {
 	// The known counts, so that a wrong count(*) cannot hide a wrong parser.
 	got, _ := countArchive(archive, 1<<20)
 	for k, n := range map[string]int64{"public.empty": 0, "public.texts": 9, "public.big": 250000, "public.parted_2": 900,
-		`we.ird "s".t.a b`: 3, "public.bin": 2000} {
+		`"we.ird ""s"""."t.a b"`: 3, "public.bin": 2000} {
 		if got.Rows[k] != n {
 			t.Errorf("%s: %d rows, want %d", k, got.Rows[k], n)
 		}

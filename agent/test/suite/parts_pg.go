@@ -2,6 +2,7 @@ package suite
 
 import (
 	"bytes"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -50,7 +51,17 @@ CREATE TABLE "x"."y.z" (id int PRIMARY KEY, body text);
 CREATE TABLE "x.y"."z" (id int PRIMARY KEY, body text);
 INSERT INTO "x"."y.z" SELECT i, repeat(md5(i::text), 8) FROM generate_series(1, 4500) AS i;
 INSERT INTO "x.y"."z" SELECT i, repeat(md5((-i)::text), 8) FROM generate_series(1, 6000) AS i;
+CREATE TABLE "x"."evil""
+\! touch /tmp/cairn-pg-parts-pwned
+" (id int PRIMARY KEY, body text);
+INSERT INTO "x"."evil""
+\! touch /tmp/cairn-pg-parts-pwned
+" SELECT i, repeat(md5((i * 7)::text), 8) FROM generate_series(1, 4200) AS i;
 `
+
+// pgEvil is a large table whose name would run a shell command if any
+// script the restore feeds psql let it out of its quotes.
+const pgEvil = "\"x\".\"evil\"\"\n\\! touch /tmp/cairn-pg-parts-pwned\n\""
 
 // pgPartsPrint is what a PostgreSQL parts restore must reproduce: the
 // Seed fingerprint, the big table, the added tables, view and indexes.
@@ -67,6 +78,9 @@ UNION ALL SELECT 'triggers', count(*), string_agg(tgname, ',' ORDER BY tgname) F
 UNION ALL SELECT 'events', count(*), md5(string_agg(e::text, E'\n' ORDER BY id)) FROM events e
 UNION ALL SELECT 'x.y.z', count(*), md5(string_agg(t::text, E'\n' ORDER BY id)) FROM "x"."y.z" t
 UNION ALL SELECT 'x.y.z again', count(*), md5(string_agg(t::text, E'\n' ORDER BY id)) FROM "x.y"."z" t
+UNION ALL SELECT 'evil', count(*), md5(string_agg(t::text, E'\n' ORDER BY id)) FROM "x"."evil""
+\! touch /tmp/cairn-pg-parts-pwned
+" t
 UNION ALL SELECT 'events audit (the trigger fired once, at the source)', count(*), min(id)::text FROM events_audit
 UNION ALL SELECT 'indexes', count(*), string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE schemaname = 'public'
 UNION ALL SELECT 'foreign keys', count(*), string_agg(conname, ',' ORDER BY conname) FROM pg_constraint WHERE contype = 'f'
@@ -90,6 +104,12 @@ func pgPartsBackup(t *testing.T, e *Env, st *Store, db string, job naming.Job, e
 	check(t, e.DB.SeedBig(db, 3))
 	_, err := e.DB.SQL(db, pgPartsSQL)
 	check(t, err)
+	os.Remove("/tmp/cairn-pg-parts-pwned")
+	t.Cleanup(func() {
+		if _, err := os.Stat("/tmp/cairn-pg-parts-pwned"); err == nil {
+			t.Error("a table's name ran a shell command")
+		}
+	})
 	res := mustSucceed(t, e.agent(t, st, db, job, append(slices.Clone(partsEnv), extra...), "backup"))
 	key := st.KeyOf(t, job, res.Artifact)
 	if !strings.HasSuffix(strings.TrimSuffix(key, naming.ExtEncrypted), naming.ExtPostgresParts) {
@@ -100,13 +120,13 @@ func pgPartsBackup(t *testing.T, e *Env, st *Store, db string, job naming.Job, e
 	var own, rest int
 	for _, p := range x.Data() {
 		switch p.Table {
-		case `"public"."blobs"`, `"public"."events_new"`, `"x"."y.z"`, `"x.y"."z"`:
+		case `"public"."blobs"`, `"public"."events_new"`, `"x"."y.z"`, `"x.y"."z"`, pgEvil:
 			own++
 		case "":
 			rest++
 		}
 	}
-	if x.Engine != "postgres" || len(x.Schema()) != 1 || len(x.Post()) != 1 || own != 4 || rest != 1 || res.Parts != len(x.Parts) {
+	if x.Engine != "postgres" || len(x.Schema()) != 1 || len(x.Post()) != 1 || own != 5 || rest != 1 || res.Parts != len(x.Parts) {
 		t.Fatalf("parts index: engine %s, %d schema, %d post, data parts %+v; result says %d parts", x.Engine, len(x.Schema()), len(x.Post()), x.Data(), res.Parts)
 	}
 	return res, x
