@@ -96,6 +96,9 @@ func PGBackup(ctx context.Context, pg *engine.Postgres, sizes map[inventory.Arch
 		}}
 		w, err := pipeline.Backup(ctx, eng, st, path.Join(dir, p.Name), enc)
 		if err != nil {
+			if counter != nil {
+				counter.CloseWithError(err) // the dump may not have started
+			}
 			return p, fmt.Errorf("part %s: %w", p.Name, err)
 		}
 		p.RawSize, p.Size, p.Checksum = raw, w.Size, w.Checksum

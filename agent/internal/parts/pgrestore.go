@@ -25,8 +25,9 @@ import (
 )
 
 // PGRestore loads a verified PostgreSQL multi-part artifact into pg. The
-// schema and post parts are read whole and checked (into files under a
-// temporary directory) before the target is touched.
+// schema part (and, over an existing database, the post part) is read
+// whole and checked (into a file under a temporary directory) before the
+// target is touched.
 //
 // fresh (the restore created the target, and it is empty): the schema's
 // pre-data section in one transaction; then, n at once, the data parts —
@@ -70,20 +71,16 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 	if err != nil {
 		return fmt.Errorf("schema part: %w", err)
 	}
-	post, err := fetch(x.Post()[0])
-	if err != nil {
-		return fmt.Errorf("post part: %w", err)
-	}
 	data := x.Data()
 	if fresh {
 		// A scratch database an earlier attempt created is the restore's
 		// own too, but not empty.
-		n, err := pgRelations(ctx, pg)
+		rels, err := pgRelations(ctx, pg)
 		if err != nil {
 			return err
 		}
-		if n > 0 {
-			log.Info("the database is not empty: restoring in one transaction", "relations", n)
+		if rels > 0 {
+			log.Info("the database is not empty: restoring in one transaction", "relations", rels)
 			fresh = false
 		}
 	}
@@ -116,23 +113,6 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 				log.Debug("post-data entries built once their rows are in", "tables", partsNamed(data, g.waits), "entries", tocNames(toc, g.ids))
 			}
 			log.Debug("post-data entries built last", "entries", tocNames(toc, last))
-		}
-		if len(groups) == 0 && len(last) == 0 {
-			// A schema part without the post-data section (written before
-			// it had one): every load, then the post part.
-			start = time.Now()
-			if err := pool(ctx, data, n, func(ctx context.Context, p Part) error {
-				return part(ctx, p, pgData{pg})
-			}); err != nil {
-				return err
-			}
-			log.Info("data parts committed", "parts", len(data), "seconds", since(start))
-			start = time.Now()
-			if err := pg.RestoreFile(ctx, post, n, "--section=post-data"); err != nil {
-				return fmt.Errorf("post part (indexes, constraints, triggers): %w", err)
-			}
-			log.Info("indexes, constraints and triggers built", "seconds", since(start))
-			return nil
 		}
 		start = time.Now()
 		var built atomic.Int64
@@ -188,6 +168,10 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 	}
 
 	log.Info("restoring parts into the existing database in one transaction", "dataParts", len(data))
+	post, err := fetch(x.Post()[0])
+	if err != nil {
+		return fmt.Errorf("post part: %w", err)
+	}
 	fks, err := pgForeignKeys(ctx, pg, schema)
 	if err != nil {
 		return err

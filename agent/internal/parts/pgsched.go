@@ -62,7 +62,6 @@ func pgPostPlan(toc inventory.ArchiveCounts, data []Part) (groups []*postGroup, 
 	post := map[int64]bool{}
 	for _, e := range toc.Entries {
 		switch {
-		case e.Desc == "TABLE" && partitioned[e.ID]:
 		case e.Desc == "TABLE":
 			if i, ok := partOf[pgTable(e.Schema, e.Tag)]; ok {
 				tables[e.ID] = i
