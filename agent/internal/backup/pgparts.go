@@ -91,6 +91,7 @@ ORDER BY 1, 2`)
 	if err != nil {
 		return nil, fmt.Errorf("list tables: %w", err)
 	}
+	defer rows.Close()
 	sizes := map[inventory.ArchiveTable]int64{}
 	var names []string
 	for rows.Next() {
@@ -100,7 +101,7 @@ ORDER BY 1, 2`)
 			return nil, err
 		}
 		sizes[t] = size
-		names = append(names, "ONLY "+pgx.Identifier{t.Schema, t.Name}.Sanitize())
+		names = append(names, "ONLY "+inventory.QualifiedName(inventory.Table{Schema: t.Schema, Name: t.Name}))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list tables: %w", err)

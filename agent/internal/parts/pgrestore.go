@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/inventory"
@@ -233,7 +231,9 @@ func PGRestore(ctx context.Context, st store.Store, dir string, x *Index, ids *c
 // pgTable names a table in a part (Part.Table) and in the TOC's terms
 // alike: quoted, so that no two tables share a name ("a"."b.c" is not
 // "a.b"."c").
-func pgTable(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+func pgTable(schema, name string) string {
+	return inventory.QualifiedName(inventory.Table{Schema: schema, Name: name})
+}
 
 // readTOC reads the archive in file.
 func readTOC(file string) (inventory.ArchiveCounts, error) {
@@ -324,7 +324,7 @@ ORDER BY 1, 2, 3`, schemas, names)
 			return "", err
 		}
 		fmt.Fprintf(&b, "ALTER TABLE IF EXISTS ONLY %s DROP CONSTRAINT IF EXISTS %s;\n",
-			pgx.Identifier{s, t}.Sanitize(), pgx.Identifier{c}.Sanitize())
+			pgTable(s, t), inventory.Ident(c))
 	}
 	return b.String(), rows.Err()
 }
