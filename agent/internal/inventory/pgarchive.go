@@ -2,11 +2,9 @@ package inventory
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 )
 
@@ -36,6 +34,13 @@ type ArchiveEntry struct {
 	Schema, Tag string
 	Section     int     // SectionPreData, SectionData, SectionPostData (or 1: none)
 	Deps        []int64 // the entries it depends on
+	// HasData: the entry has a data block (pg_dump's hadDumper).
+	HasData bool
+	// Defn is the entry's SQL, kept only for the short session and
+	// sequence entries a data-only archive holds (ENCODING, STDSTRINGS,
+	// SEARCHPATH, SEQUENCE SET); CopyStmt is a TABLE DATA entry's COPY
+	// statement.
+	Defn, CopyStmt string
 }
 
 // Sections of an archive entry (pg_dump's teSection).
@@ -195,135 +200,27 @@ type tocEntry struct{ key string }
 func parseArchive(r *bufio.Reader) (ArchiveCounts, error) {
 	a := &archReader{r: r}
 	res := ArchiveCounts{Rows: map[string]int64{}}
-	head, err := a.full(11)
+	entries, err := a.head()
 	if err != nil {
 		return res, err
 	}
-	if string(head[:5]) != "PGDMP" {
-		return res, errors.New("not a pg_dump custom-format archive (no PGDMP magic)")
-	}
-	vmaj, vmin := head[5], head[6]
-	if vmaj != 1 || vmin < archMinVersion || vmin > archMaxVersion {
-		return res, fmt.Errorf("archive version %d.%d.%d is not one this agent reads (1.%d to 1.%d)", vmaj, vmin, head[7], archMinVersion, archMaxVersion)
-	}
-	a.vmin = int(vmin)
-	a.intSize, a.offSize = int(head[8]), int(head[9])
-	if a.intSize < 1 || a.intSize > 8 || a.offSize < 1 || a.offSize > 8 {
-		return res, fmt.Errorf("archive integer size %d, offset size %d", a.intSize, a.offSize)
-	}
-	if head[10] != archCustom {
-		return res, fmt.Errorf("archive format %d is not custom (%d)", head[10], archCustom)
-	}
-	if a.vmin >= 15 {
-		alg, err := a.byte()
-		if err != nil {
-			return res, err
-		}
-		if alg != 0 {
-			return res, fmt.Errorf("archive data is compressed (algorithm %d)", alg)
-		}
-	} else {
-		level, err := a.int()
-		if err != nil {
-			return res, err
-		}
-		if level != 0 {
-			return res, fmt.Errorf("archive data is compressed (level %d)", level)
-		}
-	}
-	for range 7 { // creation time
-		if _, err := a.int(); err != nil {
-			return res, err
-		}
-	}
-	for range 3 { // database name, server version, pg_dump version
-		if _, _, err := a.str(maxKeptString); err != nil {
-			return res, err
-		}
-	}
-	count, err := a.int()
-	if err != nil {
-		return res, err
-	}
-	if count < 0 {
-		return res, fmt.Errorf("TOC entry count %d", count)
-	}
+	res.Entries = entries
 	data := map[int64]tocEntry{} // dumpId → TABLE DATA entry
 	seenKeys := map[string]bool{}
-	for range count {
-		id, err := a.int()
-		if err != nil {
-			return res, err
+	for _, e := range entries {
+		if e.Desc == "TABLE" {
+			res.Tables = append(res.Tables, ArchiveTable{Schema: e.Schema, Name: e.Tag})
 		}
-		if id <= 0 {
-			return res, fmt.Errorf("TOC entry id %d", id)
-		}
-		hadDumper, err := a.int()
-		if err != nil {
-			return res, err
-		}
-		var f [10]string // tableoid, oid, tag, desc, defn, drop, copy, namespace, tablespace, tableam
-		var section int64
-		for i := range f {
-			if i == 4 { // section, between desc and defn
-				if section, err = a.int(); err != nil {
-					return res, err
-				}
-			}
-			if f[i], _, err = a.str(maxKeptString); err != nil {
-				return res, err
-			}
-		}
-		if a.vmin >= 16 { // relkind
-			if _, err := a.int(); err != nil {
-				return res, err
-			}
-		}
-		for range 2 { // owner, "false" (was: with OIDs)
-			if _, _, err := a.str(maxKeptString); err != nil {
-				return res, err
-			}
-		}
-		var deps []int64
-		for { // dependencies, until NULL
-			d, null, err := a.str(maxKeptString)
-			if err != nil {
-				return res, err
-			}
-			if null {
-				break
-			}
-			dep, err := strconv.ParseInt(d, 10, 64)
-			if err != nil {
-				return res, fmt.Errorf("TOC entry %d: dependency %q is not a number", id, d)
-			}
-			deps = append(deps, dep)
-		}
-		// The custom format's extra: the data's offset (flag + offSize).
-		if _, err := a.full(1 + a.offSize); err != nil {
-			return res, err
-		}
-		tag, desc, namespace := f[2], f[3], f[7]
-		res.Entries = append(res.Entries, ArchiveEntry{ID: id, Desc: desc, Schema: namespace, Tag: tag, Section: int(section), Deps: deps})
-		if desc == "TABLE" {
-			if tag == "" || namespace == "" {
-				return res, fmt.Errorf("TABLE entry %d without a table or schema name", id)
-			}
-			res.Tables = append(res.Tables, ArchiveTable{Schema: namespace, Name: tag})
-		}
-		if desc == "TABLE DATA" && hadDumper != 0 {
-			if tag == "" || namespace == "" {
-				return res, fmt.Errorf("TABLE DATA entry %d without a table or schema name", id)
-			}
-			key := Table{Schema: namespace, Name: tag}.Key()
+		if e.Desc == "TABLE DATA" && e.HasData {
+			key := Table{Schema: e.Schema, Name: e.Tag}.Key()
 			if seenKeys[key] {
 				return res, fmt.Errorf("two TABLE DATA entries for %s", key)
 			}
-			if _, dup := data[id]; dup {
-				return res, fmt.Errorf("two TOC entries with id %d", id)
+			if _, dup := data[e.ID]; dup {
+				return res, fmt.Errorf("two TOC entries with id %d", e.ID)
 			}
 			seenKeys[key] = true
-			data[id] = tocEntry{key: key}
+			data[e.ID] = tocEntry{key: key}
 		}
 	}
 	counted := map[int64]bool{}
@@ -421,7 +318,7 @@ func (a *archReader) copyRows() (int64, error) {
 	var tail [len(copyEnd) + 1]byte // the block's last bytes, right-aligned
 	var size int64
 	err := a.chunks(func(p []byte) {
-		lines += int64(bytes.Count(p, []byte{'\n'}))
+		lines += int64(countLines(p))
 		size += int64(len(p))
 		if len(p) >= len(tail) {
 			copy(tail[:], p[len(p)-len(tail):])

@@ -215,3 +215,5 @@ func TestPartsRoundTrip(t *testing.T) {
 }
 
 func TestPartsFailures(t *testing.T) { suite.PGPartsFailures(t, e(t)) }
+
+func TestPartsOtherEncoding(t *testing.T) { suite.PGPartsOtherEncoding(t, e(t)) }
