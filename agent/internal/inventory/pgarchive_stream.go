@@ -227,48 +227,64 @@ func (c *CopyText) Read(p []byte) (int, error) {
 		if c.err != nil {
 			return 0, c.err
 		}
-		if c.left == 0 {
-			if c.end {
-				c.err = io.EOF
+		// p: the held-back bytes, then as many chunks as are at hand (a
+		// chunk is often one row: one Read per chunk would make one COPY
+		// message, and one write, per row).
+		total := copy(p, c.held[:c.nheld])
+		for total < len(p) && !c.end {
+			if c.left == 0 {
+				if total > c.nheld && c.a.r.Buffered() < 1+c.a.intSize {
+					break // pass on what is here rather than wait for more
+				}
+				n, err := c.a.int()
+				switch {
+				case err != nil:
+					c.err = err
+					return 0, err
+				case n < 0:
+					c.err = fmt.Errorf("chunk length %d", n)
+					return 0, c.err
+				case n == 0:
+					c.end = true
+				default:
+					c.left = n
+				}
 				continue
 			}
-			n, err := c.a.int()
-			switch {
-			case err != nil:
-				c.err = err
-			case n < 0:
-				c.err = fmt.Errorf("chunk length %d", n)
-			case n == 0:
-				c.end = true
-				if c.nheld != len(copyEnd) || string(c.held[:]) != copyEnd || (c.Size > 0 && c.last != '\n') {
-					c.err = fmt.Errorf("COPY data of %d bytes does not end with pg_dump's end marker", c.Size+int64(c.nheld))
+			m, err := c.a.r.Read(p[total:min(int64(len(p)), int64(total)+c.left)])
+			c.left -= int64(m)
+			total += m
+			if m == 0 && err != nil {
+				if err == io.EOF {
+					err = errTruncated
 				}
-			default:
-				c.left = n
+				c.err = err
+				return 0, err
 			}
-			continue
-		}
-		k := copy(p, c.held[:c.nheld])
-		m, err := c.a.r.Read(p[k:min(int64(len(p)), int64(k)+c.left)])
-		c.left -= int64(m)
-		if m == 0 && err != nil {
-			if err == io.EOF {
-				err = errTruncated
+			if c.a.r.Buffered() == 0 {
+				break
 			}
-			c.err = err
-			return 0, err
 		}
-		total := k + m
-		if total <= len(c.held) {
-			c.nheld = copy(c.held[:], p[:total])
-			continue
-		}
-		out := total - len(c.held)
+		out := total - min(total, len(c.held))
 		c.nheld = copy(c.held[:], p[out:total])
-		c.last = p[out-1]
-		c.Size += int64(out)
-		c.Rows += int64(countLines(p[:out]))
-		return out, nil
+		if out > 0 {
+			c.last = p[out-1]
+			c.Size += int64(out)
+			c.Rows += int64(countLines(p[:out]))
+		}
+		if c.end {
+			if c.nheld != len(copyEnd) || string(c.held[:]) != copyEnd || (c.Size > 0 && c.last != '\n') {
+				c.err = fmt.Errorf("COPY data of %d bytes does not end with pg_dump's end marker", c.Size+int64(c.nheld))
+				return 0, c.err
+			}
+			c.err = io.EOF
+			if out == 0 {
+				return 0, io.EOF
+			}
+		}
+		if out > 0 {
+			return out, nil
+		}
 	}
 }
 
