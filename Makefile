@@ -95,7 +95,7 @@ test: controlplane agent-deps ## Run every test (unit and integration against a 
 # target with a bare "context deadline exceeded" when a duration ends while a
 # starved worker is mid-call (golang/go#75804, fixed in Go 1.27; CI saw it).
 FUZZTIME ?= 100000x
-FUZZ_TARGETS := libs/names:FuzzPrefix libs/validation:FuzzDatabase libs/validation:FuzzStorage libs/validation:FuzzCheckSQL agent/internal/config:FuzzLoad agent/internal/engine:FuzzQuoteConninfo agent/patterns:FuzzGlob agent/patterns:FuzzParse agent/internal/inventory:FuzzArchiveCounter agent/internal/inventory:FuzzSQLDumpCounter agent/internal/loaddata:FuzzConverter
+FUZZ_TARGETS := libs/names:FuzzPrefix libs/validation:FuzzDatabase libs/validation:FuzzStorage libs/validation:FuzzCheckSQL agent/internal/config:FuzzLoad agent/internal/engine:FuzzQuoteConninfo agent/patterns:FuzzGlob agent/patterns:FuzzParse agent/internal/inventory:FuzzArchiveCounter agent/internal/inventory:FuzzCopyText agent/internal/inventory:FuzzSQLDumpCounter agent/internal/loaddata:FuzzConverter
 
 .PHONY: fuzz
 fuzz: ## Fuzz the admission validators and the agent's config parsing, FUZZTIME (100000x: executions) each; seed corpora in testdata/fuzz.

@@ -181,3 +181,23 @@ func TestCopyTextBatchesRows(t *testing.T) {
 		t.Errorf("%d reads for %d bytes of rows, want at most %d", reads, ct.Size, max)
 	}
 }
+
+// FuzzCopyText: any rows (ending with a newline), cut into chunks anywhere
+// and read with any buffer size, come out exactly; any chunks without the
+// marker end in rows or an error, never a panic or a hang.
+func FuzzCopyText(f *testing.F) {
+	f.Add([]byte("a\tb\n\\\\.\n\\.\n\n\n"), uint16(3), uint8(7))
+	f.Add([]byte(""), uint16(1), uint8(0))
+	f.Fuzz(func(t *testing.T, rows []byte, seed uint16, size uint8) {
+		body := string(rows)
+		if body != "" && !strings.HasSuffix(body, "\n") {
+			body += "\n"
+		}
+		r := rand.New(rand.NewPCG(uint64(seed), 1))
+		got, ct, err := readCopy(archiveWithData(cut(r, body+copyEnd)), 1+int(size))
+		if err != nil || got != body || ct.Rows != int64(strings.Count(body, "\n")) {
+			t.Fatalf("read size %d: %q, %v; want %q", 1+int(size), got, err, body)
+		}
+		readCopy(archiveWithData(cut(r, string(rows))), 1+int(size))
+	})
+}
