@@ -3,7 +3,6 @@ package inventory
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -14,27 +13,9 @@ import (
 // archiveWithData builds a 1.14 archive by hand: one TABLE DATA entry
 // (public.t) whose data block is text cut into the given chunks.
 func archiveWithData(chunks []string) []byte {
-	var b bytes.Buffer
-	wi := func(v int) {
-		sign := byte(0)
-		if v < 0 {
-			sign, v = 1, -v
-		}
-		b.WriteByte(sign)
-		var m [4]byte
-		binary.LittleEndian.PutUint32(m[:], uint32(v))
-		b.Write(m[:])
-	}
-	ws := func(s string) { wi(len(s)); b.WriteString(s) }
-	b.WriteString("PGDMP\x01\x0e\x00\x04\x08\x01")
-	wi(0) // compression
-	for range 7 {
-		wi(1)
-	}
-	ws("db")
-	ws("15.0")
-	ws("15.0")
-	wi(2)
+	var b archWriter
+	wi, ws := b.int, b.str
+	b.header(2)
 	for id, e := range []struct{ tag, desc, defn, copy string }{
 		{"ENCODING", "ENCODING", "SET client_encoding = 'UTF8';\n", ""},
 		{"t", "TABLE DATA", "", "COPY public.t (v) FROM stdin;\n"},

@@ -231,30 +231,42 @@ func abs(n int) int {
 	return n
 }
 
+// archWriter writes a 1.14 custom-format archive by hand (4-byte
+// integers, 8-byte offsets, no compression).
+type archWriter struct{ bytes.Buffer }
+
+func (b *archWriter) int(v int) {
+	sign := byte(0)
+	if v < 0 {
+		sign, v = 1, -v
+	}
+	b.WriteByte(sign)
+	var m [4]byte
+	binary.LittleEndian.PutUint32(m[:], uint32(v))
+	b.Write(m[:])
+}
+
+func (b *archWriter) str(s string) { b.int(len(s)); b.WriteString(s) }
+
+// header writes the archive's header and the count of TOC entries.
+func (b *archWriter) header(entries int) {
+	b.WriteString("PGDMP\x01\x0e\x00\x04\x08\x01")
+	b.int(0) // compression
+	for range 7 {
+		b.int(1)
+	}
+	b.str("db")
+	b.str("15.0")
+	b.str("15.0")
+	b.int(entries)
+}
+
 // seedArchive builds a small 1.14 archive by hand: one TABLE DATA entry
 // (public.t, 2 rows) and a large-object block.
 func seedArchive() []byte {
-	var b bytes.Buffer
-	wi := func(v int) {
-		sign := byte(0)
-		if v < 0 {
-			sign, v = 1, -v
-		}
-		b.WriteByte(sign)
-		var m [4]byte
-		binary.LittleEndian.PutUint32(m[:], uint32(v))
-		b.Write(m[:])
-	}
-	ws := func(s string) { wi(len(s)); b.WriteString(s) }
-	b.WriteString("PGDMP\x01\x0e\x00\x04\x08\x01")
-	wi(0) // compression
-	for range 7 {
-		wi(1)
-	}
-	ws("db")
-	ws("15.0")
-	ws("15.0")
-	wi(2)
+	var b archWriter
+	wi, ws := b.int, b.str
+	b.header(2)
 	for id, e := range []struct{ tag, desc string }{{"t", "TABLE DATA"}, {"BLOBS", "BLOBS"}} {
 		wi(id + 1)
 		wi(1)
