@@ -216,9 +216,6 @@ func parseArchive(r *bufio.Reader) (ArchiveCounts, error) {
 			if seenKeys[key] {
 				return res, fmt.Errorf("two TABLE DATA entries for %s", key)
 			}
-			if _, dup := data[e.ID]; dup {
-				return res, fmt.Errorf("two TOC entries with id %d", e.ID)
-			}
 			seenKeys[key] = true
 			data[e.ID] = tocEntry{key: key}
 		}

@@ -3,6 +3,7 @@ package parts
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,20 +98,13 @@ BEGIN; TRUNCATE TABLE ONLY ` + inventory.QualifiedName(d.table)
 		}
 	}
 	if _, _, err := ar.Next(); err != io.EOF {
-		return fmt.Errorf("data part of %s after its rows: %w", d.table.Key(), cmpErr(err, errors.New("another block")))
+		return fmt.Errorf("data part of %s after its rows: %w", d.table.Key(), cmp.Or(err, errors.New("another block")))
 	}
 	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("commit the load of %s: %w", d.table.Key(), err)
 	}
 	d.log.Info("table loaded over the protocol", "table", d.table.Key(), "rows", rows.Rows)
 	return nil
-}
-
-func cmpErr(err, otherwise error) error {
-	if err != nil {
-		return err
-	}
-	return otherwise
 }
 
 // replay keeps what was read from r until stop (at most maxReplay bytes).

@@ -336,7 +336,8 @@ type pgData struct{ *engine.Postgres }
 
 func (d pgData) Restore(ctx context.Context, r io.Reader) error { return d.RestoreData(ctx, r) }
 
-// pgTruncData loads a data part of one table in one transaction that
+// pgTruncData loads a large table's data part that pgCopyData does not
+// send itself (another encoding, other entries), in one transaction that
 // first empties the table (TRUNCATE: the rows then go to a new file of the
 // transaction): pg_restore --file=- of the part, after the TRUNCATE, into
 // psql --single-transaction, which commits only when the script ends
