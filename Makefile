@@ -25,6 +25,16 @@ api_group = $(or $(API_GROUP_$(1)),$(1))
 # Every Go module of the workspace (go.work) plus the tool modules outside it.
 MODULES := apis libs agent agent/contract e2e deploy kubectl-cairn $(addprefix operators/,$(OPERATORS)) hack/controlplane hack/controlplane/etcd hack/tools hack/release
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
+# Every go command make runs — vet, tests, fuzzing, e2e (and the operators
+# it builds), the images, the demo — compiles with the images' flags: static
+# (CGO_ENABLED=0) and -trimpath, so one build cache serves them all. With
+# the defaults for tests and vet the whole dependency tree (client-go,
+# controller-runtime, ...) was compiled twice; measured cold, the operators'
+# test binaries after the images' build: 540 s with the defaults, 269 s with
+# these flags. CGO_ENABLED=1 make test GO_TEST_FLAGS=-race for the race
+# detector (it needs cgo).
+export CGO_ENABLED ?= 0
+export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))
 comma := ,
 
 ##@ General
@@ -37,7 +47,7 @@ help: ## Show this help.
 
 .PHONY: controlplane
 controlplane: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok and kwokctl from Go modules into bin/ (skips what is built).
-	hack/controlplane/build.sh $(CONTROLPLANE_DIR)
+	env -u CGO_ENABLED hack/controlplane/build.sh $(CONTROLPLANE_DIR)
 
 $(CONTROLLER_GEN): hack/tools/go.mod
 	cd hack/tools && GOWORK=off go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
