@@ -22,6 +22,7 @@ import (
 	platformv1 "cairn.dev/apis/platform/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/e2e/cluster"
+	"cairn.dev/e2e/podrunner"
 )
 
 // Scheme has the built-in kinds, CRDs and Cairn's kinds.
@@ -71,6 +72,12 @@ type Options struct {
 	ExternalData bool
 	// AgentImage is cluster.Options.AgentImage.
 	AgentImage string
+	// PodRunnerNode is cluster.Options.PodRunnerNode; default
+	// cairn-pods-<the working directory's name>: a test package's own, so
+	// packages with real pods can run side by side (`make e2e` runs
+	// tests/data beside the others) while a package's next run still
+	// removes the containers its crashed run left.
+	PodRunnerNode string
 	// Installed runs the operators as the platform installs them (needs
 	// RealData; installed.go): `kustomize build` of a local overlay of
 	// platform/ (images from `make images`, webhook certificates the
@@ -158,7 +165,7 @@ func Up(ctx context.Context, o Options) (_ *Env, err error) {
 		}
 	}
 	c, err := cluster.Start(ctx, cluster.Options{Name: o.ClusterName, Nodes: o.Nodes, Workdir: filepath.Join(o.Dir, "kwok"),
-		RealPods: o.RealData, ExternalPodRunner: o.ExternalData, AgentImage: o.AgentImage, Images: images, Logf: o.Logf})
+		RealPods: o.RealData, ExternalPodRunner: o.ExternalData, PodRunnerNode: o.podRunnerNode(), AgentImage: o.AgentImage, Images: images, Logf: o.Logf})
 	if err != nil {
 		servers.Stop()
 		return nil, err
@@ -313,4 +320,15 @@ func (e *Env) Down() error {
 // String describes where things are.
 func (e *Env) String() string {
 	return fmt.Sprintf("cluster %s, kubeconfig %s", e.Cluster.Name, e.Cluster.Kubeconfig)
+}
+
+func (o Options) podRunnerNode() string {
+	if o.PodRunnerNode != "" || o.ExternalData {
+		return o.PodRunnerNode
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return podrunner.DefaultNodeName + "-" + strings.ToLower(filepath.Base(wd))
 }

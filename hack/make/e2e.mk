@@ -1,17 +1,18 @@
 ##@ End-to-end
 
-# The suite runs one package at a time: each package starts its own control
-# plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok),
-# the operators (as local processes, or as the installed platform's pods:
-# tests/installed) and, for real data (tests/data, the demo),
-# the pod runner's node and PostgreSQL, MariaDB and versitygw; two at once
-# would crowd 2 cores.
+# Each package starts its own control plane (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kwok), the operators (as local
+# processes, or as the installed platform's pods: tests/installed) and, for
+# real data, its own pod-runner node and PostgreSQL, MariaDB and versitygw.
+# hack/e2e.sh runs E2E_BESIDE (tests/data, mostly waiting on the clock) in a
+# lane of its own beside the other packages, which run one at a time.
 E2E_FLAGS ?= -count=1 -timeout 45m -v
+E2E_BESIDE ?= ./e2e/tests/data/
 E2E_STATE := $(ROOT)/e2e/.state
 
 .PHONY: e2e
-e2e: controlplane agent-deps images ## Run the end-to-end suite (full control plane; the installed platform's operator pods as containers of their images (tests/installed), elsewhere operators as local processes; agent pods as real containers on the pod runner against real PostgreSQL, MariaDB and S3; kwok for faults).
-	go test $(E2E_FLAGS) -p 1 ./e2e/...
+e2e: controlplane agent-deps images ## Run the end-to-end suite in two lanes side by side (hack/e2e.sh: tests/data beside the other packages; full control plane; the installed platform's operator pods as containers of their images (tests/installed), elsewhere operators as local processes; agent pods as real containers on the pod runner against real PostgreSQL, MariaDB and S3; kwok for faults).
+	E2E_FLAGS="$(E2E_FLAGS)" E2E_BESIDE="$(E2E_BESIDE)" hack/e2e.sh
 
 .PHONY: demo
 # The demo program is built with the images' flags (static, -trimpath), so
