@@ -46,10 +46,16 @@ done < <(find "$tmpl" -type f -name '*.tmpl' -print0 | sort -z)
 gofmt -w "apis/$name" "operators/$name"
 
 # The module: the restore operator's requirements (the same libraries),
-# tidied offline to what this one imports.
+# tidied to what this one imports — offline when the module cache has what
+# tidy looks at (the tests of the dependencies' packages too: a `make
+# verify` or any tidy of an operator fetched them), else through the module
+# proxy (a fresh machine: offline, tidy fails with "module lookup disabled").
 sed -e "s|^module cairn.dev/operators/restore$|module cairn.dev/operators/$name|" operators/restore/go.mod >"operators/$name/go.mod"
 cp operators/restore/go.sum "operators/$name/go.sum"
-(cd "operators/$name" && GOWORK=off GOPROXY=off GOFLAGS=-mod=mod go mod tidy)
+(cd "operators/$name" && {
+  GOWORK=off GOPROXY=off GOFLAGS=-mod=mod go mod tidy 2>/dev/null ||
+    { echo "new-operator: the module cache lacks what go mod tidy reads; tidying through the module proxy"; GOWORK=off GOFLAGS=-mod=mod go mod tidy; }
+})
 go work use "./operators/$name"
 echo "new-operator: wrote operators/$name/go.mod, go.sum; go.work uses ./operators/$name"
 
