@@ -31,7 +31,7 @@ GO_TEST_FLAGS ?= -count=1 -timeout 20m
 # the defaults for tests and vet the whole dependency tree (client-go,
 # controller-runtime, ...) was compiled twice; measured cold, the operators'
 # test binaries after the images' build: 540 s with the defaults, 269 s with
-# these flags. CGO_ENABLED=1 make test GO_TEST_FLAGS=-race for the race
+# these flags. CGO_ENABLED=1 make test GO_TEST_FLAGS='-count=1 -race' for the race
 # detector (it needs cgo).
 export CGO_ENABLED ?= 0
 export GOFLAGS := $(strip -trimpath $(filter-out -trimpath,$(GOFLAGS)))

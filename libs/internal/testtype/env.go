@@ -1,33 +1,24 @@
 package testtype
 
 import (
-	"os"
 	"path/filepath"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"cairn.dev/libs/testing/testenv"
 )
 
-// libsDir is the libs module's folder: the nearest go.mod above the
-// working directory (a test's is its package's folder). Not the source
-// file's path: the tests are built with -trimpath (Makefile), which makes
-// that path a module path.
+// libsDir is the libs module's folder, found from the working directory
+// (testenv.RepoRoot), not from this file's path: the tests are built with
+// -trimpath (Makefile), which makes that path a module path.
 func libsDir() string {
-	dir, err := os.Getwd()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		panic(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			panic("testtype: no go.mod above the working directory: run the tests from the libs module")
-		}
-		dir = up
-	}
+	return filepath.Join(root, "libs")
 }
 
 // CRDDir is the folder with Widget's generated CRD.
