@@ -47,3 +47,8 @@ func StartMariaDBWithBinlog(user, password string) (*MariaDB, error) {
 func StartS3(root, accessKey, secretKey string) (*S3, error) {
 	return testenv.StartS3(root, accessKey, secretKey)
 }
+
+// FreePort returns a TCP port that was free a moment ago on 127.0.0.1 and
+// on every address, drawn below the kernel's ephemeral range (so no
+// outgoing connection takes it before the caller's server binds it).
+func FreePort() (int, error) { return testenv.FreePort() }

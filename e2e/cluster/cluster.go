@@ -188,7 +188,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.kwokctl(ctx, "create", "cluster", "--name", c.Name, "--runtime", "binary",
+	unlock, err := lockCreate()
+	if err != nil {
+		return nil, err
+	}
+	err = c.kwokctl(ctx, "create", "cluster", "--name", c.Name, "--runtime", "binary",
 		"--etcd-binary", filepath.Join(dir, "etcd"),
 		"--kube-apiserver-binary", filepath.Join(dir, "kube-apiserver"),
 		"--kube-controller-manager-binary", filepath.Join(dir, "kube-controller-manager"),
@@ -197,7 +201,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		"--config", stages,
 		"--kubeconfig", c.Kubeconfig,
 		"--kube-apiserver-port", strconv.Itoa(apiserverPort),
-		"--wait", "2m"); err != nil {
+		"--wait", "2m")
+	unlock()
+	if err != nil {
 		return nil, err
 	}
 	if err := c.kwokctl(ctx, "scale", "node", "--name", c.Name, "--replicas", strconv.Itoa(o.Nodes)); err != nil {
@@ -310,6 +316,26 @@ func (c *Cluster) DumpLogs(logf func(string, ...any)) {
 		}
 		logf("--- %s (last %d lines)\n%s", filepath.Base(l), len(lines), strings.Join(lines, "\n"))
 	}
+}
+
+// lockCreate takes a lock that every process of this machine takes around
+// `kwokctl create cluster`, and returns its release. kwokctl gives etcd,
+// the controller manager, the scheduler and kwok ports it finds unused
+// counting down from 32767, afresh in each process, and sees another
+// cluster's ports only once its components listen: two clusters created at
+// once (e2e packages in two lanes) took the same ports, and one of them
+// never got a ready node. Created one after another, each sees the
+// other's listeners (create waits until its components are ready).
+func lockCreate() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "cairn-kwokctl-create.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cluster: locking %s: %w", f.Name(), err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
 func (c *Cluster) kwokctl(ctx context.Context, args ...string) error {

@@ -5,8 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/agent/testservers"
 	"cairn.dev/e2e/podrunner"
 )
 
@@ -215,32 +214,11 @@ func startPodRunner(ctx context.Context, cfg *rest.Config, workdir, node, image 
 }
 
 // PortBelowEphemeral returns a free TCP port below the kernel's ephemeral
-// range (net.ipv4.ip_local_port_range, 32768-60999 by default), for a
-// listener that goes away and must find its port free when it comes back
-// (the soak's S3 outage does the same). The kube-apiserver listens on it: RestartComponent kills the API server and
-// starts it again on the same port, and a port the kernel never hands out
-// for ":0" cannot be taken meanwhile by another process's listener (servers
-// started by tests, other clusters) — which made the restart test flaky
-// when the port came from the ephemeral range.
-func PortBelowEphemeral() (int, error) {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
-	}
-	const base = 10000
-	start := rand.IntN(low - base)
-	for i := 0; i < low-base; i++ {
-		port := base + (start+i)%(low-base)
-		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port, nil
-	}
-	return 0, fmt.Errorf("cluster: no free TCP port in %d-%d for the kube-apiserver", base, low-1)
-}
+// range (testservers.FreePort), for a listener that goes away and must
+// find its port free when it comes back (the soak's S3 outage does the
+// same). The kube-apiserver listens on it: RestartComponent kills the API
+// server and starts it again on the same port, and a port the kernel never
+// hands out for ":0" cannot be taken meanwhile by another process's
+// listener (servers started by tests, other clusters) — which made the
+// restart test flaky when the port came from the ephemeral range.
+func PortBelowEphemeral() (int, error) { return testservers.FreePort() }

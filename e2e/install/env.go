@@ -286,12 +286,25 @@ func (e *Env) StartOperator(ctx context.Context, name, suffix string, extra []st
 		Extra:   extra,
 		LogPath: filepath.Join(e.Opts.Dir, name+suffix+".log"), Detach: e.Opts.Detach}
 	start := time.Now()
-	if err := op.Start(); err != nil {
-		return nil, err
-	}
-	e.Processes = append(e.Processes, op)
-	if err := op.WaitReady(ctx); err != nil {
+	for attempt := 1; ; attempt++ {
+		if err := op.Start(); err != nil {
+			return nil, err
+		}
+		if attempt == 1 {
+			e.Processes = append(e.Processes, op)
+		}
+		err := op.WaitReady(ctx)
+		if err == nil {
+			break
+		}
 		_ = op.Kill()
+		// A port drawn free was taken before the process bound it (by a
+		// process of another package running beside this one): Start
+		// draws new probe and metrics ports.
+		if attempt < 3 && strings.Contains(op.Tail(5), "address already in use") {
+			e.Opts.Logf("%s operator: a port was taken before it could bind it; starting it again", op.Name)
+			continue
+		}
 		return nil, err
 	}
 	if svc.Proxy() {

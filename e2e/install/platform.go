@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"cairn.dev/agent/testservers"
 )
 
 // Build compiles operators/<name> of the repository at root into
@@ -38,15 +39,10 @@ func Build(ctx context.Context, root, outDir, name string) (string, error) {
 	return out, nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a TCP port that was free a moment ago on 127.0.0.1 and
+// on every address (the webhook server listens on ":port"), drawn below
+// the kernel's ephemeral range (testservers.FreePort).
+func FreePort() (int, error) { return testservers.FreePort() }
 
 // Operator is one operator process.
 type Operator struct {

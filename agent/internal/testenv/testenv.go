@@ -14,9 +14,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -70,14 +72,62 @@ func lookBinary(name string, candidates ...string) (string, error) {
 	return "", fmt.Errorf("%s not found: %s", name, Hint)
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port that was free a moment ago on 127.0.0.1 and
+// on every address (a server listening on ":port" needs both). It draws at
+// random from 20000-31999, below the kernel's ephemeral range (32768 and
+// up by default, /proc/sys/net/ipv4/ip_local_port_range): a port the
+// kernel handed out (a ":0" listener, the source port of any outgoing
+// connection) can be taken again by the next outgoing connection before
+// the server binds it — seen as "bind: address already in use" when two
+// e2e packages ran side by side. kwokctl takes its clusters' ports
+// counting down from 32767, above this range; random draws make two
+// callers at once unlikely to pick the same port.
 func FreePort() (int, error) {
+	hi := 32000
+	if lo := ephemeralLow(); lo > 0 && lo < hi {
+		hi = lo
+	}
+	if hi > freePortLow+1000 {
+		for range 200 {
+			port := freePortLow + rand.IntN(hi-freePortLow)
+			if portFree(port) {
+				return port, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+const freePortLow = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (0 when
+// it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		return 0
+	}
+	return lo
+}
+
+func portFree(port int) bool {
+	for _, host := range []string{"127.0.0.1", ""} {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
 }
 
 // Poll calls fn until it returns nil or the deadline passes; then it
