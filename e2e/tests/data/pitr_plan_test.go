@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -90,9 +91,23 @@ func TestProtectionPlanPointInTime(t *testing.T) {
 
 	created := time.Now()
 	fixtures.SetRunNow(g, env.Client, bj, "first")
-	st1 := waitSucceeded(t, bj, created, 3*time.Minute)
+	// The writer starts as soon as the base is stored, before its Job is
+	// complete: the first drill's target is the second after the backup's
+	// recorded success, and a writer started once the test saw that
+	// success (a status write and a poll later) wrote its first row after
+	// the target under load — 0 rows replayed.
+	stored := func() []string {
+		var out []string
+		for _, a := range artifacts(t, bj) {
+			if !strings.Contains(a, "/_binlog/") {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	g.Eventually(stored).WithTimeout(3 * time.Minute).WithPolling(100 * time.Millisecond).ShouldNot(BeEmpty())
 
-	// A writer: a row every 300 ms after the base, until stopped.
+	// A writer: a row now and every 300 ms after the base, until stopped.
 	stopWriter := make(chan struct{})
 	var wg sync.WaitGroup
 	var lastWrite time.Time
@@ -100,20 +115,22 @@ func TestProtectionPlanPointInTime(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 1; ; i++ {
-			select {
-			case <-stopWriter:
-				return
-			case <-time.After(300 * time.Millisecond):
-			}
 			if _, err := e.sql.SQL(src, fmt.Sprintf("INSERT INTO orders VALUES (%d, 1, 1.00, 'new', NOW())", 100000+i)); err != nil {
 				t.Errorf("writer: %v", err)
 				return
 			}
 			lastWrite = time.Now()
+			select {
+			case <-stopWriter:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
 		}
 	}()
 	stop := sync.OnceFunc(func() { close(stopWriter); wg.Wait() })
 	t.Cleanup(stop)
+	st1 := waitSucceeded(t, bj, created, 3*time.Minute)
+	g.Expect(stored()).To(ConsistOf(st1.LastArtifact.Path), "the base the writer waited for is the run's artifact")
 
 	verified := func(n int32, base string) *platformv1.ProtectionPlan {
 		t.Helper()
