@@ -318,6 +318,9 @@ func (c *Cluster) DumpLogs(logf func(string, ...any)) {
 	}
 }
 
+// createLock is the file lockCreate locks.
+var createLock = filepath.Join(os.TempDir(), "cairn-kwokctl-create.lock")
+
 // lockCreate takes a lock that every process of this machine takes around
 // `kwokctl create cluster`, and returns its release. kwokctl gives etcd,
 // the controller manager, the scheduler and kwok ports it finds unused
@@ -327,7 +330,7 @@ func (c *Cluster) DumpLogs(logf func(string, ...any)) {
 // never got a ready node. Created one after another, each sees the
 // other's listeners (create waits until its components are ready).
 func lockCreate() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "cairn-kwokctl-create.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(createLock, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
