@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/agent/testservers"
 	"cairn.dev/e2e/podrunner"
 	"cairn.dev/libs/testing/testenv"
 )
@@ -184,7 +185,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := os.WriteFile(stages, config, 0o644); err != nil {
 		return nil, err
 	}
-	apiserverPort, err := PortBelowEphemeral()
+	// Below the kernel's ephemeral range (testservers.FreePort):
+	// RestartComponent kills the API server and starts it again on the
+	// same port, which no other process's listener or connection may take
+	// meanwhile — a port from the ephemeral range made the restart test
+	// flaky.
+	apiserverPort, err := testservers.FreePort()
 	if err != nil {
 		return nil, err
 	}

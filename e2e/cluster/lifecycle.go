@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cairn.dev/agent/testservers"
 	"cairn.dev/e2e/podrunner"
 )
 
@@ -212,13 +211,3 @@ func startPodRunner(ctx context.Context, cfg *rest.Config, workdir, node, image 
 	return podrunner.Start(ctx, podrunner.Options{NodeName: node, Config: cfg, Dir: filepath.Join(workdir, "podrunner"),
 		Images: images, Logf: logf})
 }
-
-// PortBelowEphemeral returns a free TCP port below the kernel's ephemeral
-// range (testservers.FreePort), for a listener that goes away and must
-// find its port free when it comes back (the soak's S3 outage does the
-// same). The kube-apiserver listens on it: RestartComponent kills the API
-// server and starts it again on the same port, and a port the kernel never
-// hands out for ":0" cannot be taken meanwhile by another process's
-// listener (servers started by tests, other clusters) — which made the
-// restart test flaky when the port came from the ephemeral range.
-func PortBelowEphemeral() (int, error) { return testservers.FreePort() }

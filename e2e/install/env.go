@@ -16,6 +16,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cairn.dev/agent/testservers"
 	backupv1 "cairn.dev/apis/backup/v1"
 	backupv1alpha1 "cairn.dev/apis/backup/v1alpha1"
 	migrationv1 "cairn.dev/apis/migration/v1"
@@ -270,7 +271,7 @@ func (e *Env) StartOperator(ctx context.Context, name, suffix string, extra []st
 	}
 	port := svc.Port
 	if svc.Proxy() {
-		if port, err = FreePort(); err != nil {
+		if port, err = testservers.FreePort(); err != nil {
 			return nil, err
 		}
 	} else {

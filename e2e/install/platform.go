@@ -39,11 +39,6 @@ func Build(ctx context.Context, root, outDir, name string) (string, error) {
 	return out, nil
 }
 
-// FreePort returns a TCP port that was free a moment ago on 127.0.0.1 and
-// on every address (the webhook server listens on ":port"), drawn below
-// the kernel's ephemeral range (testservers.FreePort).
-func FreePort() (int, error) { return testservers.FreePort() }
-
 // Operator is one operator process.
 type Operator struct {
 	// Name of the process, e.g. "backup" or "backup-1".
@@ -80,10 +75,10 @@ type Operator struct {
 // wins.
 func (o *Operator) Start() error {
 	var err error
-	if o.ProbePort, err = FreePort(); err != nil {
+	if o.ProbePort, err = testservers.FreePort(); err != nil {
 		return err
 	}
-	if o.MetricsPort, err = FreePort(); err != nil {
+	if o.MetricsPort, err = testservers.FreePort(); err != nil {
 		return err
 	}
 	args := append([]string{}, o.Args...)

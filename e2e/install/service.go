@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"cairn.dev/agent/testservers"
 )
 
 // Service stands in for an operator's webhook Service: one address
@@ -39,7 +41,7 @@ func NewService(operator, certDir string, proxy bool) (*Service, error) {
 	}
 	s := &Service{Operator: operator, Certs: certs}
 	if !proxy {
-		if s.Port, err = FreePort(); err != nil {
+		if s.Port, err = testservers.FreePort(); err != nil {
 			return nil, err
 		}
 		return s, nil

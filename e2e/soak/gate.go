@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"cairn.dev/e2e/cluster"
+	"cairn.dev/agent/testservers"
 )
 
 // Gate is the S3 server's address as the soak's BackupJobs and RestoreJobs
@@ -28,7 +28,9 @@ type Gate struct {
 
 // NewGate forwards a port of 127.0.0.1 to target ("host:port").
 func NewGate(target string) (*Gate, error) {
-	port, err := cluster.PortBelowEphemeral()
+	// Below the kernel's ephemeral range: the gate goes down and must find
+	// its port free when it comes back (testservers.FreePort).
+	port, err := testservers.FreePort()
 	if err != nil {
 		return nil, err
 	}
