@@ -5,9 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"cairn.dev/agent/internal/testenv"
+	"cairn.dev/agent/test/dataset"
 )
 
 // The PostgreSQL side of the parallel bench (issue 26): a multi-table
@@ -23,7 +23,7 @@ import (
 func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 	db := fmt.Sprintf("pgpar_%dmb", mb)
 	fmt.Fprintf(os.Stderr, "bench: generating PostgreSQL %s (~%d MB in %d tables with secondary indexes)\n", db, mb, parTables)
-	dbBytes, err := generatePGTables(e.pg, db, int64(mb)<<20)
+	dbBytes, err := dataset.Postgres(e.pg, db, parTables, int64(mb)<<20)
 	if err != nil {
 		return row{}, err
 	}
@@ -141,64 +141,6 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 		return row{}, err
 	}
 	return row{engine: fmt.Sprintf("PostgreSQL %d tables", parTables), dbBytes: dbBytes, ms: append(ms, rms...)}, nil
-}
-
-// generatePGTables creates db with parTables tables of about
-// target/parTables bytes each, every one with a primary key and two
-// secondary indexes (the MariaDB parallel bench's shape).
-func generatePGTables(pg *testenv.Postgres, db string, target int64) (int64, error) {
-	if _, err := pg.SQL("postgres", fmt.Sprintf("DROP DATABASE IF EXISTS %s", db)); err != nil {
-		return 0, err
-	}
-	if _, err := pg.SQL("postgres", fmt.Sprintf("CREATE DATABASE %s", db)); err != nil {
-		return 0, err
-	}
-	var total int64
-	for i := 1; i <= parTables; i++ {
-		t := fmt.Sprintf("events_%d", i)
-		if _, err := pg.SQL(db, fmt.Sprintf(`
-CREATE TABLE %[1]s (
-  id         bigint PRIMARY KEY,
-  account    text NOT NULL,
-  amount     numeric(14,2),
-  created_at timestamptz NOT NULL,
-  kind       text,
-  attrs      jsonb,
-  payload    bytea
-);
-CREATE INDEX %[1]s_account ON %[1]s (account);
-CREATE INDEX %[1]s_created ON %[1]s (created_at, kind);`, t)); err != nil {
-			return 0, err
-		}
-		var next, batch, n int64 = 1, 20_000, 0
-		for n < target/parTables {
-			if _, err := pg.SQL(db, fmt.Sprintf(`
-INSERT INTO %s
-SELECT g, 'acct-' || (g %% 50000), ((g * 7919) %% 1000000) / 100.0,
-  TIMESTAMPTZ '2024-01-01 00:00:00+00' + g * INTERVAL '1 second',
-  (ARRAY['deposit','withdrawal','transfer','fee','refund'])[1 + g %% 5],
-  jsonb_build_object('ip', '10.' || (g %% 256) || '.' || (g * 7 %% 256) || '.1', 'ok', g %% 3 <> 0, 'note', md5(g::text)),
-  decode(md5(g || 'a') || md5(g || 'b') || md5(g || 'c'), 'hex')
-FROM generate_series(%d::bigint, %d::bigint) g`, t, next, next+batch-1)); err != nil {
-				return 0, err
-			}
-			next += batch
-			out, err := pg.SQL(db, fmt.Sprintf("SELECT pg_total_relation_size('%s')", t))
-			if err != nil {
-				return 0, err
-			}
-			if n, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64); err != nil {
-				return 0, err
-			}
-			perRow := float64(n) / float64(next-1)
-			batch = min(500_000, max(1_000, int64(float64(target/parTables-n)/perRow)+1))
-		}
-		total += n
-	}
-	if _, err := pg.SQL(db, "VACUUM ANALYZE"); err != nil {
-		return 0, err
-	}
-	return total, nil
 }
 
 // pgFresh returns a function that makes target a new, empty database.
