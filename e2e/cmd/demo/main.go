@@ -55,7 +55,8 @@ func main() {
 	ctrllog.SetLogger(logr.Discard())
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	state := fs.String("state", "e2e/.state", "Folder for the demo's state: kubeconfig, logs, binaries, the cluster's files.")
-	timeout := fs.Duration("timeout", 5*time.Minute, "How long `up` waits for the first backup and restore.")
+	timeout := fs.Duration("timeout", 5*time.Minute, "How long `up` waits for the first backup and restore (and for each of the recovery-time step's backups and verifications).")
+	rtoMB := fs.Int("rto-mb", 0, "Size in MB of the recovery-time step's database (a ProtectionPlan's measured RTO with one stream, then in parallel); 0 skips the step.")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: demo up|down [--state DIR]")
 		os.Exit(2)
@@ -65,7 +66,7 @@ func main() {
 	if err == nil {
 		switch os.Args[1] {
 		case "up":
-			err = up(dir, *timeout)
+			err = up(dir, *timeout, *rtoMB)
 		case "down":
 			err = down(dir)
 		case "plane":
@@ -82,7 +83,7 @@ func main() {
 
 func logf(f string, a ...any) { fmt.Printf("demo: "+f+"\n", a...) }
 
-func up(dir string, timeout time.Duration) (err error) {
+func up(dir string, timeout time.Duration, rtoMB int) (err error) {
 	begin := time.Now()
 	if _, err := os.Stat(filepath.Join(dir, "pids")); err == nil {
 		return fmt.Errorf("a demo is already running (state in %s): run `make demo-down` first", dir)
@@ -158,12 +159,20 @@ func up(dir string, timeout time.Duration) (err error) {
 	if err := runMigration(ctx, env.Client, pl, smp, timeout); err != nil {
 		return err
 	}
+	rtoStart := time.Now()
+	if err := runRTO(ctx, env.Client, pl, smp, rtoMB, timeout); err != nil {
+		return err
+	}
+	rtoTook := time.Since(rtoStart)
 	var timing []string
 	for _, p := range smp.pairs {
 		timing = append(timing, fmt.Sprintf("%s backed up %s after the samples were applied, restored %s later", p.backup.GetName(),
 			p.backedUp.Sub(applied).Round(time.Second), p.restored.Sub(p.backedUp).Round(time.Second)))
 	}
 	timing = append(timing, fmt.Sprintf("point-in-time step %s", pitTook.Round(time.Second)))
+	if rtoMB > 0 {
+		timing = append(timing, fmt.Sprintf("recovery-time step %s", rtoTook.Round(time.Second)))
+	}
 	fmt.Printf("\nCairn demo is running (up in %s: platform %s, cluster %s; %s).\n",
 		time.Since(begin).Round(time.Second), platformUp.Round(100*time.Millisecond), env.Cluster.Started.Round(100*time.Millisecond),
 		strings.Join(timing, "; "))
