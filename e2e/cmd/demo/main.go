@@ -17,7 +17,9 @@
 // with the samples): a base, orders A and B written and A deleted, the sample
 // RestoreJob to the second between B and the delete, and the source's and
 // the restored database's rows side by side (pitr.go); then cuts the sample
-// MigrationJob over (migration.go), and leaves everything running. `demo
+// MigrationJob over (migration.go), shows a ProtectionPlan's measured
+// recovery time with one stream and then in parallel on a sizable database
+// (rto.go; --rto-mb, 0 skips it), and leaves everything running. `demo
 // down` stops it. State lives in --state (e2e/.state).
 //
 //	go run ./e2e/cmd/demo up --state e2e/.state
