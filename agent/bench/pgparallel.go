@@ -50,6 +50,14 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 			m.outBytes = duBytes(dirOut)
 			return m, err
 		}},
+		// pg_dump -Fd's default: each table's file compressed (gzip at
+		// zlib's default level), the backup a DBA keeps.
+		{name: fmt.Sprintf("pg_dump -Fd -j %d (its default: gzip) → local dir", threads), run: func(int) (measurement, error) {
+			os.RemoveAll(dirOut)
+			m, err := e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fd -j %d -d %s -f %s", testenv.PGBinDir, threads, db, dirOut), "")
+			m.outBytes = duBytes(dirOut)
+			return m, err
+		}},
 	}
 	ms, err := measure(dbBytes, runs, cases)
 	if err != nil {
