@@ -206,7 +206,7 @@ func setMemoryLimit(cfg *config.Config) {
 // buffers (8 MiB) and its S3 part buffer: 32 MiB + the part size for one
 // stream. A limit for one stream under a parallel run's live heap (two
 // encoders, two part buffers) kept the collector running without pause:
-// measured, a PostgreSQL backup in parts spent ~15 % of its CPU in the
+// measured, a PostgreSQL backup in parts spent ~18 % of its CPU in the
 // collector (docs/benchmarks-log.md).
 func memoryLimit(cfg *config.Config) int64 {
 	perStream := int64(8 << 20)
