@@ -14,6 +14,9 @@ type Column struct {
 	// Extra is EXTRA ("auto_increment", "VIRTUAL GENERATED",
 	// "INVISIBLE", ...).
 	Extra string
+	// Charset is CHARACTER_SET_NAME, lower case ("utf8mb4", "latin1"; ""
+	// for a column without one: numbers, dates, binary types).
+	Charset string
 }
 
 // LoadInfo is what decides whether rows can be loaded with LOAD DATA
@@ -27,7 +30,7 @@ type LoadInfo struct {
 // LoadInfo reads the server's local_infile and the database's columns.
 func (m *MySQL) LoadInfo(ctx context.Context) (*LoadInfo, error) {
 	rows, err := m.batch(ctx, "", "SELECT @@local_infile;\n"+
-		"SELECT TABLE_NAME, COLUMN_NAME, LOWER(DATA_TYPE), EXTRA FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+
+		"SELECT TABLE_NAME, COLUMN_NAME, LOWER(DATA_TYPE), EXTRA, LOWER(IFNULL(CHARACTER_SET_NAME, '')) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+
 		schemaLiteral(m.Database)+" ORDER BY TABLE_NAME, ORDINAL_POSITION;\n")
 	if err != nil {
 		return nil, err
@@ -37,10 +40,10 @@ func (m *MySQL) LoadInfo(ctx context.Context) (*LoadInfo, error) {
 	}
 	info := &LoadInfo{LocalInfile: rows[0][0] == "1", Tables: map[string][]Column{}}
 	for _, r := range rows[1:] {
-		if len(r) != 4 {
+		if len(r) != 5 {
 			return nil, fmt.Errorf("information_schema.COLUMNS: unexpected row %q", r)
 		}
-		info.Tables[r[0]] = append(info.Tables[r[0]], Column{Name: r[1], Type: r[2], Extra: strings.TrimSpace(r[3])})
+		info.Tables[r[0]] = append(info.Tables[r[0]], Column{Name: r[1], Type: r[2], Extra: strings.TrimSpace(r[3]), Charset: r[4]})
 	}
 	return info, nil
 }

@@ -31,6 +31,11 @@ type Converter struct {
 	buf    []byte
 	// digits of the hex literal being streamed
 	digits int
+	// hi is the first digit of a byte of a hex literal streamed raw
+	hi byte
+	// Raw writes binary columns as their bytes, escaped as text is, not
+	// as hex digits. Set before Run.
+	Raw bool
 }
 
 // New converts the statements read from r (the first one's header already
@@ -229,12 +234,17 @@ func (c *Converter) token(first byte, bin bool) (bool, error) {
 			c.buf = c.buf[2:]
 		}
 		if streamed {
-			// Digits of a binary value go out as they are, checked.
+			// Digits of a binary value go out as they are (Raw: as the
+			// bytes they stand for), checked.
 			if len(c.buf) > 0 {
 				if err := c.hexDigits(c.buf); err != nil {
 					return true, err
 				}
-				c.w.Write(c.buf)
+				if c.Raw {
+					c.rawDigits(c.buf)
+				} else {
+					c.w.Write(c.buf)
+				}
 				c.digits += len(c.buf)
 				c.buf = c.buf[:0]
 			}
@@ -307,6 +317,31 @@ func (c *Converter) hexValue(digits []byte) error {
 		c.raw(b)
 	}
 	return nil
+}
+
+// rawDigits writes the bytes hex digits stand for (checked digits; a
+// byte's two digits may come in two calls: c.digits counts those before).
+func (c *Converter) rawDigits(digits []byte) {
+	n := c.digits
+	for _, d := range digits {
+		v := unhex(d)
+		if n%2 == 0 {
+			c.hi = v
+		} else {
+			c.raw(c.hi<<4 | v)
+		}
+		n++
+	}
+}
+
+func unhex(d byte) byte {
+	switch {
+	case d <= '9':
+		return d - '0'
+	case d >= 'a':
+		return d - 'a' + 10
+	}
+	return d - 'A' + 10
 }
 
 // raw writes one byte of a value in LOAD DATA's escaping.
@@ -434,6 +469,12 @@ func (c *Converter) binString() error {
 				_ = c.r.UnreadByte()
 			} else if err != io.EOF {
 				return err
+			}
+			if c.Raw {
+				for _, b := range c.buf {
+					c.raw(b)
+				}
+				return nil
 			}
 			_, err = c.w.WriteString(hex.EncodeToString(c.buf))
 			return err

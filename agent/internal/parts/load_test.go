@@ -19,14 +19,26 @@ import (
 	"cairn.dev/agent/internal/testenv"
 )
 
+// loadFormat is the statement's format between its character set and its
+// column list.
+const loadFormat = ` FIELDS TERMINATED BY '\t' ENCLOSED BY '' ESCAPED BY '\\' LINES STARTING BY '' TERMINATED BY '\n'`
+
 func TestPlanLoad(t *testing.T) {
 	for _, tc := range []struct {
 		cols []engine.Column
 		want string // "" planned, else in the reason
 		stmt string
 	}{
-		{cols: []engine.Column{{Name: "id", Type: "int"}, {Name: "b`x", Type: "blob"}},
-			stmt: " (`id`,@c1) SET `b``x`=UNHEX(@c1)"},
+		// utf8mb4 text and binary: read as CHARACTER SET binary, the
+		// binary values as their bytes.
+		{cols: []engine.Column{{Name: "id", Type: "int"}, {Name: "b`x", Type: "blob"}, {Name: "s", Type: "varchar", Charset: "utf8mb4"}},
+			stmt: "CHARACTER SET binary" + loadFormat + " (`id`,`b``x`,`s`)"},
+		// A latin1 column needs the server's conversion from utf8mb4:
+		// binary values through UNHEX.
+		{cols: []engine.Column{{Name: "id", Type: "int"}, {Name: "b`x", Type: "blob"}, {Name: "s", Type: "varchar", Charset: "latin1"}},
+			stmt: "CHARACTER SET utf8mb4" + loadFormat + " (`id`,@c1,`s`) SET `b``x`=UNHEX(@c1)"},
+		{cols: []engine.Column{{Name: "b", Type: "varbinary"}, {Name: "e", Type: "enum", Charset: "utf8mb4"}}, stmt: "CHARACTER SET utf8mb4" + loadFormat + " (@c0,`e`) SET `b`=UNHEX(@c0)"},
+		{cols: []engine.Column{{Name: "b", Type: "varbinary"}, {Name: "j", Type: "json"}}, stmt: "CHARACTER SET utf8mb4" + loadFormat + " (@c0,`j`) SET `b`=UNHEX(@c0)"},
 		{cols: []engine.Column{{Name: "id", Type: "int"}, {Name: "f", Type: "bit"}}, want: "type bit"},
 		{cols: []engine.Column{{Name: "id", Type: "int"}, {Name: "g", Type: "int", Extra: "VIRTUAL GENERATED"}}, want: "VIRTUAL"},
 		{cols: []engine.Column{{Name: "id", Type: "int"}, {Name: "g", Type: "int", Extra: "INVISIBLE"}}, want: "INVISIBLE"},
@@ -168,7 +180,7 @@ func TestLoadHostileValues(t *testing.T) {
 		all[i] = byte(i)
 	}
 	for i, s := range hostile {
-		rows = append(rows, fmt.Sprintf("(%d, CONVERT(%s USING utf8mb4), CONVERT(%s USING utf8mb4), 'lat\\tin', %s, %s, %s, %s, %s, '2024-02-29 23:59:59.123456', '2038-01-19 03:14:07', '-838:59:59', 2155, 'b\\tc', 'x,y', '{\"k\": \"v\\\\t\"}', 18446744073709551615)",
+		rows = append(rows, fmt.Sprintf("(%d, CONVERT(%s USING utf8mb4), CONVERT(%s USING utf8mb4), 'lat\\tiné', %s, %s, %s, %s, %s, '2024-02-29 23:59:59.123456', '2038-01-19 03:14:07', '-838:59:59', 2155, 'b\\tc', 'x,y', '{\"k\": \"v\\\\t\"}', 18446744073709551615)",
 			i+1, sqlHex([]byte(s)), sqlHex([]byte(s)), sqlHex(all[i:]), sqlHex([]byte(s)),
 			[]string{"-99999999999999999999.9999999999", "0.0000000001", "0"}[i%3], []string{"1.7976931348623157e308", "-2.2250738585072014e-308", "0.1"}[i%3], []string{"3.40282e38", "-1.17549e-38", "0.1"}[i%3]))
 	}
@@ -194,22 +206,41 @@ func TestLoadHostileValues(t *testing.T) {
 		}
 		sqlOK(t, m, "hsrc", "INSERT INTO r VALUES "+strings.Join(vals, ","))
 	}
+	// Only utf8mb4 and utf8mb3 text: its rows load as CHARACTER SET
+	// binary, binary values as their bytes.
+	sqlOK(t, m, "hsrc", "CREATE TABLE u (id int PRIMARY KEY, s varchar(200) CHARACTER SET utf8mb4, s3 text CHARACTER SET utf8mb3, b varbinary(300), bl longblob, d datetime(6))")
+	var urows []string
+	for i, s := range hostile {
+		s3 := strings.ReplaceAll(s, "😀", "€") // utf8mb3: three bytes at most
+		urows = append(urows, fmt.Sprintf("(%d, CONVERT(%s USING utf8mb4), CONVERT(%s USING utf8mb3), %s, %s, '2024-02-29 23:59:59.123456')",
+			i+1, sqlHex([]byte(s)), sqlHex([]byte(s3)), sqlHex(all[i:]), sqlHex([]byte(s))))
+	}
+	urows = append(urows, "(1000, NULL, NULL, NULL, NULL, NULL)", "(1001, '', '', '', '', '0000-00-00 00:00:00')")
+	sqlOK(t, m, "hsrc", "SET sql_mode=''; INSERT INTO u VALUES "+strings.Join(urows, ",\n"))
 	schema, data := dumpParts(t, m, "hsrc")
 	sqlOK(t, m, "hdst", string(schema))
 
 	dst := mysqlEngine(m, "hdst")
-	l, err := planLoads(ctx, dst, []Part{{Table: "`h`"}, {Table: "`r`"}}, slog.New(slog.DiscardHandler))
-	if err != nil || l == nil || l.plans["`h`"] == nil || l.plans["`r`"] == nil {
+	l, err := planLoads(ctx, dst, []Part{{Table: "`h`"}, {Table: "`r`"}, {Table: "`u`"}}, slog.New(slog.DiscardHandler))
+	if err != nil || l == nil || l.plans["`h`"] == nil || l.plans["`r`"] == nil || l.plans["`u`"] == nil {
 		t.Fatalf("plans %+v, %v", l, err)
 	}
+	// h has a latin1 column, an enum, a set: utf8mb4 and UNHEX.
+	if l.plans["`h`"].raw || !l.plans["`r`"].raw || !l.plans["`u`"].raw {
+		t.Fatalf("raw plans: h %v r %v u %v, want false true true", l.plans["`h`"].raw, l.plans["`r`"].raw, l.plans["`u`"].raw)
+	}
 	before := status(t, m, "Com_load")
-	for _, tb := range []string{"`h`", "`r`"} {
+	for _, tb := range []string{"`h`", "`r`", "`u`"} {
 		if err := (loadPart{Engine: dst, l: l, table: tb}).Restore(ctx, bytes.NewReader(data[tb])); err != nil {
 			t.Fatalf("load %s: %v", tb, err)
 		}
 	}
-	if n := status(t, m, "Com_load") - before; n != 2 {
-		t.Errorf("%d LOAD DATA statements ran, want 2 (one per part)", n)
+	if n := status(t, m, "Com_load") - before; n != 3 {
+		t.Errorf("%d LOAD DATA statements ran, want 3 (one per part)", n)
+	}
+	ucols := []string{"id", "s", "s3", "b", "bl", "d"}
+	if got, want := content(t, m, "hdst", "u", ucols...), content(t, m, "hsrc", "u", ucols...); got != want {
+		t.Errorf("table u differs after the load:\n got %s\nwant %s", got, want)
 	}
 	cols := []string{"id", "s", "tx", "c", "b", "bl", "d", "f", "fl", "dt", "ts", "tm", "y", "e", "st", "j", "u"}
 	if got, want := content(t, m, "hdst", "h", cols...), content(t, m, "hsrc", "h", cols...); got != want {
