@@ -78,6 +78,10 @@ type loadPlan struct {
 	// raw: the rows are read as CHARACTER SET binary, binary values as
 	// their bytes (no UNHEX)
 	raw bool
+	// rowByRow: the table has no index but its primary key while it loads
+	// (its plain keys deferred), so the load turns InnoDB's bulk insert
+	// into an empty table off (unique_checks=1; see load)
+	rowByRow bool
 }
 
 // loader loads MySQL data parts with LOAD DATA (nil: every part loads with
@@ -143,6 +147,7 @@ func planLoads(ctx context.Context, eng engine.Engine, data []Part, log *slog.Lo
 			log.Info("table loads with its INSERT statements", "table", p.Table, "reason", why)
 			continue
 		}
+		plan.rowByRow = !info.Indexed[unquoteIdent(p.Table)]
 		l.plans[p.Table] = plan
 	}
 	return l, nil
@@ -275,6 +280,19 @@ func (l *loader) load(ctx context.Context, table string, head []byte, plan *load
 	for _, q := range statements(head) {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("the part's header (%s): %w", q, err)
+		}
+	}
+	if plan.rowByRow {
+		// The header's UNIQUE_CHECKS=0 with FOREIGN_KEY_CHECKS=0 makes
+		// MariaDB (10.6+) load an empty table in its bulk mode (rows
+		// buffered and sorted per index, no undo log). For rows that come
+		// in primary-key order into a table with no other index that
+		// sorting is pure cost: the server spent about twice the CPU
+		// (docs/benchmarks.md). With no secondary index there is no
+		// uniqueness to check but the primary key's, which InnoDB always
+		// checks; foreign keys stay unchecked.
+		if _, err := conn.ExecContext(ctx, "SET SESSION unique_checks=1"); err != nil {
+			return err
 		}
 	}
 	tx, err := conn.BeginTx(ctx, nil)
