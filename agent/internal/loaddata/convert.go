@@ -32,7 +32,8 @@ type Converter struct {
 	// digits of the hex literal being streamed
 	digits int
 	// hi is the first digit of a byte of a hex literal streamed raw
-	hi byte
+	hi      byte
+	scratch []byte
 	// Raw writes binary columns as their bytes, escaped as text is, not
 	// as hex digits. Set before Run.
 	Raw bool
@@ -322,15 +323,20 @@ func (c *Converter) hexValue(digits []byte) error {
 // rawDigits writes the bytes hex digits stand for (checked digits; a
 // byte's two digits may come in two calls: c.digits counts those before).
 func (c *Converter) rawDigits(digits []byte) {
-	n := c.digits
-	for _, d := range digits {
-		v := unhex(d)
-		if n%2 == 0 {
-			c.hi = v
-		} else {
-			c.raw(c.hi<<4 | v)
+	if c.digits%2 == 1 && len(digits) > 0 {
+		c.raw(c.hi<<4 | unhex(digits[0]))
+		digits = digits[1:]
+	}
+	if n := len(digits) / 2; n > 0 {
+		if cap(c.scratch) < n {
+			c.scratch = make([]byte, max(n, 4<<10))
 		}
-		n++
+		c.scratch = c.scratch[:n]
+		_, _ = hex.Decode(c.scratch, digits[:2*n]) // checked by hexDigits
+		c.rawBytes(c.scratch)
+	}
+	if len(digits)%2 == 1 {
+		c.hi = unhex(digits[len(digits)-1])
 	}
 }
 
@@ -342,6 +348,23 @@ func unhex(d byte) byte {
 		return d - 'a' + 10
 	}
 	return d - 'A' + 10
+}
+
+// loadSpecial are the bytes LOAD DATA's escaping writes as an escape.
+var loadSpecial = [256]bool{'\\': true, '\t': true, '\n': true, 0: true}
+
+// rawBytes writes bytes of a value in LOAD DATA's escaping, runs of plain
+// bytes at once.
+func (c *Converter) rawBytes(b []byte) {
+	from := 0
+	for i, x := range b {
+		if loadSpecial[x] {
+			c.w.Write(b[from:i])
+			c.raw(x)
+			from = i + 1
+		}
+	}
+	c.w.Write(b[from:])
 }
 
 // raw writes one byte of a value in LOAD DATA's escaping.
@@ -471,9 +494,7 @@ func (c *Converter) binString() error {
 				return err
 			}
 			if c.Raw {
-				for _, b := range c.buf {
-					c.raw(b)
-				}
+				c.rawBytes(c.buf)
 				return nil
 			}
 			_, err = c.w.WriteString(hex.EncodeToString(c.buf))

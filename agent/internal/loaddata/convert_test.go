@@ -74,7 +74,7 @@ func TestConverter(t *testing.T) {
 
 // BenchmarkConverter converts rows shaped like the bench's (agent/bench
 // parallel.go): a bigint, short strings, a decimal, a datetime, JSON and a
-// 48-byte binary in hex.
+// 48-byte binary in hex, written out as hex and (raw) as its bytes.
 func BenchmarkConverter(b *testing.B) {
 	var sql bytes.Buffer
 	sql.WriteString("(")
@@ -86,11 +86,16 @@ func BenchmarkConverter(b *testing.B) {
 	}
 	sql.WriteString(");\n")
 	header, hexCols := []byte("INSERT INTO `t` VALUES"), []bool{false, false, false, false, false, false, true}
-	b.SetBytes(int64(sql.Len()))
-	for b.Loop() {
-		c := New(bufio.NewReaderSize(bytes.NewReader(sql.Bytes()), 256<<10), header, hexCols)
-		if err := c.Run(io.Discard); err != nil {
-			b.Fatal(err)
-		}
+	for _, raw := range []bool{false, true} {
+		b.Run(map[bool]string{false: "hex", true: "raw"}[raw], func(b *testing.B) {
+			b.SetBytes(int64(sql.Len()))
+			for b.Loop() {
+				c := New(bufio.NewReaderSize(bytes.NewReader(sql.Bytes()), 256<<10), header, hexCols)
+				c.Raw = raw
+				if err := c.Run(io.Discard); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

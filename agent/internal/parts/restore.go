@@ -87,17 +87,19 @@ func Check(ctx context.Context, st store.Store, dir string, x *Index, ids *crypt
 // (no part waits for the others' download), as one transaction committed
 // only once every byte of the part matched its checksum (the COMMIT
 // follows the part's last verified byte; on a broken or mismatching stream
-// the client is killed and the server rolls the part back); then the index
-// parts (each table's deferred secondary keys, one ALTER TABLE per part, n
-// at once), each verified whole first; then the post part (triggers,
-// views, routines, events), verified whole first.
+// the client is killed and the server rolls the part back); on the same n
+// connections the index parts (each table's deferred secondary keys, one
+// ALTER TABLE per part), each verified whole first, as soon as the table's
+// rows are all in (poolAfter); then the post part (triggers, views,
+// routines, events), verified whole first.
 //
 // What a failure leaves (MySQL cannot make DDL and n connections one
 // transaction): the schema, and the data parts committed before it, whole
 // (never part of a part); no trigger, view or routine, and (failing in the
 // index phase) some secondary indexes missing. The error then
 // carries contract.CodeRestoreIncomplete and says how many data parts were
-// committed; the target must be restored again into an empty database.
+// committed (an index part may have run for a table whose rows are all
+// in); the target must be restored again into an empty database.
 // Tables that are not InnoDB (MyISAM, Aria) do not roll back.
 //
 // Data parts load with LOAD DATA where the server and the table allow it
@@ -124,7 +126,7 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 		return incomplete(err, 0, len(data), "reading the tables' columns")
 	}
 	var committed atomic.Int64
-	err = pool(ctx, data, n, func(ctx context.Context, p Part) error {
+	loadData := func(ctx context.Context, p Part) error {
 		var e engine.Engine = txEngine{eng}
 		if l != nil {
 			e = loadPart{Engine: eng, l: l, table: p.Table}
@@ -139,13 +141,10 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 		}
 		log.Debug("data part committed", "done", committed.Add(1), "of", len(data))
 		return nil
-	})
-	if err != nil {
-		return incomplete(err, int(committed.Load()), len(data), "")
 	}
-	// The secondary indexes, a table per connection: each read whole
-	// before its ALTER TABLE runs.
-	err = pool(ctx, x.Indexes(), n, func(ctx context.Context, p Part) error {
+	// A table's secondary indexes, each part read whole before its ALTER
+	// TABLE runs, as soon as every data part of the table is committed.
+	buildIndex := func(ctx context.Context, p Part) error {
 		if err := pipeline.Verify(ctx, st, path.Join(dir, p.Name), p.Size, p.Checksum, ids); err != nil {
 			return fmt.Errorf("index part %s (%s): %w", p.Name, p.Table, err)
 		}
@@ -153,9 +152,21 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 			return fmt.Errorf("index part %s (%s): %w", p.Name, p.Table, err)
 		}
 		return nil
+	}
+	err = poolAfter(ctx, data, x.Indexes(), n, func(ctx context.Context, p Part) error {
+		if p.Phase == PhaseIndex {
+			if err := buildIndex(ctx, p); err != nil {
+				return indexFailed{err}
+			}
+			return nil
+		}
+		return loadData(ctx, p)
 	})
-	if err != nil {
-		return incomplete(err, len(data), len(data), "while building secondary indexes (some may be missing)")
+	switch {
+	case errors.As(err, new(indexFailed)):
+		return incomplete(err, int(committed.Load()), len(data), "while building secondary indexes (some may be missing)")
+	case err != nil:
+		return incomplete(err, int(committed.Load()), len(data), "")
 	}
 	for _, p := range x.Post() {
 		if err := whole(p); err != nil {
@@ -163,6 +174,110 @@ func Restore(ctx context.Context, st store.Store, dir string, x *Index, ids *cry
 		}
 	}
 	return nil
+}
+
+// indexFailed is the error of an index part.
+type indexFailed struct{ error }
+
+func (e indexFailed) Unwrap() error { return e.error }
+
+// poolAfter runs fn for each data part and each index part on up to n
+// goroutines: an index part (a table's ALTER TABLE … ADD KEY, mostly
+// waiting on the server's writes) as soon as every data part of its table
+// is committed, before the data parts still waiting, so the builds run
+// beside the other tables' loads instead of after them all. An index
+// part of a table without a data part waits for every data part. The
+// first error cancels the others and is returned.
+func poolAfter(ctx context.Context, data, indexes []Part, n int, fn func(context.Context, Part) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	left := map[string]int{} // a table's data parts not yet committed
+	for _, p := range data {
+		left[p.Table]++
+	}
+	waiting := map[string][]Part{} // index parts by table ("" : after all data)
+	var ready []Part
+	for _, p := range indexes {
+		t := p.Table
+		if left[t] == 0 {
+			t = ""
+		}
+		waiting[t] = append(waiting[t], p)
+	}
+	if len(data) == 0 {
+		ready, waiting[""] = waiting[""], nil
+	}
+	var (
+		mu       sync.Mutex
+		cond     = sync.NewCond(&mu)
+		running  int
+		first    error
+		dataLeft = len(data)
+		wg       sync.WaitGroup
+	)
+	// next returns the next part to run (false: nothing left, or failed).
+	next := func() (Part, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			switch {
+			case first != nil:
+				return Part{}, false
+			case len(ready) > 0:
+				p := ready[0]
+				ready = ready[1:]
+				running++
+				return p, true
+			case len(data) > 0:
+				p := data[0]
+				data = data[1:]
+				running++
+				return p, true
+			case running == 0:
+				return Part{}, false // nothing runs that could make an index part ready
+			}
+			cond.Wait()
+		}
+	}
+	done := func(p Part, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		running--
+		switch {
+		case err != nil:
+			if first == nil {
+				first = err
+				cancel(err)
+			}
+		case p.Phase != PhaseIndex:
+			dataLeft--
+			if left[p.Table]--; left[p.Table] == 0 {
+				ready = append(ready, waiting[p.Table]...)
+			}
+			if dataLeft == 0 {
+				ready = append(ready, waiting[""]...)
+			}
+		}
+		cond.Broadcast()
+	}
+	for range max(1, min(n, len(data)+len(indexes))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				p, ok := next()
+				if !ok {
+					return
+				}
+				done(p, fn(ctx, p))
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return context.Cause(ctx)
 }
 
 // pool runs fn for each part on up to n goroutines; the first error
