@@ -13,7 +13,8 @@ import (
 // takes the plain secondary indexes ("  KEY `…` (…)" lines, not PRIMARY,
 // UNIQUE, FULLTEXT or SPATIAL keys) out of each CREATE TABLE and gives them
 // to the sink as one "index" statement per table (PhaseIndex), which the
-// restore runs after every data part and before the post part. A table with
+// restore runs once every data part of the table is in (poolAfter) and
+// before the post part. A table with
 // a FOREIGN KEY keeps its keys inline (InnoDB needs an index for each
 // constraint when it is created), and so does a statement the splitter
 // does not read line by line (a line longer than its head).
