@@ -314,9 +314,7 @@ func (c *Converter) hexValue(digits []byte) error {
 	if _, err := hex.Decode(raw, digits); err != nil {
 		return notLoadable("a hex literal: %v", err)
 	}
-	for _, b := range raw {
-		c.raw(b)
-	}
+	c.rawBytes(raw)
 	return nil
 }
 

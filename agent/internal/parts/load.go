@@ -111,8 +111,8 @@ var loadableTypes = map[string]bool{
 // UNHEX.
 var rawCharsets = map[string]bool{"utf8mb4": true, "utf8mb3": true, "utf8": true, "": true}
 
-// rawTypes are the DATA_TYPEs a table may have to load as CHARACTER SET
-// binary: MySQL's own json type refuses a binary string (MariaDB's json is
+// rawType reports whether a table with a column of DATA_TYPE t may load
+// as CHARACTER SET binary: MySQL's own json type refuses a binary string (MariaDB's json is
 // longtext), and enum and set are matched against their members in the
 // column's character set, so a table with one of those loads with
 // utf8mb4.
