@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/internal/testenv"
 )
 
@@ -47,12 +48,17 @@ func (e *env) mysqlParallelRow(mb, runs, threads int) (row, error) {
 	dumperName := fmt.Sprintf(myDumper, threads)
 	cases := []benchCase{
 		{name: myZstd, run: func(int) (measurement, error) { return e.shell(shellEnv, dump+" | zstd -q > "+e.out(), e.out()) }},
+		{name: resticMy, run: func(r int) (measurement, error) {
+			return e.restic(shellEnv, dump, fmt.Sprintf("restic-par-%s-%d", db, r))
+		}},
 		{name: single, peer: myZstd, run: func(r int) (measurement, error) {
 			return e.agentBackup(append(myEnv, "CAIRN_DB_NAME="+db), "s3", "fastest", "", fmt.Sprintf("bench/par-single-%d", r))
-		}},
+		}, targets: targets{also: []peerTarget{{resticMy, 1.2}}}},
+		// Issue 26: ≥ 1.3× the agent in one stream, ≥ 1.0× mydumper with
+		// the same threads; peak RSS ≤ 64 MiB + the parts in flight.
 		{name: parallel, peer: single, run: func(r int) (measurement, error) {
 			return e.agentBackup(append(myEnv, "CAIRN_DB_NAME="+db, par), "s3", "fastest", "", fmt.Sprintf("bench/par-parts-%d", r))
-		}},
+		}, targets: targets{want: 1.3, also: []peerTarget{{dumperName, 1.0}, {fmt.Sprintf(myDumperGz, threads), 1.0}}, rssMiB: partsRSS(threads)}},
 	}
 	if haveMydumper {
 		cases = append(cases, benchCase{name: dumperName, run: func(int) (measurement, error) {
@@ -127,12 +133,14 @@ func (e *env) mysqlParallelRow(mb, runs, threads int) (row, error) {
 			}
 			return e.agent(restoreEnv(jobSingle), "restore")
 		}},
+		// Issue 26: ≥ 4× today's agent restore, ≥ 1.0× myloader with the
+		// same threads.
 		{name: rParallel, peer: rSingle, run: func(int) (measurement, error) {
 			if err := fresh(); err != nil {
 				return measurement{}, err
 			}
 			return e.agent(restoreEnv(jobParts, par), "restore")
-		}},
+		}, targets: targets{want: 4, also: []peerTarget{{loaderName, 1.0}}}},
 		// The same parts over one connection: what LOAD DATA and the
 		// deferred keys give without parallelism.
 		{name: "agent restore ← S3, parts over 1 connection", peer: rSingle, run: func(int) (measurement, error) {
@@ -161,6 +169,11 @@ func (e *env) mysqlParallelRow(mb, runs, threads int) (row, error) {
 }
 
 func contractParallelism(n int) string { return "CAIRN_PARALLELISM=" + strconv.Itoa(n) }
+
+// partsRSS is issue 26's memory limit for a backup in n parts at once:
+// 64 MiB plus the parts in flight (an S3 part buffer each, the agent's
+// default part size).
+func partsRSS(n int) int64 { return 64 + int64(n)*(store.DefaultPartSize>>20) }
 
 // generateMySQLTables creates db with parTables tables of about
 // target/parTables bytes each, every one with a primary key and two

@@ -34,16 +34,22 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 	single := "agent backup → S3"
 	dumpDir := fmt.Sprintf("pg_dump -Fd -Z0 -j %d → local dir", threads)
 	par := fmt.Sprintf("agent backup parallelism %d → S3", threads)
+	dumpDirGz := fmt.Sprintf("pg_dump -Fd -j %d (its default: gzip) → local dir", threads)
 	cases := []benchCase{
 		{name: onePass, run: func(int) (measurement, error) {
 			return e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fc -Z0 -d %s | zstd -q > %s", testenv.PGBinDir, db, e.out()), e.out())
 		}},
-		{name: single, run: func(r int) (measurement, error) {
-			return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db), "s3", "fastest", "", fmt.Sprintf("bench/pgpar-%d", r))
+		{name: resticPG, run: func(r int) (measurement, error) {
+			return e.restic(e.pg.Env(), fmt.Sprintf("%s/pg_dump -d %s", testenv.PGBinDir, db), fmt.Sprintf("restic-%s-%d", db, r))
 		}},
+		{name: single, peer: onePass, run: func(r int) (measurement, error) {
+			return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db), "s3", "fastest", "", fmt.Sprintf("bench/pgpar-%d", r))
+		}, targets: targets{also: []peerTarget{{resticPG, 1.2}}}},
+		// Issue 26: ≥ 1.0× pg_dump -Fd -j N, ≥ 1.3× the agent in one
+		// stream; peak RSS ≤ 64 MiB + the parts in flight.
 		{name: par, peer: dumpDir, run: func(r int) (measurement, error) {
 			return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db, contractParallelism(threads)), "s3", "fastest", "", fmt.Sprintf("bench/pgparts-%d", r))
-		}},
+		}, targets: targets{want: 1.0, also: []peerTarget{{dumpDirGz, 1.0}, {single, 1.3}}, rssMiB: partsRSS(threads)}},
 		{name: dumpDir, run: func(int) (measurement, error) {
 			os.RemoveAll(dirOut)
 			m, err := e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fd -Z0 -j %d -d %s -f %s", testenv.PGBinDir, threads, db, dirOut), "")
@@ -52,7 +58,7 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 		}},
 		// pg_dump -Fd's default: each table's file compressed (gzip at
 		// zlib's default level), the backup a DBA keeps.
-		{name: fmt.Sprintf("pg_dump -Fd -j %d (its default: gzip) → local dir", threads), run: func(int) (measurement, error) {
+		{name: dumpDirGz, run: func(int) (measurement, error) {
 			os.RemoveAll(dirOut)
 			m, err := e.shell(e.pg.Env(), fmt.Sprintf("%s/pg_dump -Fd -j %d -d %s -f %s", testenv.PGBinDir, threads, db, dirOut), "")
 			m.outBytes = duBytes(dirOut)
@@ -113,13 +119,14 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 			}
 			return e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+target, "CAIRN_BACKUPJOB="+job), "restore")
 		}},
+		// Issue 26: ≥ 1.0× pg_restore -j N including the download.
 		{name: fmt.Sprintf("agent restore parallelism %d ← S3", threads), peer: viaS3, run: func(int) (measurement, error) {
 			// Into a database the restore creates: the parallel path.
 			if _, err := e.pg.SQL("postgres", "DROP DATABASE IF EXISTS "+target); err != nil {
 				return measurement{}, err
 			}
 			return e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+target, "CAIRN_BACKUPJOB="+partsJob, contractParallelism(threads)), "restore")
-		}},
+		}, targets: targets{want: 1.0, also: []peerTarget{{restoreFile, 1.0}}}},
 		{name: viaS3, run: func(int) (measurement, error) {
 			if err := fresh(); err != nil {
 				return measurement{}, err

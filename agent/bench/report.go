@@ -75,3 +75,90 @@ func memTotal() string {
 	}
 	return "? memory"
 }
+
+// printTargets prints a line per agent configuration with a peer: each
+// ratio against its target (the case's own, or the defaults) and its peak
+// RSS against its limit.
+func printTargets(rows []row) {
+	for _, r := range rows {
+		by := map[string]measurement{}
+		for _, m := range r.ms {
+			by[m.config] = m
+		}
+		for _, m := range r.ms {
+			if !strings.HasPrefix(m.config, "agent") {
+				continue
+			}
+			p, ok := by[m.peer]
+			if !ok {
+				continue
+			}
+			ratio := p.elapsed.Seconds() / m.elapsed.Seconds()
+			want := m.want
+			switch {
+			case want > 0:
+			case strings.Contains(m.peer, "restic"):
+				want = 1.2
+			case strings.HasPrefix(m.config, "agent restore"):
+				want = 0.95
+			default:
+				want = 1.0
+			}
+			line := fmt.Sprintf("  %s %.0f MB, %s: %.2f× %s (≥ %.2g×: %s)", r.engine, float64(r.dbBytes)/1e6, m.config, ratio, m.peer, want, verdict(ratio >= want))
+			if ps, ok := by[m.peer+" + sync"]; ok {
+				line += fmt.Sprintf(", %.2f× %s (durable, like the agent's PVC store)", ps.elapsed.Seconds()/m.elapsed.Seconds(), ps.config)
+			}
+			for _, t := range m.also {
+				if q, ok := by[t.peer]; ok {
+					ratio := q.elapsed.Seconds() / m.elapsed.Seconds()
+					line += fmt.Sprintf(", %.2f× %s (≥ %.2g×: %s)", ratio, t.peer, t.want, verdict(ratio >= t.want))
+				}
+			}
+			if strings.Contains(m.peer, "restic") {
+				line += fmt.Sprintf(", stored %.1f vs %.1f MB (%s)", float64(m.outBytes)/1e6, float64(p.outBytes)/1e6, verdict(m.outBytes <= p.outBytes))
+			}
+			limit := m.rssMiB
+			if limit == 0 {
+				limit = 64
+			}
+			line += fmt.Sprintf(", peak RSS %s MiB (≤ %d: %s)", rss(m.rssKiB), limit, verdict(m.rssKiB > 0 && m.rssKiB <= limit<<10))
+			fmt.Println(line)
+		}
+	}
+}
+
+// machineCPU is the CPU time every process on the machine has used since
+// boot: /proc/stat's first line, all but idle and iowait (guest time is
+// already in user).
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, /proc/stat's unit: 100 on every Linux build the
+// bench runs on (sysconf(_SC_CLK_TCK)).
+const clockTicks = 100
+
+// busyPct prints m's machine CPU and its share of the cores over its time.
+func busyPct(m measurement) string {
+	if m.busy <= 0 || m.elapsed <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f (%.0f %%)", m.busy.Seconds(), 100*m.busy.Seconds()/(m.elapsed.Seconds()*float64(runtime.NumCPU())))
+}
