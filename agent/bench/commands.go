@@ -50,11 +50,11 @@ func (e *env) out() string { return filepath.Join(e.tmp, "baseline.out") }
 func (e *env) shell(extraEnv []string, script, out string) (measurement, error) {
 	cmd := exec.Command("bash", "-o", "pipefail", "-c", script)
 	cmd.Env = append(os.Environ(), extraEnv...)
-	start := time.Now()
+	start, busy := time.Now(), machineCPU()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return measurement{}, fmt.Errorf("%s: %w: %s", script, err, b)
 	}
-	m := measurement{elapsed: time.Since(start), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+	m := measurement{elapsed: time.Since(start), cpu: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), busy: machineCPU() - busy}
 	if out != "" {
 		fi, err := os.Stat(out)
 		if err != nil {
@@ -102,7 +102,9 @@ func duBytes(dir string) int64 {
 func (e *env) agent(env []string, cmd ...string) (measurement, error) {
 	env = append(env, "PATH="+testenv.PGBinDir+":"+os.Getenv("PATH"), "HOME="+e.tmp)
 	a := &testenv.Agent{Bin: e.bin, Env: env, Dir: e.tmp}
+	busy := machineCPU()
 	r := a.Run(nil, cmd...)
+	busy = machineCPU() - busy
 	if r.Code != 0 {
 		return measurement{}, fmt.Errorf("agent %s failed: %s", cmd, r.Stderr)
 	}
@@ -112,7 +114,7 @@ func (e *env) agent(env []string, cmd ...string) (measurement, error) {
 			fmt.Fprintln(os.Stderr, "bench:   agent:", l[strings.Index(l, "msg="):])
 		}
 	}
-	return measurement{elapsed: r.Elapsed, cpu: r.CPU, rssKiB: r.PeakRSSKiB}, nil
+	return measurement{elapsed: r.Elapsed, cpu: r.CPU, rssKiB: r.PeakRSSKiB, busy: busy}, nil
 }
 
 func (e *env) agentBackup(env []string, kind, level, inv, job string) (measurement, error) {
@@ -133,7 +135,9 @@ func (e *env) agentBackup(env []string, kind, level, inv, job string) (measureme
 			"CAIRN_S3_INSECURE=true", "CAIRN_S3_REGION=us-east-1", "AWS_ACCESS_KEY_ID="+accessKey, "AWS_SECRET_ACCESS_KEY="+secretKey)
 	}
 	a := &testenv.Agent{Bin: e.bin, Env: env, Dir: e.tmp}
+	busy := machineCPU()
 	r := a.Run(nil, "backup")
+	busy = machineCPU() - busy
 	if r.Code != 0 {
 		return measurement{}, fmt.Errorf("agent backup to %s failed: %s", kind, r.Stderr)
 	}
@@ -141,7 +145,7 @@ func (e *env) agentBackup(env []string, kind, level, inv, job string) (measureme
 	if err != nil {
 		return measurement{}, err
 	}
-	m := measurement{elapsed: r.Elapsed, cpu: r.CPU, outBytes: res.Size + res.PartsSize, rssKiB: r.PeakRSSKiB}
+	m := measurement{elapsed: r.Elapsed, cpu: r.CPU, outBytes: res.Size + res.PartsSize, rssKiB: r.PeakRSSKiB, busy: busy}
 	if kind == "s3" {
 		// What the bucket holds for the job (artifact and manifest), then
 		// free the space with the agent itself.

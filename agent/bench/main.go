@@ -43,7 +43,7 @@ type measurement struct {
 	cpu      time.Duration
 	outBytes int64
 	rssKiB   int64
-	// busy is the CPU time the whole machine spent while the run went on
+	// busy is the CPU time the whole machine spent while the timed command ran
 	// (every process: the database and S3 servers too; /proc/stat).
 	busy time.Duration
 	targets
@@ -357,12 +357,10 @@ func measure(dbBytes int64, runs int, cases []benchCase) ([]measurement, error) 
 	best := map[string]measurement{}
 	for r := 0; r < runs; r++ {
 		for _, c := range cases {
-			before := machineCPU()
 			m, err := c.run(r)
 			if err != nil {
 				return nil, err
 			}
-			m.busy = machineCPU() - before
 			m.config, m.peer, m.targets = c.name, c.peer, c.targets
 			fmt.Fprintf(os.Stderr, "bench: %-40s %6.1fs  %7.1f MB/s  cpu %5.1fs  machine %s  rss %s\n", m.config, m.elapsed.Seconds(),
 				mbps(dbBytes, m.elapsed), m.cpu.Seconds(), busyPct(m), rss(m.rssKiB))
