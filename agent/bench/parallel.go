@@ -53,7 +53,7 @@ func (e *env) mysqlParallelRow(mb, runs, threads int) (row, error) {
 		}},
 		{name: single, peer: myZstd, run: func(r int) (measurement, error) {
 			return e.agentBackup(append(myEnv, "CAIRN_DB_NAME="+db), "s3", "fastest", "", fmt.Sprintf("bench/par-single-%d", r))
-		}, targets: targets{also: []peerTarget{{resticMy, 1.2}}}},
+		}},
 		// Issue 26: ≥ 1.3× the agent in one stream, ≥ 1.0× mydumper with
 		// the same threads; peak RSS ≤ 64 MiB + the parts in flight.
 		{name: parallel, peer: single, run: func(r int) (measurement, error) {

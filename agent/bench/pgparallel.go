@@ -44,7 +44,7 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 		}},
 		{name: single, peer: onePass, run: func(r int) (measurement, error) {
 			return e.agentBackup(append(pgEnv, "CAIRN_DB_NAME="+db), "s3", "fastest", "", fmt.Sprintf("bench/pgpar-%d", r))
-		}, targets: targets{also: []peerTarget{{resticPG, 1.2}}}},
+		}},
 		// Issue 26: ≥ 1.0× pg_dump -Fd -j N, ≥ 1.3× the agent in one
 		// stream; peak RSS ≤ 64 MiB + the parts in flight.
 		{name: par, peer: dumpDir, run: func(r int) (measurement, error) {
