@@ -334,7 +334,7 @@ func run(sizesFlag, mysqlFlag, migrationFlag, mysqlMigrationFlag string, runs in
 	fmt.Println("vs peer = peer's time / this time. CPU s: user + system of the whole pipeline (tools included).")
 	fmt.Println("Targets: agent backup ≥ 1.0× `pg_dump -Fc -Z0 | zstd`; agent → S3 ≥ 1.2× `dump | restic backup --stdin` with output no larger;")
 	fmt.Println("agent restore ≥ 0.95× `zstd -d | pg_restore` (or mysql); agent migrate copy ≥ 1.0× `pgcopydb clone` (verification off); agent peak RSS ≤ 64 MiB;")
-	fmt.Println("the parallel rows: issue 26's (each line names its own). Machine CPU s: every process's CPU while the run went on (/proc/stat),")
+	fmt.Println("the parallel rows: issue 26's (each line names its own). Machine CPU s: every process's CPU while the timed command ran (/proc/stat),")
 	fmt.Println("busy = that / (time × cores): near 100 % the machine is the bound, and only less work makes the run faster.")
 	printTargets(rows)
 	if len(lags) > 0 {

@@ -126,7 +126,7 @@ func (e *env) pgParallelRow(mb, runs, threads int) (row, error) {
 				return measurement{}, err
 			}
 			return e.agent(append(append(append([]string{}, pgEnv...), s3Env...), "CAIRN_DB_NAME="+target, "CAIRN_BACKUPJOB="+partsJob, contractParallelism(threads)), "restore")
-		}, targets: targets{want: 1.0, also: []peerTarget{{restoreFile, 1.0}}}},
+		}, targets: targets{want: 1.0}},
 		{name: viaS3, run: func(int) (measurement, error) {
 			if err := fresh(); err != nil {
 				return measurement{}, err
