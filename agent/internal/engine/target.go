@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Target is what a restore does to its target database besides loading the
@@ -26,6 +27,24 @@ type Target interface {
 	// a marker (and on MySQL), created must say this run created it. It
 	// never touches any other database.
 	DropTarget(ctx context.Context, marker string, created bool) error
+}
+
+// createTimeout bounds a CREATE DATABASE that runs on after its restore was
+// stopped (see settled).
+const createTimeout = time.Minute
+
+// settled is the context of a CREATE DATABASE: not cancelled with ctx, so
+// a restore stopped (SIGTERM: its pod deleted) while the statement runs
+// still learns whether the server created the database. Killing the client
+// instead left a database the server had created that the restore did not
+// know was its own, so it never dropped it (a scratch database left behind
+// on the protected server). ctx already done: no statement is sent.
+func settled(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	return c, cancel, nil
 }
 
 // ErrNotOwn is returned by DropTarget for a database the restore did not create.
@@ -75,7 +94,12 @@ func (p *Postgres) CreateTarget(ctx context.Context, marker string) (bool, error
 	if marker != "" {
 		script += `COMMENT ON DATABASE :"db" IS :'marker';` + "\n"
 	}
-	if _, err := p.maintenance(ctx, script, marker); err != nil {
+	cctx, cancel, err := settled(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	if _, err := p.maintenance(cctx, script, marker); err != nil {
 		return false, fmt.Errorf("create database %q: %w", p.Database, err)
 	}
 	return true, nil
@@ -198,7 +222,12 @@ func (m *MySQL) CreateTarget(ctx context.Context, _ string) (bool, error) {
 	}
 	// No IF NOT EXISTS: if another session created it meanwhile, this
 	// fails rather than taking a database that is not the restore's own.
-	if _, err := m.batch(ctx, "", "CREATE DATABASE "+m.ident()+";\n"); err != nil {
+	cctx, cancel, err := settled(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	if _, err := m.batch(cctx, "", "CREATE DATABASE "+m.ident()+";\n"); err != nil {
 		return false, fmt.Errorf("create database %q: %w", m.Database, err)
 	}
 	return true, nil

@@ -2,10 +2,15 @@ package engine_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
 
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/testenv"
@@ -96,6 +101,87 @@ func TestTargetAgainstRealServers(t *testing.T) {
 					t.Errorf("DropTarget without the marker: %v, exists=%v", err, has("keep_me"))
 				}
 			}
+			if s.engine == "mysql" {
+				createStoppedWhileWaiting(t, s, target("scratch_stop"), has)
+			}
 		})
+	}
+}
+
+// createStoppedWhileWaiting stops (cancels the context of) a CREATE DATABASE
+// the server holds back — another session holds FLUSH TABLES WITH READ LOCK —
+// and then lets the server go on: the server creates the database, so
+// CreateTarget must report it as the restore's own, and DropTarget must drop
+// it. Before, the client was killed, CreateTarget failed without knowing,
+// and the database stayed (a scratch database left after its pod was
+// deleted; CI, stop 44).
+func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, has func(string) bool) {
+	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/", s.conn.User, s.conn.Password, s.conn.Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	bg := context.Background()
+	lock, err := db.Conn(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(bg, "FLUSH TABLES WITH READ LOCK"); err != nil {
+		t.Fatal(err)
+	}
+	locked := true
+	defer func() {
+		if locked {
+			lock.ExecContext(bg, "UNLOCK TABLES")
+		}
+	}()
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	type result struct {
+		own bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		own, err := tg.CreateTarget(ctx, "")
+		done <- result{own, err}
+	}()
+	err = testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
+		out, err := s.sql("", "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'CREATE DATABASE%scratch_stop%'")
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(out) != "1" {
+			return errors.New("the CREATE DATABASE is not waiting on the server yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := lock.ExecContext(bg, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	locked = false
+	r := <-done
+	if err := testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
+		if !has("scratch_stop") {
+			return errors.New("scratch_stop not created yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the server never created the database (CreateTarget: own=%v err=%v)", r.own, r.err)
+	}
+	if r.err != nil || !r.own {
+		t.Errorf("CreateTarget stopped while the server created the database: own=%v err=%v; the database exists and nobody will drop it", r.own, r.err)
+	}
+	if err := tg.DropTarget(bg, "", r.own); err != nil || has("scratch_stop") {
+		t.Errorf("DropTarget after the stopped create: %v, exists=%v", err, has("scratch_stop"))
+	}
+	// Stopped before: nothing is sent.
+	if own, err := tg.CreateTarget(ctx, ""); !errors.Is(err, context.Canceled) || own || has("scratch_stop") {
+		t.Errorf("CreateTarget with a stopped context: own=%v err=%v exists=%v", own, err, has("scratch_stop"))
 	}
 }
