@@ -296,8 +296,11 @@ func Restore(ctx context.Context, st store.Store, key string, size int64, checks
 		}
 	}
 	// The decoder reads a block's 3-byte header, then its body: from the
-	// store's reader directly, each is a round trip through the S3
-	// client's goroutine (two thread wake-ups). Reads of 1 MiB instead.
+	// store's reader directly, each is a system call (PVC) or a read of
+	// the HTTP body's 4 KiB buffer (S3). Reads of 1 MiB instead. (Measured
+	// when S3 reads went through minio-go's Object, a goroutine round trip
+	// each: −13 % agent CPU per restore; store.S3.Get reads the body
+	// directly since.)
 	dec, err := zstd.NewReader(bufio.NewReaderSize(compressed, 1<<20),
 		zstd.WithDecoderConcurrency(1),
 		zstd.WithDecoderLowmem(true),

@@ -203,29 +203,33 @@ func (s *S3) put(ctx context.Context, key string, r io.Reader, opts minio.PutObj
 	return info.Size, nil
 }
 
+// Get streams an object with one GET, read straight from the response
+// body. Not minio-go's Object: it made a HEAD first and then a GET bound to
+// the HEAD's ETag by If-Match, so an object deleted or replaced between the
+// two came back as PreconditionFailed on some servers (versitygw) instead
+// of NoSuchKey — a prune listing manifests beside a delete failed on it
+// (CI, stop 44) — and each of its Reads was a round trip through a
+// goroutine of its own, which a zstd decoder's 3-byte block-header reads
+// paid for (docs/benchmarks-log.md, session 27).
 func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	obj, err := s.client.GetObject(ctx, s.cfg.Bucket, s.objectKey(key), minio.GetObjectOptions{})
+	op := "get " + s.objectKey(key)
+	body, _, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.cfg.Bucket, s.objectKey(key), minio.GetObjectOptions{})
 	if err != nil {
-		return nil, s.wrap("get "+s.objectKey(key), err)
+		return nil, s.wrap(op, err)
 	}
-	// GetObject is lazy: Stat makes the request so errors surface here.
-	if _, err := obj.Stat(); err != nil {
-		obj.Close()
-		return nil, s.wrap("get "+s.objectKey(key), err)
-	}
-	return &s3Reader{obj, s, "get " + s.objectKey(key)}, nil
+	return &s3Reader{body, s, op}, nil
 }
 
-// s3Reader reports read errors as the store's (an object deleted while it
-// is read is ErrNotFound).
+// s3Reader reports read errors as the store's (a cut connection is
+// "unreachable").
 type s3Reader struct {
-	*minio.Object
+	io.ReadCloser
 	s  *S3
 	op string
 }
 
 func (r *s3Reader) Read(b []byte) (int, error) {
-	n, err := r.Object.Read(b)
+	n, err := r.ReadCloser.Read(b)
 	if err != nil && err != io.EOF {
 		err = r.s.wrap(r.op, err)
 	}
