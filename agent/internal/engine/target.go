@@ -30,8 +30,11 @@ type Target interface {
 }
 
 // createTimeout bounds a CREATE DATABASE that runs on after its restore was
-// stopped (see settled).
-const createTimeout = time.Minute
+// stopped (see settled): with the scratch drop's 20 s after it, inside the
+// 30 s a pod is given between SIGTERM and SIGKILL. (A CREATE held longer —
+// a server-wide read lock — is killed as before: the database it may still
+// create is then not known as the restore's own.)
+const createTimeout = 8 * time.Second
 
 // settled is the context of a CREATE DATABASE: not cancelled with ctx, so
 // a restore stopped (SIGTERM: its pod deleted) while the statement runs
