@@ -205,10 +205,12 @@ func (s *S3) put(ctx context.Context, key string, r io.Reader, opts minio.PutObj
 
 // Get streams an object with one GET, read straight from the response
 // body. Not minio-go's Object: it made a HEAD first and then a GET bound to
-// the HEAD's ETag by If-Match, so an object deleted or replaced between the
-// two came back as PreconditionFailed on some servers (versitygw) instead
-// of NoSuchKey — a prune listing manifests beside a delete failed on it
-// (CI, stop 44) — and each of its Reads was a round trip through a
+// the HEAD's ETag by If-Match. An object replaced between the two failed
+// with PreconditionFailed, and so did one deleted while versitygw served
+// the GET (its file gone between the server's stat and its read of the
+// ETag attribute, it compares If-Match with a default ETag) — a prune
+// listing manifests beside a delete failed on it (CI, stop 44) instead of
+// skipping a NoSuchKey. And each of its Reads was a round trip through a
 // goroutine of its own, which a zstd decoder's 3-byte block-header reads
 // paid for (docs/benchmarks-log.md, session 27).
 func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, error) {
