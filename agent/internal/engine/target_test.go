@@ -11,6 +11,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/testenv"
@@ -101,22 +102,32 @@ func TestTargetAgainstRealServers(t *testing.T) {
 					t.Errorf("DropTarget without the marker: %v, exists=%v", err, has("keep_me"))
 				}
 			}
-			if s.engine == "mysql" {
-				createStoppedWhileWaiting(t, s, target("scratch_stop"), has)
-			}
+			createStoppedWhileWaiting(t, s, target("scratch_stop"), marker, has)
 		})
 	}
 }
 
 // createStoppedWhileWaiting stops (cancels the context of) a CREATE DATABASE
-// the server holds back — another session holds FLUSH TABLES WITH READ LOCK —
-// and then lets the server go on: the server creates the database, so
-// CreateTarget must report it as the restore's own, and DropTarget must drop
-// it. Before, the client was killed, CreateTarget failed without knowing,
-// and the database stayed (a scratch database left after its pod was
-// deleted; CI, stop 44).
-func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, has func(string) bool) {
-	db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/", s.conn.User, s.conn.Password, s.conn.Port))
+// the server holds back, and then lets the server go on: the server
+// creates the database, so CreateTarget must report it as the restore's
+// own (PostgreSQL: with its marker set), and DropTarget must drop it.
+// Before, the client was killed, CreateTarget failed without knowing, and
+// the database stayed (a scratch database left after its pod was deleted;
+// CI, stop 44). What holds the CREATE back: on MariaDB another session's
+// FLUSH TABLES WITH READ LOCK; on PostgreSQL another session's
+// uncommitted rename of template1 (its lock on the template database,
+// which CREATE DATABASE waits for; rolled back, so the name stays).
+func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, marker string, has func(string) bool) {
+	driver, dsn := "mysql", fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/", s.conn.User, s.conn.Password, s.conn.Port)
+	hold, release := []string{"FLUSH TABLES WITH READ LOCK"}, "UNLOCK TABLES"
+	waiting := "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'CREATE DATABASE%scratch_stop%'"
+	if s.engine == "postgres" {
+		driver = "pgx"
+		dsn = fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", s.conn.User, s.conn.Password, s.conn.Port)
+		hold, release = []string{"BEGIN", "ALTER DATABASE template1 RENAME TO template1_held"}, "ROLLBACK"
+		waiting = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE DATABASE%scratch_stop%' AND wait_event_type = 'Lock'"
+	}
+	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +138,15 @@ func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, h
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	if _, err := lock.ExecContext(bg, "FLUSH TABLES WITH READ LOCK"); err != nil {
-		t.Fatal(err)
+	for _, q := range hold {
+		if _, err := lock.ExecContext(bg, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
-	locked := true
+	held := true
 	defer func() {
-		if locked {
-			lock.ExecContext(bg, "UNLOCK TABLES")
+		if held {
+			lock.ExecContext(bg, release)
 		}
 	}()
 	ctx, cancel := context.WithCancel(bg)
@@ -144,11 +157,11 @@ func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, h
 	}
 	done := make(chan result, 1)
 	go func() {
-		own, err := tg.CreateTarget(ctx, "")
+		own, err := tg.CreateTarget(ctx, marker)
 		done <- result{own, err}
 	}()
 	err = testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
-		out, err := s.sql("", "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'CREATE DATABASE%scratch_stop%'")
+		out, err := s.sql(s.admin, waiting)
 		if err != nil {
 			return err
 		}
@@ -161,10 +174,10 @@ func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, h
 		t.Fatal(err)
 	}
 	cancel()
-	if _, err := lock.ExecContext(bg, "UNLOCK TABLES"); err != nil {
+	if _, err := lock.ExecContext(bg, release); err != nil {
 		t.Fatal(err)
 	}
-	locked = false
+	held = false
 	r := <-done
 	if err := testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
 		if !has("scratch_stop") {
@@ -177,11 +190,11 @@ func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, h
 	if r.err != nil || !r.own {
 		t.Errorf("CreateTarget stopped while the server created the database: own=%v err=%v; the database exists and nobody will drop it", r.own, r.err)
 	}
-	if err := tg.DropTarget(bg, "", r.own); err != nil || has("scratch_stop") {
+	if err := tg.DropTarget(bg, marker, r.own); err != nil || has("scratch_stop") {
 		t.Errorf("DropTarget after the stopped create: %v, exists=%v", err, has("scratch_stop"))
 	}
 	// Stopped before: nothing is sent.
-	if own, err := tg.CreateTarget(ctx, ""); !errors.Is(err, context.Canceled) || own || has("scratch_stop") {
+	if own, err := tg.CreateTarget(ctx, marker); !errors.Is(err, context.Canceled) || own || has("scratch_stop") {
 		t.Errorf("CreateTarget with a stopped context: own=%v err=%v exists=%v", own, err, has("scratch_stop"))
 	}
 }
