@@ -11,7 +11,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/pgx/v5"
 
 	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/testenv"
@@ -118,35 +118,41 @@ func TestTargetAgainstRealServers(t *testing.T) {
 // uncommitted rename of template1 (its lock on the template database,
 // which CREATE DATABASE waits for; rolled back, so the name stays).
 func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, marker string, has func(string) bool) {
-	driver, dsn := "mysql", fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/", s.conn.User, s.conn.Password, s.conn.Port)
+	bg := context.Background()
 	hold, release := []string{"FLUSH TABLES WITH READ LOCK"}, "UNLOCK TABLES"
 	waiting := "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'CREATE DATABASE%scratch_stop%'"
+	var exec func(q string) error
 	if s.engine == "postgres" {
-		driver = "pgx"
-		dsn = fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", s.conn.User, s.conn.Password, s.conn.Port)
 		hold, release = []string{"BEGIN", "ALTER DATABASE template1 RENAME TO template1_held"}, "ROLLBACK"
 		waiting = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE DATABASE%scratch_stop%' AND wait_event_type = 'Lock'"
+		c, err := pgx.Connect(bg, fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", s.conn.User, s.conn.Password, s.conn.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(bg)
+		exec = func(q string) error { _, err := c.Exec(bg, q); return err }
+	} else {
+		db, err := sql.Open("mysql", fmt.Sprintf("%s:%s@tcp(127.0.0.1:%d)/", s.conn.User, s.conn.Password, s.conn.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		c, err := db.Conn(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		exec = func(q string) error { _, err := c.ExecContext(bg, q); return err }
 	}
-	db, err := sql.Open(driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	bg := context.Background()
-	lock, err := db.Conn(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
 	for _, q := range hold {
-		if _, err := lock.ExecContext(bg, q); err != nil {
+		if err := exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	held := true
 	defer func() {
 		if held {
-			lock.ExecContext(bg, release)
+			exec(release)
 		}
 	}()
 	ctx, cancel := context.WithCancel(bg)
@@ -160,7 +166,7 @@ func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, m
 		own, err := tg.CreateTarget(ctx, marker)
 		done <- result{own, err}
 	}()
-	err = testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
+	err := testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
 		out, err := s.sql(s.admin, waiting)
 		if err != nil {
 			return err
@@ -174,7 +180,7 @@ func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, m
 		t.Fatal(err)
 	}
 	cancel()
-	if _, err := lock.ExecContext(bg, release); err != nil {
+	if err := exec(release); err != nil {
 		t.Fatal(err)
 	}
 	held = false
