@@ -29,25 +29,30 @@ type Target interface {
 	DropTarget(ctx context.Context, marker string, created bool) error
 }
 
-// createTimeout bounds a CREATE DATABASE that runs on after its restore was
-// stopped (see settled): with the scratch drop's 20 s after it, inside the
-// 30 s a pod is given between SIGTERM and SIGKILL. (A CREATE held longer —
-// a server-wide read lock — is killed as before: the database it may still
-// create is then not known as the restore's own.)
-const createTimeout = 8 * time.Second
+// createTimeout bounds how long a CREATE DATABASE runs on after its
+// restore was stopped (see settled): with the scratch drop's 20 s after it,
+// inside the 30 s a pod is given between SIGTERM and SIGKILL. (A CREATE
+// held longer than that after the stop — a server-wide read lock — is
+// killed as before: the database it may still create is then not known as
+// the restore's own.) A restore that is not stopped waits for its CREATE as
+// long as the server takes (a large template database to copy, a lock).
+var createTimeout = 8 * time.Second
 
 // settled is the context of a CREATE DATABASE: not cancelled with ctx, so
 // a restore stopped (SIGTERM: its pod deleted) while the statement runs
-// still learns whether the server created the database. Killing the client
-// instead left a database the server had created that the restore did not
-// know was its own, so it never dropped it (a scratch database left behind
-// on the protected server). ctx already done: no statement is sent.
+// still learns whether the server created the database; it ends
+// createTimeout after ctx does. Killing the client at once instead left a
+// database the server had created that the restore did not know was its
+// own, so it never dropped it (a scratch database left behind on the
+// protected server). ctx already done: no statement is sent.
 func settled(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
-	return c, cancel, nil
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d := createTimeout
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(d, cancel) })
+	return c, func() { stop(); cancel() }, nil
 }
 
 // ErrNotOwn is returned by DropTarget for a database the restore did not create.

@@ -110,7 +110,9 @@ func TestTargetAgainstRealServers(t *testing.T) {
 // createStoppedWhileWaiting stops (cancels the context of) a CREATE DATABASE
 // the server holds back, and then lets the server go on: the server
 // creates the database, so CreateTarget must report it as the restore's
-// own (PostgreSQL: with its marker set), and DropTarget must drop it.
+// own (PostgreSQL: with its marker set), and DropTarget must drop it. Then
+// once more not stopped, with the time a stopped CREATE is given cut to
+// 1 ms: a CREATE that is not stopped must wait for the server however long.
 // Before, the client was killed, CreateTarget failed without knowing, and
 // the database stayed (a scratch database left after its pod was deleted;
 // CI, stop 44). What holds the CREATE back: on MariaDB another session's
@@ -144,62 +146,85 @@ func createStoppedWhileWaiting(t *testing.T, s targetServer, tg engine.Target, m
 		defer c.Close()
 		exec = func(q string) error { _, err := c.ExecContext(bg, q); return err }
 	}
-	for _, q := range hold {
-		if err := exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
+	// One round: hold the CREATE, stop it or not, let the server go on.
+	round := func(stop bool) {
+		t.Helper()
+		for _, q := range hold {
+			if err := exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
 		}
-	}
-	held := true
-	defer func() {
-		if held {
-			exec(release)
+		held := true
+		defer func() {
+			if held {
+				exec(release)
+			}
+		}()
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		type result struct {
+			own bool
+			err error
 		}
-	}()
-	ctx, cancel := context.WithCancel(bg)
-	defer cancel()
-	type result struct {
-		own bool
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		own, err := tg.CreateTarget(ctx, marker)
-		done <- result{own, err}
-	}()
-	err := testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
-		out, err := s.sql(s.admin, waiting)
+		done := make(chan result, 1)
+		go func() {
+			own, err := tg.CreateTarget(ctx, marker)
+			done <- result{own, err}
+		}()
+		err := testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
+			select {
+			case r := <-done: // returned while the server holds the CREATE
+				done <- r
+				return nil
+			default:
+			}
+			out, err := s.sql(s.admin, waiting)
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(out) != "1" {
+				return errors.New("the CREATE DATABASE is not waiting on the server yet")
+			}
+			return nil
+		})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if strings.TrimSpace(out) != "1" {
-			return errors.New("the CREATE DATABASE is not waiting on the server yet")
+		if stop {
+			cancel()
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	if err := exec(release); err != nil {
-		t.Fatal(err)
-	}
-	held = false
-	r := <-done
-	if err := testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
-		if !has("scratch_stop") {
-			return errors.New("scratch_stop not created yet")
+		if err := exec(release); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}); err != nil {
-		t.Fatalf("the server never created the database (CreateTarget: own=%v err=%v)", r.own, r.err)
+		held = false
+		r := <-done
+		if r.err != nil && !has("scratch_stop") {
+			t.Fatalf("CreateTarget (stopped=%v) gave up on a CREATE the server held: %v", stop, r.err)
+		}
+		if err := testenv.Poll(time.Minute, 20*time.Millisecond, func() error {
+			if !has("scratch_stop") {
+				return errors.New("scratch_stop not created yet")
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("stopped=%v: the server never created the database (CreateTarget: own=%v err=%v)", stop, r.own, r.err)
+		}
+		if r.err != nil || !r.own {
+			t.Errorf("CreateTarget (stopped=%v) while the server created the database: own=%v err=%v; the database exists and nobody will drop it", stop, r.own, r.err)
+		}
+		if err := tg.DropTarget(bg, marker, r.own); err != nil || has("scratch_stop") {
+			t.Errorf("DropTarget after the held create (stopped=%v): %v, exists=%v", stop, err, has("scratch_stop"))
+		}
 	}
-	if r.err != nil || !r.own {
-		t.Errorf("CreateTarget stopped while the server created the database: own=%v err=%v; the database exists and nobody will drop it", r.own, r.err)
-	}
-	if err := tg.DropTarget(bg, marker, r.own); err != nil || has("scratch_stop") {
-		t.Errorf("DropTarget after the stopped create: %v, exists=%v", err, has("scratch_stop"))
-	}
+	round(true)
+	// Not stopped: the CREATE waits as long as the server holds it, however
+	// short the time a stopped one is given.
+	defer engine.SetCreateTimeout(time.Millisecond)()
+	round(false)
+
 	// Stopped before: nothing is sent.
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
 	if own, err := tg.CreateTarget(ctx, marker); !errors.Is(err, context.Canceled) || own || has("scratch_stop") {
 		t.Errorf("CreateTarget with a stopped context: own=%v err=%v exists=%v", own, err, has("scratch_stop"))
 	}
