@@ -54,11 +54,17 @@ func TestBackupListRestoreAsATenant(t *testing.T) {
 	first := st.LastArtifact.Path
 	// --at takes whole seconds and artifact times are listed in whole
 	// seconds: a second strictly after the first backup ended, and the
-	// second backup starting in a later second.
-	g.Eventually(func() bool { return time.Now().After(st.LastSuccessfulTime.Add(time.Second)) }).Should(BeTrue())
+	// second backup starting in a later second. Each wait can take a whole
+	// second (a time truncated to its second, reached just after the
+	// boundary), so neither uses Gomega's 1 s default timeout.
+	nextSecond := func(from time.Time) {
+		g.Eventually(func() bool { return time.Now().After(from.Add(time.Second)) }).
+			WithTimeout(5 * time.Second).WithPolling(20 * time.Millisecond).Should(BeTrue())
+	}
+	nextSecond(st.LastSuccessfulTime.Time)
 	at := time.Now().UTC().Truncate(time.Second)
 	between := at.Format(time.RFC3339)
-	g.Eventually(func() bool { return time.Now().After(at.Add(time.Second)) }).Should(BeTrue())
+	nextSecond(at)
 	ok(t, "alice", ns, "backup", "shop", "--wait", "--timeout", "4m")
 	g.Expect(runNow()).To(Equal(2), "a second call, a second Job")
 	g.Expect(fixtures.Get(g, env.Client, bj).Status.LastArtifact.Path).NotTo(Equal(first))
