@@ -180,7 +180,7 @@ func TestRunNowStartsOneJobPerRequest(t *testing.T) {
 			}
 			got.Labels["touch"] = strconv.Itoa(i)
 			return env.Client.Update(ctx, got)
-		}).WithTimeout(10 * time.Second).Should(Succeed(), "a label update (retried on conflicts with the operator's writes)")
+		}).WithTimeout(10*time.Second).Should(Succeed(), "a label update (retried on conflicts with the operator's writes)")
 	}
 	g.Consistently(func() []batchv1.Job { return jobsOf(g, bj, runNow) }).WithTimeout(5 * time.Second).Should(HaveLen(1))
 	g.Eventually(func() backupv1.RunResult { return get(g, bj)().LastResult }).WithTimeout(time.Minute).Should(Equal(backupv1.RunSucceeded))
