@@ -85,14 +85,14 @@ func pointInTimePostgres(t *testing.T, kind string) {
 	killArchiver(t, bj) // the restores below cross the kill: a gap would refuse them
 
 	sql("INSERT INTO orders VALUES (1, 'A')")
-	waitPast(t, time.Now().Truncate(time.Second).Add(time.Second))
+	fixtures.WaitPast(t, time.Now().Truncate(time.Second).Add(time.Second))
 	sql("ALTER TABLE orders ADD COLUMN region text NOT NULL DEFAULT 'eu'; CREATE SEQUENCE order_no; SELECT nextval('order_no'); SELECT nextval('order_no')")
 	sql("INSERT INTO orders VALUES (2, 'B', 'asia')")
 	between := time.Now().Truncate(time.Second).Add(time.Second)
-	waitPast(t, between)
+	fixtures.WaitPast(t, between)
 	sql("DELETE FROM orders WHERE id = 1")
 	afterDelete := time.Now().Truncate(time.Second).Add(time.Second)
-	waitPast(t, afterDelete)
+	fixtures.WaitPast(t, afterDelete)
 
 	query := func(db, q string) string {
 		t.Helper()

@@ -67,13 +67,13 @@ func TestPointInTimeRecovery(t *testing.T) {
 			base := waitSucceeded(t, bj, created, 3*time.Minute)
 
 			sql("INSERT INTO orders VALUES (1, 'A')")
-			waitPast(t, time.Now().Truncate(time.Second).Add(time.Second))
+			fixtures.WaitPast(t, time.Now().Truncate(time.Second).Add(time.Second))
 			sql("INSERT INTO orders VALUES (2, 'B')")
 			between := time.Now().Truncate(time.Second).Add(time.Second)
-			waitPast(t, between)
+			fixtures.WaitPast(t, between)
 			sql("DELETE FROM orders WHERE id = 1")
 			afterDelete := time.Now().Truncate(time.Second).Add(time.Second)
-			waitPast(t, afterDelete)
+			fixtures.WaitPast(t, afterDelete)
 
 			ids := func(db string) string {
 				t.Helper()
@@ -117,7 +117,7 @@ func TestPointInTimeRecovery(t *testing.T) {
 			}
 			sql("INSERT INTO orders VALUES (3, 'after the archiver restarted')")
 			afterKill := time.Now().Truncate(time.Second).Add(time.Second)
-			waitPast(t, afterKill)
+			fixtures.WaitPast(t, afterKill)
 			waitPointInTimeReady(t, bj)
 			restoreToTime(t, bj, e, "afterkill", afterKill.UTC().Format(time.RFC3339))
 			g.Expect(ids(dbName(ns, "afterkill"))).To(Equal("0,2,3"))
@@ -221,11 +221,4 @@ func restoreToTime(t *testing.T, bj *backupv1.BackupJob, e engine, name, at stri
 		}
 		t.Logf("restore to %s: not archived yet (%s); asking again", at, c.Message)
 	}
-}
-
-// waitPast polls until the clock is past at (binary log times are whole
-// seconds).
-func waitPast(t *testing.T, at time.Time) {
-	t.Helper()
-	NewWithT(t).Eventually(func() bool { return time.Now().After(at) }).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(BeTrue())
 }

@@ -56,15 +56,11 @@ func TestBackupListRestoreAsATenant(t *testing.T) {
 	// seconds: a second strictly after the first backup ended, and the
 	// second backup starting in a later second. Each wait can take a whole
 	// second (a time truncated to its second, reached just after the
-	// boundary), so neither uses Gomega's 1 s default timeout.
-	nextSecond := func(from time.Time) {
-		g.Eventually(func() bool { return time.Now().After(from.Add(time.Second)) }).
-			WithTimeout(5 * time.Second).WithPolling(20 * time.Millisecond).Should(BeTrue())
-	}
-	nextSecond(st.LastSuccessfulTime.Time)
+	// boundary): fixtures.WaitPast, not Gomega's 1 s default timeout.
+	fixtures.WaitPast(t, st.LastSuccessfulTime.Add(time.Second))
 	at := time.Now().UTC().Truncate(time.Second)
 	between := at.Format(time.RFC3339)
-	nextSecond(at)
+	fixtures.WaitPast(t, at.Add(time.Second))
 	ok(t, "alice", ns, "backup", "shop", "--wait", "--timeout", "4m")
 	g.Expect(runNow()).To(Equal(2), "a second call, a second Job")
 	g.Expect(fixtures.Get(g, env.Client, bj).Status.LastArtifact.Path).NotTo(Equal(first))
