@@ -29,6 +29,12 @@ const (
 	// ExitCorrupted: the stored artifact failed its integrity check (size,
 	// checksum, or a compressed stream that cannot be decoded).
 	ExitCorrupted = 3
+	// ExitUnsupported: the database server's engine or version is one no
+	// tool of this agent image can serve (e.g. a PostgreSQL 18 server and
+	// PostgreSQL 15 tools); the failure's code is CodeUnsupportedServer and
+	// its reason names the server's version and the range the image
+	// supports. Running the same image again cannot succeed.
+	ExitUnsupported = 4
 )
 
 // Engines.
@@ -55,6 +61,10 @@ type Result struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	// Engine is "postgres" or "mysql".
 	Engine string `json:"engine"`
+	// Server is the database server the command talked to, as it
+	// reported itself at the start (backup: the source; restore: the
+	// target); absent in older messages and for list.
+	Server *ServerInfo `json:"server,omitempty"`
 	// EncryptedTo are the fingerprints ("age-fp:<16 hex>", the first 16 hex
 	// digits of the SHA-256 of the age public key) of the recipients the
 	// artifact is encrypted to; empty when it is not encrypted.
@@ -222,6 +232,20 @@ const (
 	CodeOutsideWindow = "OutsideRecoverableWindow"
 	CodeArchiveGap    = "ArchiveGap"
 )
+
+// CodeUnsupportedServer: no tool of the agent image can serve the
+// database server's version (the agent exits with ExitUnsupported);
+// nothing was written. The reason names the server's version and the
+// range the image supports.
+const CodeUnsupportedServer = "UnsupportedServerVersion"
+
+// ServerInfo is a database server as it reported itself.
+type ServerInfo struct {
+	// Engine is "postgres", "mysql" (Oracle MySQL) or "mariadb".
+	Engine string `json:"engine"`
+	// Version is the server's version, e.g. "18.1", "9.7.4", "11.8.3".
+	Version string `json:"version"`
+}
 
 // CodedError is an error the agent reports with a failure code.
 type CodedError struct {

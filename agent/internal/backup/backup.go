@@ -36,6 +36,11 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 	if err := st.Check(ctx); err != nil {
 		return nil, err
 	}
+	// Then the server, and tools of this image that can dump it.
+	server, err := b.dumpTools(ctx)
+	if err != nil {
+		return nil, err
+	}
 
 	job := cfg.BackupJob
 	start := b.now().Truncate(time.Millisecond)
@@ -102,6 +107,7 @@ func (b *Runner) Backup(ctx context.Context) ([]byte, error) {
 		End:             end,
 		DurationSeconds: Seconds(end.Sub(start)),
 		Engine:          eng.Name(),
+		Server:          server,
 		Format:          eng.Format(),
 		Compression:     "zstd",
 		AgentVersion:    b.version,

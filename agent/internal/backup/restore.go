@@ -83,6 +83,12 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 		}
 		return nil, fmt.Errorf("cannot verify %s, the target database was not touched: %w", st.Path(key), err)
 	}
+	// The target server, and tools of this image that can restore into it
+	// (and recover the base), before the target is touched.
+	target, err := b.restoreTools(ctx, engineName, entry, pit)
+	if err != nil {
+		return nil, err
+	}
 	// Point in time: the whole replay is found and its segments fetched
 	// and checked before the target is touched.
 	var replay *pitr.Replayer
@@ -161,6 +167,7 @@ func (b *Runner) Restore(ctx context.Context) (line []byte, err error) {
 	r.RecoveryPoint = reached
 	r.Start, r.End, r.DurationSeconds = start, end, Seconds(end.Sub(start))
 	r.TargetCreated = own
+	r.Server = target
 	b.log.Info("restore finished", "artifact", r.Artifact, "durationSeconds", r.DurationSeconds, "targetCreated", own)
 
 	if len(cfg.Checks) > 0 {

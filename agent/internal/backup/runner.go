@@ -63,6 +63,7 @@ func EntryResult(st store.Store, key string, e catalog.Entry) contract.Result {
 		End:             e.End,
 		DurationSeconds: e.DurationSeconds,
 		Engine:          e.Engine,
+		Server:          e.Server,
 		EncryptedTo:     e.EncryptedTo(),
 		Parts:           e.Parts,
 		PartsSize:       e.PartsSize,

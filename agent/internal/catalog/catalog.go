@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/identity"
 	"cairn.dev/agent/internal/inventory"
@@ -46,6 +47,9 @@ type Entry struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	// Engine is postgres or mysql.
 	Engine string `json:"engine"`
+	// Server is the source server as it reported itself when the backup
+	// started (package toolset); absent in entries written before.
+	Server *contract.ServerInfo `json:"server,omitempty"`
 	// Format names the dump format ("pg_dump-custom", "mysqldump-sql") and
 	// Compression the stream compression ("zstd").
 	Format      string `json:"format"`

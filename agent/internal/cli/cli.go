@@ -26,6 +26,7 @@ import (
 	"cairn.dev/agent/internal/migrate"
 	"cairn.dev/agent/internal/pipeline"
 	"cairn.dev/agent/internal/pitr"
+	"cairn.dev/agent/internal/toolset"
 )
 
 // Options are the process's surroundings, replaceable in tests.
@@ -170,6 +171,8 @@ func exitCode(err error) int {
 		return contract.ExitUsage
 	case errors.Is(err, pipeline.ErrCorrupted):
 		return contract.ExitCorrupted
+	case errors.As(err, new(*toolset.UnsupportedError)):
+		return contract.ExitUnsupported
 	}
 	return contract.ExitFailure
 }

@@ -308,6 +308,9 @@ func (e *readErr) get() error {
 var aliases = map[string]string{"mysqldump": "mariadb-dump", "mysql": "mariadb"}
 
 func lookTool(name string) (string, error) {
+	if p, ok := chosenTool(name); ok {
+		return p, nil
+	}
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}

@@ -92,7 +92,19 @@ func (m *MySQL) Dump(ctx context.Context, w io.Writer) error {
 	if m.ForParts {
 		args = append(args, "--skip-add-locks", "--skip-disable-keys")
 	}
-	if m.BinlogPosition {
+	if oracleMySQLDump() {
+		// Oracle's mysqldump writes SET @@GLOBAL.GTID_PURGED into the dump
+		// of a server with GTIDs on: a restore into any server that has
+		// executed those transactions (the source itself) fails on it, and a
+		// logical restore must not change the target's GTID state.
+		args = append(args, "--set-gtid-purged=OFF")
+	}
+	if m.BinlogPosition && oracleMySQLDump() {
+		// MySQL 8.0.26 renamed --master-data (removed since).
+		args = append(args, "--source-data=2")
+		m.Head = m.Head[:0]
+		w = headWriter{w: w, head: &m.Head}
+	} else if m.BinlogPosition {
 		args = append(args, "--master-data=2")
 		m.Head = m.Head[:0]
 		w = headWriter{w: w, head: &m.Head}
