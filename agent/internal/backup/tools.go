@@ -5,6 +5,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
+	"cairn.dev/agent/internal/engine"
 	"cairn.dev/agent/internal/toolset"
 )
 
@@ -41,6 +42,8 @@ func (b *Runner) restoreTools(ctx context.Context, engineName string, entry cata
 			return nil, &contract.CodedError{Code: contract.CodeUnsupportedServer, Err: err}
 		}
 		rc.Apply()
+		// The restore's target is s, whatever the source's major.
+		engine.PGVersions(rc.PGMajor, s.Major)
 		choice = rc
 	}
 	b.log.Info("database server", "server", s.String(), "tools", choice.Describe())

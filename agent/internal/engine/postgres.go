@@ -95,6 +95,9 @@ func (p *Postgres) Restore(ctx context.Context, r io.Reader) error {
 
 // RestoreArgs is Restore with extra pg_restore arguments.
 func (p *Postgres) RestoreArgs(ctx context.Context, r io.Reader, extra ...string) error {
+	if needsScriptRestore() {
+		return p.restoreViaScript(ctx, r, append([]string{"--clean", "--if-exists"}, extra...)...)
+	}
 	args := append(p.connArgs(p.Database),
 		"--single-transaction", "--exit-on-error", "--clean", "--if-exists", "--no-owner", "--no-privileges")
 	return run(ctx, p.Password, r, io.Discard, p.env(), "pg_restore", append(args, extra...)...)

@@ -269,6 +269,7 @@ func mysqlRange(t Tools) string {
 func (c Choice) Apply() {
 	if c.PGBin != "" {
 		engine.UsePGBin(c.PGBin)
+		engine.PGVersions(c.PGMajor, c.Server.Major)
 	}
 	for name, t := range c.MySQL {
 		engine.UseTool(name, t.Path, t.Flavor)
