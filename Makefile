@@ -94,12 +94,15 @@ build: ## Build every operator binary and the kubectl plugin (bin/kubectl-cairn)
 ##@ Test
 
 .PHONY: test
-test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3).
-	go test $(GO_TEST_FLAGS) ./apis/... ./agent/contract/... ./libs/... ./kubectl-cairn/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...
-	cd hack/release && GOWORK=off go test $(GO_TEST_FLAGS) ./...
-	$(MAKE) test-new-operator
-	$(MAKE) test-agent
-	$(MAKE) fuzz
+# hack/test.sh runs every step to its end, even after one failed, and ends
+# with a summary of the failed tests and their first error lines.
+test: controlplane agent-deps ## Run every test (unit and integration against a real kube-apiserver + etcd; agent against real databases and S3); ends with a summary of what failed.
+	hack/test.sh \
+	  'go test $(GO_TEST_FLAGS) ./apis/... ./agent/contract/... ./libs/... ./kubectl-cairn/... $(addprefix ./operators/,$(addsuffix /...,$(OPERATORS))) ./deploy/...' \
+	  'cd hack/release && GOWORK=off go test $(GO_TEST_FLAGS) ./...' \
+	  '$(MAKE) --no-print-directory test-new-operator' \
+	  '$(MAKE) --no-print-directory test-agent' \
+	  '$(MAKE) --no-print-directory fuzz'
 
 # An execution count, not a duration: Go 1.26's fuzz coordinator can fail a
 # target with a bare "context deadline exceeded" when a duration ends while a

@@ -67,9 +67,7 @@ func startMariaDB(user, password string, binlog ...string) (*MariaDB, error) {
 		}
 	}()
 	data := filepath.Join(dir, "data")
-	install := exec.Command(installDB, "--no-defaults", "--datadir="+data, "--user=root",
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
-	if err := runQuiet(context.Background(), install); err != nil {
+	if err := bootstrapMariaDB(installDB, dir, data); err != nil {
 		return nil, err
 	}
 	var lastErr error
@@ -85,6 +83,7 @@ func startMariaDB(user, password string, binlog ...string) (*MariaDB, error) {
 			"--innodb-flush-log-at-trx-commit=0", "--max-allowed-packet=256M",
 			"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci"}, binlog...)
 		cmd := exec.Command(mariadbd, args...)
+		cmd.Env = ownTmp(dir)
 		srv, err := startServer("mariadbd", filepath.Join(dir, "server.log"), cmd)
 		if err != nil {
 			return nil, err
@@ -143,4 +142,19 @@ func (m *MariaDB) SQL(db, sql string) (string, error) {
 		return "", fmt.Errorf("mysql: %w: %s", err, strings.TrimSpace(errb.String()))
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// bootstrapMariaDB creates the system tables in data with dir as the
+// bootstrap server's temporary folder. Without --tmpdir the bootstrap
+// keeps its temporary tables in the shared /tmp, and every mariadbd that
+// starts (another package's bootstrap among them) deletes the #sql* files
+// it finds in its tmpdir: two bootstraps side by side failed with
+// "Unknown table 'mysql.tmp_proxies_priv'" (issue 52;
+// TestConcurrentMariaDBBootstraps).
+func bootstrapMariaDB(installDB, dir, data string) error {
+	install := exec.Command(installDB, "--no-defaults", "--datadir="+data, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve",
+		"--tmpdir="+dir)
+	install.Env = ownTmp(dir)
+	return runQuiet(context.Background(), install)
 }

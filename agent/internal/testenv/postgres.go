@@ -75,6 +75,7 @@ func StartPostgres(password string) (*Postgres, error) {
 	initdb := exec.Command("runuser", "-u", "postgres", "--", filepath.Join(PGBinDir, "initdb"),
 		"-D", data, "-U", "postgres", "--pwfile="+pwfile, "--auth-host=scram-sha-256", "--auth-local=trust",
 		"-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
+	initdb.Env = ownTmp(dir)
 	if err := runQuiet(context.Background(), initdb); err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func StartPostgres(password string) (*Postgres, error) {
 		cmd.Dir = dir
 		// Same as runuser -u postgres, with the parent-death signal kept.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		cmd.Env = []string{"PATH=" + PGBinDir + ":/usr/bin:/bin", "LANG=C.UTF-8"}
+		cmd.Env = []string{"PATH=" + PGBinDir + ":/usr/bin:/bin", "LANG=C.UTF-8", "TMPDIR=" + dir}
 		srv, err := startServer("postgres", filepath.Join(dir, "server.log"), cmd)
 		if err != nil {
 			return nil, err

@@ -89,7 +89,8 @@ func (s *S3) Start() error {
 			args = append(args, "--versioning-dir", s.VersioningDir)
 		}
 		cmd := exec.Command(s.bin, append(args, s.Root)...)
-		cmd.Env = []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey, "PATH=/usr/bin:/bin"}
+		cmd.Env = []string{"ROOT_ACCESS_KEY=" + s.AccessKey, "ROOT_SECRET_KEY=" + s.SecretKey, "PATH=/usr/bin:/bin",
+			"TMPDIR=" + s.logDir}
 		srv, err := startServer("versitygw", filepath.Join(s.logDir, "versitygw.log"), cmd)
 		if err != nil {
 			return err

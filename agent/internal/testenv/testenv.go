@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -73,24 +74,35 @@ func lookBinary(name string, candidates ...string) (string, error) {
 }
 
 // FreePort returns a TCP port that was free a moment ago on 127.0.0.1 and
-// on every address (a server listening on ":port" needs both). It draws at
-// random from 20000-31999, below the kernel's ephemeral range (32768 and
-// up by default, /proc/sys/net/ipv4/ip_local_port_range): a port the
-// kernel handed out (a ":0" listener, the source port of any outgoing
-// connection) can be taken again by the next outgoing connection before
-// the server binds it — seen as "bind: address already in use" when two
-// e2e packages ran side by side. kwokctl takes its clusters' ports
-// counting down from 32767, above this range; random draws make two
-// callers at once unlikely to pick the same port.
+// on every address (a server listening on ":port" needs both), and that no
+// other caller of FreePort on this machine holds: each port handed out is
+// reserved by an flock on a file named after it (reservePort), held until
+// the process exits, so two test packages running side by side never get
+// the same port between the check and their server's bind (CI's `go test
+// ./...` runs packages in parallel, each starting its own servers). It
+// draws at random from 20000-31999, below the kernel's ephemeral range
+// (32768 and up by default, /proc/sys/net/ipv4/ip_local_port_range): a
+// port the kernel handed out (a ":0" listener, the source port of any
+// outgoing connection) can be taken again by the next outgoing connection
+// before the server binds it — seen as "bind: address already in use" when
+// two e2e packages ran side by side. kwokctl takes its clusters' ports
+// counting down from 32767, above this range.
 func FreePort() (int, error) {
 	hi := 32000
 	if lo := ephemeralLow(); lo > 0 && lo < hi {
 		hi = lo
 	}
 	if hi > freePortLow+1000 {
-		for range 200 {
+		for range 400 {
 			port := freePortLow + rand.IntN(hi-freePortLow)
-			if portFree(port) {
+			if !portFree(port) {
+				continue
+			}
+			reserved, err := reservePort(port)
+			if err != nil {
+				return 0, err
+			}
+			if reserved && portFree(port) {
 				return port, nil
 			}
 		}
@@ -101,6 +113,46 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// PortLockDir is where FreePort's reservations live: one file per port,
+// locked (flock) by the process that was handed the port. It is the one
+// name the test servers share on purpose, so that they never share a port.
+func PortLockDir() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cairn-test-ports-%d", os.Getuid()))
+}
+
+var (
+	portLocksMu sync.Mutex
+	portLocks   = map[int]*os.File{} // held until the process exits
+)
+
+// reservePort takes port's lock without waiting: false when another
+// process (or an earlier FreePort of this one) holds it. The lock is
+// released when the process exits, however it exits.
+func reservePort(port int) (bool, error) {
+	portLocksMu.Lock()
+	defer portLocksMu.Unlock()
+	if _, held := portLocks[port]; held {
+		return false, nil
+	}
+	dir := PortLockDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return false, fmt.Errorf("port reservations: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return false, fmt.Errorf("port reservations: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, nil
+		}
+		return false, fmt.Errorf("port reservations: lock %s: %w", f.Name(), err)
+	}
+	portLocks[port] = f
+	return true, nil
 }
 
 const freePortLow = 20000
@@ -146,6 +198,19 @@ func Poll(timeout, interval time.Duration, fn func() error) error {
 		}
 		<-t.C
 	}
+}
+
+// ownTmp is the environment of a server or tool started for a test: this
+// process's, with TMPDIR set to the server's own folder, so that nothing it
+// writes lands under a name in the shared /tmp.
+func ownTmp(dir string) []string {
+	env := make([]string, 0, len(os.Environ())+1)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TMPDIR=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "TMPDIR="+dir)
 }
 
 // server is a long-running child process.
