@@ -1,0 +1,28 @@
+# The database version matrix (docs/compatibility.md): server images of
+# every supported version this machine's Debian archive ships, the agent's
+# per-PostgreSQL-major images, and the tests against them.
+# Included by the main Makefile, which defines ROOT and GO_TEST_FLAGS.
+
+# Which servers the version-matrix tests run (agent/internal/testenv,
+# CAIRN_DB_MATRIX): ci (default: the oldest and newest of each engine), all,
+# host (the host's PostgreSQL 15 and MariaDB 10.11 only), or names.
+DB_MATRIX_SERVERS ?=
+AGENT_MATRIX_IMAGES ?= pg17 pg18
+
+##@ Version matrix
+
+.PHONY: db-images
+db-images: ## Build the database server images of the version matrix (PostgreSQL 13, 17, 18, MariaDB 11.8, MySQL 9.7) from Debian packages: debootstrap bases per suite + docker build, each skipped when present. DB_MATRIX_SERVERS narrows it (e.g. "pg13 pg18").
+	hack/images/servers.sh $(DB_MATRIX_SERVERS)
+
+.PHONY: agent-images
+agent-images: ## Build the agent's per-PostgreSQL-major images (cairn.local/agent:dev-pg17 on trixie, dev-pg18 on sid with Oracle MySQL's client; AGENT_MATRIX_IMAGES adds pg13) from agent/Containerfile around the host-built agent.
+	hack/images/agents.sh $(AGENT_MATRIX_IMAGES)
+
+.PHONY: test-matrix
+test-matrix: agent-deps images db-images agent-images ## Run the version-sensitive agent tests against every server of the matrix (CAIRN_DB_MATRIX=all): backup/restore round trips, cross-major restores, the unsupported-server error.
+	cd agent && CAIRN_DB_MATRIX=all go test $(GO_TEST_FLAGS) ./internal/testenv/ ./test/matrix/
+
+.PHONY: db-clean
+db-clean: ## Remove every container the agent's tests started (label dev.cairn.test) that is left over.
+	ids=$$(docker ps -aq --filter label=dev.cairn.test); [ -z "$$ids" ] || docker rm -f -v $$ids
