@@ -104,20 +104,46 @@ func mustFingerprint(t *testing.T, db testenv.DB, name string) string {
 // with caching_sha2_password.
 func TestRoundTrip(t *testing.T) {
 	for _, s := range servers(t, "") {
-		t.Run(s.Name, func(t *testing.T) {
-			db := start(t, s)
-			if err := seed(db, "src"); err != nil {
-				t.Fatal(err)
-			}
-			want := mustFingerprint(t, db, "src")
-			dir := store(t)
-			job := "shop/roundtrip-" + strings.ReplaceAll(s.Name, ".", "-")
-			mustReport(t, mustSucceed(t, agent(t, s.Agent, dir, db, "src", job, "backup")), s)
-			mustReport(t, mustSucceed(t, agent(t, s.Agent, dir, db, "dst", job, "restore")), s)
-			if got := mustFingerprint(t, db, "dst"); got != want {
-				t.Fatalf("restored database differs from the source:\nsource:\n%s\nrestored:\n%s", want, got)
-			}
-		})
+		t.Run(s.Name, func(t *testing.T) { roundTrip(t, s, s.Agent) })
+	}
+}
+
+// TestRoundTripOtherImages: the round trip by another agent image whose
+// tools also serve the server (MariaDB's servers by trixie's MariaDB 11.8
+// client), when both servers of the pair are chosen.
+func TestRoundTripOtherImages(t *testing.T) {
+	chosen := map[string]bool{}
+	for _, s := range servers(t, "") {
+		chosen[s.Name] = true
+	}
+	for _, c := range []struct{ server, imageFor string }{{"mariadb10.11", "pg17"}, {"mariadb11.8", "pg17"}} {
+		if !chosen[c.server] || !chosen[c.imageFor] {
+			continue
+		}
+		s, err := testenv.MatrixServerNamed(c.server)
+		if err != nil {
+			t.Fatal(err)
+		}
+		of, err := testenv.MatrixServerNamed(c.imageFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(c.server+"-with-"+c.imageFor+"-image", func(t *testing.T) { roundTrip(t, s, of.Agent) })
+	}
+}
+
+func roundTrip(t *testing.T, s testenv.MatrixServer, image string) {
+	db := start(t, s)
+	if err := seed(db, "src"); err != nil {
+		t.Fatal(err)
+	}
+	want := mustFingerprint(t, db, "src")
+	dir := store(t)
+	job := "shop/roundtrip-" + strings.ReplaceAll(s.Name, ".", "-")
+	mustReport(t, mustSucceed(t, agent(t, image, dir, db, "src", job, "backup")), s)
+	mustReport(t, mustSucceed(t, agent(t, image, dir, db, "dst", job, "restore")), s)
+	if got := mustFingerprint(t, db, "dst"); got != want {
+		t.Fatalf("restored database differs from the source:\nsource:\n%s\nrestored:\n%s", want, got)
 	}
 }
 

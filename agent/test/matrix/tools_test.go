@@ -49,28 +49,41 @@ func TestNewerToolsIntoSourceMajor(t *testing.T) {
 // server's version and the range the image supports, and writes nothing:
 // no artifact, no target database.
 func TestUnsupportedServer(t *testing.T) {
+	// Each case runs when its server and the server its image is made for
+	// (imageFor) are both chosen: ci runs the first and the third (the
+	// bookworm image, PostgreSQL 15 and MariaDB 10.11 tools).
 	cases := []struct {
-		server, image, want string
+		server, imageFor, want string
 	}{
-		{"pg18", "cairn.local/agent:dev-pg17", "it supports PostgreSQL 17 and older"},
-		{"mysql9.7", "cairn.local/agent:dev-pg17", "it supports MariaDB (its 11.8 client tools)"},
+		{"pg18", "pg15", "it supports PostgreSQL 15 and older"},
+		{"pg18", "pg17", "it supports PostgreSQL 17 and older"},
+		{"mysql9.7", "mariadb10.11", "it supports MariaDB (its 10.11 client tools)"},
+		{"mysql9.7", "mariadb11.8", "it supports MariaDB (its 11.8 client tools)"},
 	}
 	chosen := servers(t, "")
+	isChosen := func(name string) bool {
+		return slices.ContainsFunc(chosen, func(s testenv.MatrixServer) bool { return s.Name == name })
+	}
 	for _, c := range cases {
-		if !slices.ContainsFunc(chosen, func(s testenv.MatrixServer) bool { return s.Name == c.server }) {
+		if !isChosen(c.server) || !isChosen(c.imageFor) {
 			continue
 		}
 		s, err := testenv.MatrixServerNamed(c.server)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Run(c.server, func(t *testing.T) {
+		of, err := testenv.MatrixServerNamed(c.imageFor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		image := of.Agent
+		t.Run(c.server+"-with-"+c.imageFor+"-tools", func(t *testing.T) {
 			db := start(t, s)
 			if err := seed(db, "src"); err != nil {
 				t.Fatal(err)
 			}
 			dir := store(t)
-			job := "shop/unsupported-" + strings.ReplaceAll(s.Name, ".", "-")
+			job := "shop/unsupported-" + strings.ReplaceAll(s.Name+"-"+c.imageFor, ".", "-")
 			check := func(r testenv.Run) {
 				t.Helper()
 				if r.Code != contract.ExitUnsupported {
@@ -86,13 +99,13 @@ func TestUnsupportedServer(t *testing.T) {
 					t.Fatalf("reason %q: want the server's version (%s%s.x) and %q", f.Reason, name, s.Major, c.want)
 				}
 			}
-			check(agent(t, c.image, dir, db, "src", job, "backup"))
+			check(agent(t, image, dir, db, "src", job, "backup"))
 			if out, err := testenv.ListFiles(dir); err != nil || len(out) != 0 {
 				t.Fatalf("the failed backup wrote %v (%v)", out, err)
 			}
 			// A restore: from an artifact of tools that serve the server.
 			mustSucceed(t, agent(t, s.Agent, dir, db, "src", job, "backup"))
-			check(agent(t, c.image, dir, db, "dst", job, "restore"))
+			check(agent(t, image, dir, db, "dst", job, "restore"))
 			q := map[string]string{"postgres": "SELECT count(*) FROM pg_database WHERE datname = 'dst'",
 				"mysql": "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'dst'"}[s.Engine]
 			if n, err := db.SQL("", q); err != nil || n != "0" {
