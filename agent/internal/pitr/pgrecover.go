@@ -1,7 +1,6 @@
 package pitr
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -181,58 +180,71 @@ func (r *Recovery) Start(ctx context.Context, agentBin string) error {
 	os.Chmod(sock, 0o777)
 	r.wg.Add(1)
 	go r.serve(ctx)
-	for _, f := range []string{"postmaster.pid", "postmaster.opts", "standby.signal", "recovery.signal", "backup_manifest"} {
-		os.Remove(filepath.Join(r.DataDir, f))
-	}
-	if err := os.WriteFile(filepath.Join(r.DataDir, "recovery.signal"), nil, 0o600); err != nil {
+	// The base's own configuration is never read (pgconf.go): the server
+	// starts on a file Cairn writes, its settings for WAL replay taken
+	// from the base's pg_control.
+	if err := neutralise(r.DataDir); err != nil {
 		return err
 	}
+	settings, err := replaySettings(ctx, postgres, r.DataDir)
+	if err != nil {
+		return err
+	}
+	r.log.Info("the temporary server's settings for replay", "maxConnections", settings.MaxConnections,
+		"maxWorkerProcesses", settings.MaxWorkerProcesses, "maxWALSenders", settings.MaxWALSenders,
+		"maxPreparedTransactions", settings.MaxPreparedTransactions, "maxLocksPerTransaction", settings.MaxLocksPerTransaction,
+		"maxReplicationSlots", settings.MaxReplicationSlots, "major", settings.Major)
 	hba := filepath.Join(r.Tmp, "pg_hba.conf")
-	if err := os.WriteFile(hba, []byte("local all all trust\n"), 0o600); err != nil {
-		return err
+	ident := filepath.Join(r.Tmp, "pg_ident.conf")
+	conf := filepath.Join(r.Tmp, "postgresql.conf")
+	var target []string
+	switch {
+	case r.immediate:
+		target = []string{"recovery_target", "immediate", "recovery_target_action", "promote"}
+	case !r.until.IsZero():
+		target = []string{"recovery_target_time", r.until.UTC().Format("2006-01-02 15:04:05.999999+00"),
+			"recovery_target_action", "promote", "recovery_target_inclusive", "false"}
+	}
+	restoreCommand := quoteShell(agentBin) + " wal-fetch " + quoteShell(sock) + " %f %p"
+	for f, body := range map[string][]byte{
+		hba:   []byte("local all all trust\n"),
+		ident: nil,
+		conf:  recoveryConf(r.Tmp, hba, ident, restoreCommand, settings, target),
+	} {
+		if err := os.WriteFile(f, body, 0o600); err != nil {
+			return err
+		}
 	}
 	if r.asUser {
 		if err := chownTree(r.Tmp, r.uid, r.gid); err != nil {
 			return err
 		}
 	}
-	args := []string{"-D", r.DataDir,
-		"-c", "listen_addresses=", "-c", "unix_socket_directories=" + r.Tmp, "-c", "port=5432",
-		"-c", "hba_file=" + hba, "-c", "ident_file=" + hba, "-c", "ssl=off",
-		"-c", "shared_preload_libraries=", "-c", "archive_mode=off", "-c", "hot_standby=off",
-		"-c", "primary_conninfo=", "-c", "primary_slot_name=", "-c", "cluster_name=cairn-recover",
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=20", "-c", "shared_buffers=64MB", "-c", "max_wal_senders=0", "-c", "max_replication_slots=0",
-		"-c", "wal_level=replica", "-c", "logging_collector=off", "-c", "log_destination=stderr",
-		// Dynamic shared memory in the data directory, not /dev/shm (small
-		// in a container).
-		"-c", "dynamic_shared_memory_type=mmap",
-		"-c", "restore_command=" + quoteShell(agentBin) + " wal-fetch " + quoteShell(sock) + " %f %p",
-	}
-	switch {
-	case r.immediate:
-		args = append(args, "-c", "recovery_target=immediate", "-c", "recovery_target_action=promote")
-	case !r.until.IsZero():
-		args = append(args, "-c", "recovery_target_time="+r.until.UTC().Format("2006-01-02 15:04:05.999999+00"),
-			"-c", "recovery_target_action=promote", "-c", "recovery_target_inclusive=false")
-	}
+	args := []string{"-D", r.DataDir, "-c", "config_file=" + conf}
 	err = r.start(ctx, postgres, args)
 	if err != nil && !r.until.IsZero() && strings.Contains(r.logTail(), "recovery ended before configured recovery target was reached") {
 		// No transaction in the archived WAL ended after the target: the
 		// whole chain (it covers the target) is the state at the target.
 		// Start again without a target, from where recovery stopped.
 		r.log.Info("no transaction after the recovery target in the archive: recovering to the end of the chain, which covers it", "target", r.until)
-		os.WriteFile(filepath.Join(r.DataDir, "recovery.signal"), nil, 0o600)
+		if err := os.WriteFile(conf, recoveryConf(r.Tmp, hba, ident, restoreCommand, settings, nil), 0o600); err != nil {
+			return err
+		}
+		root, err := os.OpenRoot(r.DataDir)
+		if err != nil {
+			return err
+		}
+		root.Remove("recovery.signal")
+		f, err := root.OpenFile("recovery.signal", os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+		root.Close()
+		if err != nil {
+			return err
+		}
 		if r.asUser {
-			os.Chown(filepath.Join(r.DataDir, "recovery.signal"), r.uid, r.gid)
+			f.Chown(r.uid, r.gid)
 		}
-		var again []string
-		for i := 0; i < len(args); i += 2 {
-			if !strings.HasPrefix(args[i+1], "recovery_target") {
-				again = append(again, args[i], args[i+1])
-			}
-		}
-		err = r.start(ctx, postgres, again)
+		f.Close()
+		return r.start(ctx, postgres, args)
 	}
 	return err
 }
@@ -376,94 +388,6 @@ func (r *Recovery) runAs() error {
 		return nil
 	}
 	return errors.New("running as root, and neither a postgres nor a nobody user exists to run the temporary server as")
-}
-
-// serve answers the restore_command's requests: a segment of the chain is
-// fetched from the store, checked against its record, and written where
-// the server asked (inside its data directory); anything else is "not
-// archived" (the server then ends recovery, or tries another timeline).
-func (r *Recovery) serve(ctx context.Context) {
-	defer r.wg.Done()
-	inChain := map[string]Segment{}
-	for _, s := range r.chain {
-		inChain[s.File] = s
-	}
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		func() {
-			defer c.Close()
-			line, err := bufio.NewReader(c).ReadString('\n')
-			if err != nil {
-				return
-			}
-			name, dst, _ := strings.Cut(strings.TrimSpace(line), "\t")
-			s, ok := inChain[name]
-			switch {
-			case !ok:
-				fmt.Fprintf(c, "NO %s is not in this recovery's chain\n", name)
-				return
-			case !strings.HasPrefix(filepath.Clean(dst), r.DataDir+string(filepath.Separator)):
-				fmt.Fprintf(c, "NO %s is outside the data directory\n", dst)
-				return
-			}
-			tmp := dst + ".cairn-fetch"
-			if err := fetch(ctx, r.st, r.dir, s, tmp, r.ids); err != nil {
-				os.Remove(tmp)
-				r.log.Warn("restore_command: fetching a segment failed", "segment", name, "err", err)
-				fmt.Fprintf(c, "NO %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
-				return
-			}
-			if r.asUser {
-				os.Chown(tmp, r.uid, r.gid)
-			}
-			if err := os.Rename(tmp, dst); err != nil {
-				os.Remove(tmp)
-				fmt.Fprintf(c, "NO %v\n", err)
-				return
-			}
-			r.mu.Lock()
-			r.fetched = append(r.fetched, name)
-			r.mu.Unlock()
-			fmt.Fprintf(c, "OK\n")
-		}()
-	}
-}
-
-// WALFetch is `agent wal-fetch <socket> <file> <path>`, the temporary
-// server's restore_command: it asks the restoring agent (listening on
-// socket) for segment file, written to path (relative to the server's
-// data directory, its working directory). Exit status 0: restored; 1: not
-// available (PostgreSQL then ends recovery or looks elsewhere).
-func WALFetch(args []string, stderr io.Writer) int {
-	if len(args) != 3 {
-		fmt.Fprintln(stderr, "usage: agent wal-fetch <socket> <file> <path>")
-		return 2
-	}
-	dst := args[2]
-	if !filepath.IsAbs(dst) {
-		wd, err := os.Getwd()
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		dst = filepath.Join(wd, dst)
-	}
-	c, err := net.Dial("unix", args[0])
-	if err != nil {
-		fmt.Fprintln(stderr, "wal-fetch:", err)
-		return 1
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "%s\t%s\n", args[1], dst)
-	reply, _ := bufio.NewReader(c).ReadString('\n')
-	if strings.TrimSpace(reply) == "OK" {
-		return 0
-	}
-	fmt.Fprintf(stderr, "wal-fetch %s: %s\n", args[1], strings.TrimSpace(strings.TrimPrefix(reply, "NO ")))
-	return 1
 }
 
 func quoteShell(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -22,6 +22,11 @@ import (
 var db *testenv.MariaDB
 
 func TestMain(m *testing.M) {
+	// The temporary PostgreSQL server's restore_command runs this test
+	// binary as the agent: `<binary> wal-fetch <socket> <file> <path>`.
+	if len(os.Args) > 1 && os.Args[1] == "wal-fetch" {
+		os.Exit(pitr.WALFetch(os.Args[2:], os.Stderr))
+	}
 	var err error
 	if db, err = testenv.StartMariaDBWithBinlog("cairn", "s3cret pw"); err != nil {
 		fmt.Fprintln(os.Stderr, "pitr tests need MariaDB:", err)
