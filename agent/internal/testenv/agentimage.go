@@ -101,3 +101,14 @@ func ListFiles(dir string) ([]string, error) {
 	})
 	return out, err
 }
+
+// Start runs a long-running agent command (agent archive) detached, as
+// Run does otherwise; Remove the container to stop it.
+func (a *AgentImage) Start(env []string, args ...string) (*Container, error) {
+	flags := []string{"--user", "65532:65532", "--read-only", "--tmpfs", "/tmp:rw,exec,size=2g"}
+	for _, d := range a.Dirs {
+		os.Chmod(d, 0o777)
+		flags = append(flags, "-v", d+":"+d)
+	}
+	return startContainer(a.Image, "agent", flags, env, args...)
+}

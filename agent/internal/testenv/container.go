@@ -104,9 +104,14 @@ func processAlive(pid int) bool {
 }
 
 // StartContainer runs image detached on the host network as a container
-// named prefix-<random>, labelled for cleanup, with env and the command
-// cmd. script, when set, is run by bash -c (cmd then are its arguments).
+// named cairn-test-prefix-<pid>-<random>, labelled for cleanup, with env
+// and the command cmd.
 func StartContainer(image, prefix string, env []string, cmd ...string) (*Container, error) {
+	return startContainer(image, prefix, []string{"--shm-size", "256m"}, env, cmd...)
+}
+
+// startContainer is StartContainer with extra docker run flags.
+func startContainer(image, prefix string, flags, env []string, cmd ...string) (*Container, error) {
 	sweepOnce.Do(SweepContainers)
 	if err := RequireImage(image, ImagesHint); err != nil {
 		return nil, err
@@ -115,8 +120,8 @@ func StartContainer(image, prefix string, env []string, cmd ...string) (*Contain
 	rand.Read(b)
 	name := "cairn-test-" + prefix + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b)
 	args := []string{"run", "-d", "--name", name, "--network", "host",
-		"--label", ContainerLabel + "=1", "--label", ContainerPIDLabel + "=" + strconv.Itoa(os.Getpid()),
-		"--shm-size", "256m"}
+		"--label", ContainerLabel + "=1", "--label", ContainerPIDLabel + "=" + strconv.Itoa(os.Getpid())}
+	args = append(args, flags...)
 	for _, e := range env {
 		args = append(args, "-e", e)
 	}

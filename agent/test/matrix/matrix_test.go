@@ -55,7 +55,13 @@ func store(t *testing.T) string {
 // store dir, for job.
 func agent(t *testing.T, image, dir string, db testenv.DB, name, job string, args ...string) testenv.Run {
 	t.Helper()
-	env := append(db.AgentEnv(name), "CAIRN_BACKUPJOB="+job, "CAIRN_STORE=pvc", "CAIRN_PVC_PATH="+dir, "CAIRN_LOG_LEVEL=debug")
+	return agentEnv(t, image, dir, db, name, job, nil, args...)
+}
+
+// agentEnv is agent with extra environment.
+func agentEnv(t *testing.T, image, dir string, db testenv.DB, name, job string, extra []string, args ...string) testenv.Run {
+	t.Helper()
+	env := append(append(db.AgentEnv(name), "CAIRN_BACKUPJOB="+job, "CAIRN_STORE=pvc", "CAIRN_PVC_PATH="+dir, "CAIRN_LOG_LEVEL=debug"), extra...)
 	r := (&testenv.AgentImage{Image: image, Dirs: []string{dir}}).Run(env, args...)
 	t.Logf("agent %s (%s) against %s: exit %d in %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), image, db.Server().Name,
 		r.Code, r.Elapsed.Round(time.Millisecond), r.Stdout, r.Stderr)
