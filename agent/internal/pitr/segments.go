@@ -138,9 +138,34 @@ func LoadIndex(ctx context.Context, st store.Store, dir string) (*Index, error) 
 		if err != nil {
 			return nil, fmt.Errorf("segment record %s: %w", st.Path(o.Key), err)
 		}
+		// The name becomes a local file's and store keys' (a replay's
+		// folder, prune's deletes): only a log file's own name, the one
+		// its record is stored under.
+		if !validSegmentName(s.File) || recordKey(dir, s.File) != o.Key || s.Next != "" && !validSegmentName(s.Next) {
+			return nil, fmt.Errorf("segment record %s names the file %q (next %q): not a log file's name stored under that record; the archive was changed by hand or by someone else: %w",
+				st.Path(o.Key), s.File, s.Next, ErrBadRecord)
+		}
 		ix.Segments[s.File] = s
 	}
 	return ix, nil
+}
+
+// ErrBadRecord: a segment record names a file that is not a log file of
+// its archive.
+var ErrBadRecord = errors.New("a segment record does not name its own log file")
+
+// validSegmentName: a WAL segment's or binary log file's name (letters,
+// digits, '.', '_', '-'; no path, no "..").
+func validSegmentName(f string) bool {
+	if f == "" || len(f) > 255 || strings.Contains(f, "..") || f[0] == '.' || f[0] == '-' {
+		return false
+	}
+	for _, c := range f {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Files are the archived files in order.
