@@ -13,7 +13,7 @@
 # comes from Docker's build cache when the base and arguments did not
 # change, so a rebuild after an agent change only copies the new binary.
 #
-# Usage: hack/images/agents.sh [pg13 pg17 pg18]   (default: pg17 pg18)
+# Usage: hack/images/agents.sh [pg13 pg17 pg18]   (default: all three)
 # Env:   AGENT_IMAGE_REPO (cairn.local/agent), AGENT_IMAGE_TAG (dev), DOCKER
 set -euo pipefail
 
@@ -35,7 +35,7 @@ VARIANTS=(
   "pg18|sid|18|mysql-client"
 )
 want=("$@")
-[ "${#want[@]}" -gt 0 ] || want=(pg17 pg18)
+[ "${#want[@]}" -gt 0 ] || want=(pg13 pg17 pg18)
 
 total=$SECONDS
 ctx="$(mktemp -d /tmp/cairn-agent-images-XXXXXX)"

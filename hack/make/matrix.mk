@@ -7,7 +7,7 @@
 # CAIRN_DB_MATRIX): ci (default: the oldest and newest of each engine), all,
 # host (the host's PostgreSQL 15 and MariaDB 10.11 only), or names.
 DB_MATRIX_SERVERS ?=
-AGENT_MATRIX_IMAGES ?= pg17 pg18
+AGENT_MATRIX_IMAGES ?= pg13 pg17 pg18
 
 ##@ Version matrix
 
@@ -16,7 +16,7 @@ db-images: ## Build the database server images of the version matrix (PostgreSQL
 	hack/images/servers.sh $(DB_MATRIX_SERVERS)
 
 .PHONY: agent-images
-agent-images: ## Build the agent's per-PostgreSQL-major images (cairn.local/agent:dev-pg17 on trixie, dev-pg18 on sid with Oracle MySQL's client; AGENT_MATRIX_IMAGES adds pg13) from agent/Containerfile around the host-built agent.
+agent-images: ## Build the agent's per-PostgreSQL-major images (cairn.local/agent:dev-pg17 on trixie, dev-pg18 on sid with Oracle MySQL's client, dev-pg13 on bullseye; AGENT_MATRIX_IMAGES narrows it) from agent/Containerfile around the host-built agent.
 	hack/images/agents.sh $(AGENT_MATRIX_IMAGES)
 
 .PHONY: test-matrix

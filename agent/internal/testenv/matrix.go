@@ -33,6 +33,9 @@ type MatrixServer struct {
 	Image string
 	// Agent is the agent image carrying tools for this server.
 	Agent string
+	// PITRAgent is the agent image carrying the PostgreSQL server of
+	// exactly this major (a point-in-time replay); PostgreSQL only.
+	PITRAgent string
 }
 
 // PGMajor is Major as a number (PostgreSQL).
@@ -48,10 +51,10 @@ func (s MatrixServer) AgentEngine() string {
 
 // Matrix is every server, oldest first per engine.
 var Matrix = []MatrixServer{
-	{Name: "pg13", Engine: "postgres", Major: "13", Image: "cairn.local/postgres:13", Agent: "cairn.local/agent:dev"},
-	{Name: "pg15", Engine: "postgres", Major: "15", Agent: "cairn.local/agent:dev"},
-	{Name: "pg17", Engine: "postgres", Major: "17", Image: "cairn.local/postgres:17", Agent: "cairn.local/agent:dev-pg17"},
-	{Name: "pg18", Engine: "postgres", Major: "18", Image: "cairn.local/postgres:18", Agent: "cairn.local/agent:dev-pg18"},
+	{Name: "pg13", Engine: "postgres", Major: "13", Image: "cairn.local/postgres:13", Agent: "cairn.local/agent:dev", PITRAgent: "cairn.local/agent:dev-pg13"},
+	{Name: "pg15", Engine: "postgres", Major: "15", Agent: "cairn.local/agent:dev", PITRAgent: "cairn.local/agent:dev"},
+	{Name: "pg17", Engine: "postgres", Major: "17", Image: "cairn.local/postgres:17", Agent: "cairn.local/agent:dev-pg17", PITRAgent: "cairn.local/agent:dev-pg17"},
+	{Name: "pg18", Engine: "postgres", Major: "18", Image: "cairn.local/postgres:18", Agent: "cairn.local/agent:dev-pg18", PITRAgent: "cairn.local/agent:dev-pg18"},
 	{Name: "mariadb10.11", Engine: "mariadb", Major: "10.11", Agent: "cairn.local/agent:dev"},
 	{Name: "mariadb11.8", Engine: "mariadb", Major: "11.8", Image: "cairn.local/mariadb:11.8", Agent: "cairn.local/agent:dev"},
 	{Name: "mysql9.7", Engine: "mysql", Major: "9.7", Image: "cairn.local/mysql:9.7", Agent: "cairn.local/agent:dev-pg18"},

@@ -3,6 +3,7 @@ package matrix_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,17 +12,14 @@ import (
 	"cairn.dev/agent/internal/testenv"
 )
 
-// TestPointInTimePostgres: on each PostgreSQL server of 17 and up, with
-// the agent image of its major (whose PostgreSQL server replays the WAL:
+// TestPointInTimePostgres: on each PostgreSQL server, with the agent
+// image of exactly its major (PITRAgent: its PostgreSQL server replays the WAL:
 // the base records its source's version and the restore picks exactly
 // that major): `agent archive` streams the WAL into the store while a
 // backup takes a physical base; insert A, insert B, delete A; a restore to
 // a second between B and the delete has A and B.
 func TestPointInTimePostgres(t *testing.T) {
 	for _, s := range servers(t, "postgres") {
-		if s.PGMajor() < 17 {
-			continue
-		}
 		t.Run(s.Name, func(t *testing.T) { pointInTimePG(t, s) })
 	}
 }
@@ -48,7 +46,7 @@ func pointInTimePG(t *testing.T, s testenv.MatrixServer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := &testenv.AgentImage{Image: s.Agent, Dirs: []string{dir}}
+	img := &testenv.AgentImage{Image: s.PITRAgent, Dirs: []string{dir}}
 	arch, err := img.Start(append(env, contract.EnvMaxSegmentAge+"=1s", contract.EnvSpoolDir+"=/tmp/spool"),
 		"archive", fmt.Sprintf("--health-addr=127.0.0.1:%d", health))
 	if err != nil {
@@ -76,7 +74,7 @@ func pointInTimePG(t *testing.T, s testenv.MatrixServer) {
 		t.Fatalf("the archiver is not ready: %v\n%s", err, arch.Logs(3000))
 	}
 
-	base := mustSucceed(t, agent(t, s.Agent, dir, db, "orders", job.String(), "backup", "--point-in-time"))
+	base := mustSucceed(t, agent(t, s.PITRAgent, dir, db, "orders", job.String(), "backup", "--point-in-time"))
 	mustReport(t, base, s)
 	sql("INSERT INTO orders VALUES (1, 'A')")
 	waitPast(t, time.Now().Truncate(time.Second).Add(time.Second))
@@ -92,7 +90,7 @@ func pointInTimePG(t *testing.T, s testenv.MatrixServer) {
 	var at *contract.Result
 	target := between.UTC().Format(time.RFC3339)
 	if err := testenv.Poll(2*time.Minute, time.Second, func() error {
-		r := agentEnv(t, s.Agent, dir, db, "orders_at", job.String(), []string{contract.EnvRecoveryTarget + "=" + target}, "restore")
+		r := agentEnv(t, s.PITRAgent, dir, db, "orders_at", job.String(), []string{contract.EnvRecoveryTarget + "=" + target}, "restore")
 		if r.Code == 0 {
 			at = mustSucceed(t, r)
 			return nil
@@ -109,6 +107,21 @@ func pointInTimePG(t *testing.T, s testenv.MatrixServer) {
 	mustReport(t, at, s)
 	if !at.RecoveryPoint.Equal(between.UTC()) {
 		t.Errorf("recovery point %s, want %s", at.RecoveryPoint, between.UTC())
+	}
+	// An image without the server of exactly the base's major refuses the
+	// recovery at once (pg_dump 18 could read the recovered data, but
+	// PostgreSQL 18 cannot replay 13's WAL): exit 4, nothing written.
+	if newest, _ := testenv.MatrixServerNamed("pg18"); newest.PITRAgent != s.PITRAgent {
+		r := agentEnv(t, newest.PITRAgent, dir, db, "orders_refused", job.String(), []string{contract.EnvRecoveryTarget + "=" + target}, "restore")
+		_, perr := contract.Parse(r.TermLog)
+		f, ok := perr.(*contract.FailedError)
+		if r.Code != contract.ExitUnsupported || !ok || f.Code != contract.CodeUnsupportedServer ||
+			!strings.Contains(f.Reason, "PostgreSQL "+s.Major+".") || !strings.Contains(f.Reason, "point-in-time recovery of PostgreSQL 18 only") {
+			t.Errorf("recovery of a PostgreSQL %s base by PostgreSQL 18's image: exit %d, %q; want exit 4 naming both majors", s.Major, r.Code, r.TermLog)
+		}
+		if n, err := db.SQL("", "SELECT count(*) FROM pg_database WHERE datname = 'orders_refused'"); err != nil || n != "0" {
+			t.Errorf("the refused recovery created its target: %q, %v", n, err)
+		}
 	}
 	got, err := db.SQL("orders_at", "SELECT string_agg(id || ':' || note, ',' ORDER BY id) FROM orders")
 	if err != nil || got != "0:before the base,1:A,2:B" {
