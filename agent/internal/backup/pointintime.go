@@ -64,7 +64,14 @@ func (b *Runner) prepareReplay(ctx context.Context, st store.Store, entry catalo
 	base := pitr.Base{File: entry.BinlogBase.File, Pos: entry.BinlogBase.Pos}
 	// Every identity given: a segment archived before a key rotation may
 	// need another key than the base.
-	return pitr.Prepare(ctx, st, cfg.BackupJob.BinlogDir(), base, cfg.RecoveryTarget, entry.Source.Database, cfg.DB.Database, "", cfg.Identities)
+	// The target server's schemas: a statement of the log on any of them
+	// (or on users, grants) refuses the replay before the target is
+	// touched (pitr.StatementPolicy).
+	live, err := pitr.LiveSchemas(ctx, pitr.Target{Host: cfg.DB.Host, Port: cfg.DB.Port, User: cfg.DB.User, Password: cfg.DB.Password}, "")
+	if err != nil {
+		return nil, err
+	}
+	return pitr.PrepareLive(ctx, st, cfg.BackupJob.BinlogDir(), base, cfg.RecoveryTarget, entry.Source.Database, cfg.DB.Database, "", cfg.Identities, live)
 }
 
 // Archive streams the source's binary log (MySQL/MariaDB) or write-ahead

@@ -379,7 +379,7 @@ func (a *Archiver) read(ctx context.Context, start string) error {
 		"--raw", "--stop-never", "--stop-never-slave-server-id="+strconv.Itoa(a.ReaderID),
 		"--result-file="+a.Spool+string(filepath.Separator), start)
 	// The password goes in the environment, never in the arguments.
-	cmd.Env = append(os.Environ(), "MYSQL_PWD="+a.Source.Password)
+	cmd.Env = childEnv("MYSQL_PWD=" + a.Source.Password)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		return nil

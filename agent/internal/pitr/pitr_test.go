@@ -335,3 +335,72 @@ func TestReplayRefusesStatementsNamingTheSource(t *testing.T) {
 		t.Errorf("a refused replay applied statements to its target (%s scratch table)", got)
 	}
 }
+
+// Issue 47, item 4: the binary log filter keeps statements by their
+// default database, so `USE src; TRUNCATE other.t` and a GRANT or CREATE
+// USER typed with src as default database are in the replay's stream. A
+// restore into a new database beside the source refuses them, naming the
+// event, before the target is touched: the live other schema keeps its
+// rows, no user is created.
+func TestReplayAppliesOnlyTheSourcesOwnChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name, window, after, want string
+		intact                    func(t *testing.T)
+	}{
+		{name: "truncate other schema", window: "INSERT INTO orders VALUES (2); TRUNCATE xs_other.t",
+			// The other schema lives on after the truncate.
+			after: "INSERT INTO t SELECT seq FROM seq_1_to_300", want: "TRUNCATE xs_other.t",
+			intact: func(t *testing.T) {
+				if got := sql(t, "", "SELECT COUNT(*) FROM xs_other.t"); got != "300" {
+					t.Errorf("the live xs_other.t after the refused replay has %s rows, want its 300", got)
+				}
+			}},
+		{name: "users and grants", window: "INSERT INTO orders VALUES (2); CREATE USER 'cairn_evil'@'%' IDENTIFIED BY 'x'; GRANT ALL ON *.* TO 'cairn_evil'@'%'",
+			after: "DROP USER 'cairn_evil'@'%'", want: "CREATE USER",
+			intact: func(t *testing.T) {
+				if got := sql(t, "", "SELECT COUNT(*) FROM mysql.user WHERE user = 'cairn_evil'"); got != "0" {
+					t.Errorf("the refused replay created user cairn_evil (%s)", got)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := store.NewPVC(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			const dir = "pitr/xs"
+			for _, d := range []string{"xs_src", "xs_other", "xs_copy"} {
+				sql(t, "", "DROP DATABASE IF EXISTS "+d)
+			}
+			sql(t, "", "CREATE DATABASE xs_src; CREATE DATABASE xs_other")
+			sql(t, "xs_src", "CREATE TABLE orders (id INT PRIMARY KEY); INSERT INTO orders VALUES (1)")
+			sql(t, "xs_other", "CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t SELECT seq FROM seq_1_to_300")
+			a := startArchiver(t, st, dir)
+			defer a.stop()
+			baseFile := dump(t, "xs_src")
+			f, err := os.Open(baseFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base, err := pitr.ReadBase(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sql(t, "xs_src", tc.window)
+			sql(t, "xs_other", tc.after) // logged with another default database: not in the replay
+			archivedPast(t, st, dir, time.Now().Truncate(time.Second).Add(time.Second))
+
+			restoreBase(t, baseFile, "xs_copy")
+			_, err = replay(t, st, dir, base, time.Time{}, "xs_src", "xs_copy")
+			t.Logf("replay: %v", err)
+			if !errors.Is(err, pitr.ErrOutsideSource) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "GTID") {
+				t.Errorf("replaying a log with %q into xs_copy: %v, want it refused naming the event (GTID) and %q", tc.window, err, tc.want)
+			}
+			tc.intact(t)
+			if got := sql(t, "xs_copy", "SELECT GROUP_CONCAT(id ORDER BY id) FROM orders"); got != "1" {
+				t.Errorf("a refused replay wrote to its target: ids %q, want the base's 1", got)
+			}
+		})
+	}
+}

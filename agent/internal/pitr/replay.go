@@ -65,7 +65,11 @@ type Target struct {
 // reached: until, or the newest archived second. It is Prepare, then
 // Apply. ids decrypt the encrypted segments (nil: none given).
 func Replay(ctx context.Context, st store.Store, dir string, base Base, until time.Time, target Target, from, to, binlog, client string, ids *crypt.Identities) (time.Time, error) {
-	r, err := Prepare(ctx, st, dir, base, until, from, to, binlog, ids)
+	live, err := LiveSchemas(ctx, target, client)
+	if err != nil {
+		return time.Time{}, err
+	}
+	r, err := PrepareLive(ctx, st, dir, base, until, from, to, binlog, ids, live)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -93,7 +97,15 @@ type Replayer struct {
 // that names database from itself while the replay goes into another
 // (to): --rewrite-db renames the default database, not `from`.table or
 // DROP DATABASE from, which replayed would change the source.
-func Prepare(ctx context.Context, st store.Store, dir string, base Base, until time.Time, from, to, binlog string, ids *crypt.Identities) (_ *Replayer, err error) {
+func Prepare(ctx context.Context, st store.Store, dir string, base Base, until time.Time, from, to, binlog string, ids *crypt.Identities) (*Replayer, error) {
+	return PrepareLive(ctx, st, dir, base, until, from, to, binlog, ids, nil)
+}
+
+// PrepareLive is Prepare with the target server's schemas (LiveSchemas):
+// every statement of the replay is checked against them too
+// (StatementPolicy), so a statement on another live schema refuses the
+// replay before the target is touched.
+func PrepareLive(ctx context.Context, st store.Store, dir string, base Base, until time.Time, from, to, binlog string, ids *crypt.Identities, live map[string]bool) (_ *Replayer, err error) {
 	if binlog == "" {
 		binlog = "mariadb-binlog"
 	}
@@ -134,8 +146,10 @@ func Prepare(ctx context.Context, st store.Store, dir string, base Base, until t
 		}
 		r.files = append(r.files, local)
 	}
-	if from != to && len(r.files) > 0 {
-		// Decoded once before anything is applied.
+	if len(r.files) > 0 {
+		// Decoded once before anything is applied: every statement
+		// checked (binlogcheck.go); the target's live schemas are checked
+		// again by Apply.
 		dec := r.decoder(ctx)
 		out, err := dec.StdoutPipe()
 		if err != nil {
@@ -146,7 +160,7 @@ func Prepare(ctx context.Context, st store.Store, dir string, base Base, until t
 		if err := dec.Start(); err != nil {
 			return nil, err
 		}
-		serr := copyChecked(io.Discard, out, sourceGuard(from))
+		serr := copyChecked(io.Discard, out, StatementPolicy{From: from, To: to, Live: live}.Check)
 		if serr != nil {
 			_ = dec.Process.Kill()
 		}
@@ -172,7 +186,7 @@ func (r *Replayer) decoder(ctx context.Context) *exec.Cmd {
 	args = append(args, "--rewrite-db="+r.from+"->"+r.to, "--database="+r.from)
 	dec := exec.CommandContext(ctx, r.binlog, append(args, r.files...)...)
 	// --stop-datetime is read in the program's local zone: UTC here.
-	dec.Env = append(os.Environ(), "TZ=UTC")
+	dec.Env = childEnv("TZ=UTC")
 	return dec
 }
 
@@ -203,10 +217,14 @@ func (r *Replayer) Apply(ctx context.Context, target Target, client string) (tim
 	if len(r.files) == 0 {
 		return r.reached, nil // a base taken while the server was idle: nothing to replay
 	}
+	live, err := LiveSchemas(ctx, target, client)
+	if err != nil {
+		return time.Time{}, err
+	}
 	dec := r.decoder(ctx)
 	apply := exec.CommandContext(ctx, client, "--no-defaults", "--host="+target.Host, "--port="+strconv.Itoa(target.Port),
-		"--user="+target.User, "--binary-mode")
-	apply.Env = append(os.Environ(), "MYSQL_PWD="+target.Password)
+		"--user="+target.User, "--binary-mode", "--local-infile=0")
+	apply.Env = childEnv("MYSQL_PWD=" + target.Password)
 	decoded, err := dec.StdoutPipe()
 	if err != nil {
 		return time.Time{}, err
@@ -225,10 +243,8 @@ func (r *Replayer) Apply(ctx context.Context, target Target, client string) (tim
 		_ = apply.Wait()
 		return time.Time{}, err
 	}
-	guard := func([]byte) error { return nil }
-	if r.from != r.to {
-		guard = sourceGuard(r.from) // checked by Prepare; again on the way
-	}
+	// Checked by Prepare; again on the way, with the target's schemas.
+	guard := StatementPolicy{From: r.from, To: r.to, Live: live}.Check
 	ferr := copyChecked(in, decoded, guard)
 	if ferr != nil {
 		_ = dec.Process.Kill()
@@ -248,68 +264,84 @@ func (r *Replayer) Apply(ctx context.Context, target Target, client string) (tim
 	return r.reached, nil
 }
 
-// sourceGTID matches the decoder's lines that would make the target log a
-// replayed transaction under the source's GTID (domain, server id, sequence
-// number).
-var sourceGTID = regexp.MustCompile(`^/\*M?!100001 SET @@session\.(gtid_domain_id|server_id|gtid_seq_no)=[0-9]+\*//\*!\*/;$`)
-
-// copyChecked copies the decoded log to the client without the lines that
-// set the source's GTID (the target gives each replayed transaction its
-// own, so a restore into the source's server, or one of its replicas,
-// never writes the source's old GTIDs out of order into its binary log,
-// which would break replicas in strict mode), and stops, before writing
-// it, at the first line check refuses.
-func copyChecked(w io.Writer, r io.Reader, check func(line []byte) error) error {
-	br := bufio.NewReaderSize(r, 1<<20)
+// copyChecked copies the decoded log to the client statement by statement
+// (split as the client splits it), without the statements that set the
+// source's GTID (the target gives each replayed transaction its own, so a
+// restore into the source's server, or one of its replicas, never writes
+// the source's old GTIDs out of order into its binary log, which would
+// break replicas in strict mode), and stops, before writing it, at the
+// first statement check refuses.
+func copyChecked(w io.Writer, r io.Reader, check func(Statement) error) error {
+	sp := newSplitter(r)
 	bw := bufio.NewWriterSize(w, 1<<20)
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			trimmed := bytes.TrimRight(line, "\r\n")
-			if cerr := check(trimmed); cerr != nil {
-				return cerr
-			}
-			if !sourceGTID.Match(trimmed) {
-				if _, werr := bw.Write(line); werr != nil {
-					return werr
-				}
-			}
-		}
+		raw, st, err := sp.next()
 		if errors.Is(err, io.EOF) {
 			return bw.Flush()
 		}
 		if err != nil {
 			return err
 		}
+		if cerr := check(st); cerr != nil {
+			return cerr
+		}
+		if gtidSet.MatchString(joinTokens(st.Tokens)) {
+			if i := bytes.LastIndexByte(bytes.TrimRight(raw, "\n"), '\n'); sourceGTID.Match(bytes.TrimSpace(raw[i+1:])) {
+				raw = raw[:i+1]
+			}
+		}
+		if _, err := bw.Write(raw); err != nil {
+			return err
+		}
 	}
 }
+
+// sourceGTID matches the decoder's lines that would make the target log a
+// replayed transaction under the source's GTID (domain, server id, sequence
+// number); gtidSet the statement they hold.
+var (
+	sourceGTID = regexp.MustCompile(`^/\*M?!100001 SET @@session\.(gtid_domain_id|server_id|gtid_seq_no)=[0-9]+\*//\*!\*/;$`)
+	gtidSet    = regexp.MustCompile(`^SET@@session\.(gtid_domain_id|server_id|gtid_seq_no)=[0-9]+$`)
+)
 
 // ErrNamesSource: the log holds a statement naming the source database.
 var ErrNamesSource = errors.New("the binary log names the source database explicitly")
 
-// sourceGuard refuses a decoded line (comments aside) that names database
-// db itself: db.table (also across a line break, with spaces or
-// backticks), or DATABASE/SCHEMA db. Row events are base64 (no '.') and
-// already renamed; what is left are statements (DDL), which --rewrite-db
-// renames only through their default database. Case-insensitive: a false
-// match refuses a restore, a miss could change the source.
-func sourceGuard(db string) func([]byte) error {
-	name := "`?" + regexp.QuoteMeta(db) + "`?"
-	qualified := regexp.MustCompile(`(?i)(^|[^0-9a-z_$])` + name + `\s*\.`)
-	trailing := regexp.MustCompile(`(?i)(^|[^0-9a-z_$])` + name + `\s*$`)
-	leadingDot := regexp.MustCompile(`^\s*\.`)
-	database := regexp.MustCompile(`(?i)\b(database|schema)\s+(if\s+(not\s+)?exists\s+)?` + name + `($|[^0-9a-z_$])`)
-	prevEnds := false
-	return func(line []byte) error {
-		if len(line) > 0 && line[0] == '#' {
-			return nil // mariadb-binlog's comments (event headers, #Q> annotations)
-		}
-		hit := qualified.Match(line) || database.Match(line) || prevEnds && leadingDot.Match(line)
-		prevEnds = trailing.Match(line)
-		if hit {
-			return fmt.Errorf("%w (%q in %.200q): replayed into another database it would change the source; restore refused (restore to a time before that statement, or into the source's own name on another server)",
-				ErrNamesSource, db, line)
-		}
-		return nil
+// LiveSchemas lists the schemas of the target server: a replayed statement
+// naming one of them is refused. client is the mariadb client ("": mariadb).
+func LiveSchemas(ctx context.Context, target Target, client string) (map[string]bool, error) {
+	if client == "" {
+		client = "mariadb"
 	}
+	cmd := exec.CommandContext(ctx, client, "--no-defaults", "--host="+target.Host, "--port="+strconv.Itoa(target.Port),
+		"--user="+target.User, "--batch", "--skip-column-names", "--local-infile=0", "--execute=SHOW DATABASES")
+	cmd.Env = childEnv("MYSQL_PWD=" + target.Password)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("listing the target server's schemas: %w: %s", err, strings.TrimSpace(errb.String()))
+	}
+	live := map[string]bool{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			live[l] = true
+		}
+	}
+	return live, nil
+}
+
+// childEnv is the environment of a tool the replay or the archiver runs:
+// nothing of the agent's (its store and encryption secrets) but what the
+// tool needs; the one password a tool needs is passed by the caller.
+func childEnv(extra ...string) []string {
+	env := []string{"LANG=C.UTF-8"}
+	if p, ok := os.LookupEnv("PATH"); ok {
+		env = append(env, "PATH="+p)
+	} else {
+		env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
+	}
+	if t, ok := os.LookupEnv("TMPDIR"); ok {
+		env = append(env, "TMPDIR="+t)
+	}
+	return append(env, extra...)
 }
