@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"fmt"
 
 	"cairn.dev/agent/contract"
 	"cairn.dev/agent/internal/catalog"
@@ -31,6 +32,25 @@ func (b *Runner) restoreTools(ctx context.Context, engineName string, entry cata
 	s, choice, err := toolset.Prepare(ctx, engineName, b.cfg.DB, "", toolset.Restore)
 	if err != nil {
 		return nil, err
+	}
+	// A PostgreSQL archive of a source newer than the target was written by
+	// a pg_dump of at least the source's major: pg_restore must be of that
+	// major too (older ones cannot read its format).
+	if !pointInTime && engineName == "postgres" && entry.Server != nil {
+		src, err := toolset.ParseVersion(entry.Server.Engine, entry.Server.Version)
+		if err == nil && src.Major > choice.PGMajor {
+			need := s
+			need.Major = src.Major
+			rc, err := toolset.Scan(ctx).Choose(need, toolset.Restore)
+			if err != nil {
+				return nil, &contract.CodedError{Code: contract.CodeUnsupportedServer, Err: &toolset.UnsupportedError{
+					Server: s, Supported: fmt.Sprintf("pg_restore %d, which cannot read an archive of %s (written by pg_dump %d or newer)", choice.PGMajor, src, src.Major),
+					Need: fmt.Sprintf("restore it with an agent image with PostgreSQL %d (or newer) tools", src.Major)}}
+			}
+			rc.Apply()
+			engine.PGVersions(rc.PGMajor, s.Major)
+			choice = rc
+		}
 	}
 	if pointInTime && engineName == "postgres" && entry.Server != nil {
 		src := toolset.Server{Engine: entry.Server.Engine, Version: entry.Server.Version}
