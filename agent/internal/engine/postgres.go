@@ -44,7 +44,7 @@ func (p *Postgres) env() []string {
 // could be read as an option. Quoted, a value is only ever that value.
 func (p *Postgres) connArgs(db string) []string {
 	conninfo := "host=" + QuoteConninfo(p.Host) + " port=" + QuoteConninfo(itoa(p.Port)) +
-		" user=" + QuoteConninfo(p.User) + " dbname=" + QuoteConninfo(db)
+		" user=" + QuoteConninfo(p.User) + " dbname=" + QuoteConninfo(db) + ToolsNoCleartext()
 	return []string{"--no-password", "--dbname=" + conninfo}
 }
 

@@ -35,7 +35,7 @@ func (p *PostgresBase) BackupLabel() []byte {
 
 func (p *PostgresBase) Dump(ctx context.Context, w io.Writer) error {
 	conninfo := "host=" + QuoteConninfo(p.Host) + " port=" + QuoteConninfo(itoa(p.Port)) +
-		" user=" + QuoteConninfo(p.User)
+		" user=" + QuoteConninfo(p.User) + ToolsNoCleartext()
 	pg := &Postgres{Conn: p.Conn}
 	// The stream is read on the way for its backup_label (where the base
 	// starts in the WAL).

@@ -25,7 +25,9 @@ type Postgres struct {
 
 // ConnectPostgres opens a pgx connection to database db of c. The
 // coordinates go into the configuration as quoted conninfo values (and the
-// password as a field), never as a connection string of their own.
+// password as a field), never as a connection string of their own. A
+// server that asks for the password in clear is refused before it is sent
+// (engine.NoCleartextPassword).
 func ConnectPostgres(ctx context.Context, c engine.Conn, db string) (*pgx.Conn, error) {
 	port := c.Port
 	if port == 0 {
@@ -33,7 +35,7 @@ func ConnectPostgres(ctx context.Context, c engine.Conn, db string) (*pgx.Conn, 
 	}
 	cfg, err := pgx.ParseConfig("host=" + engine.QuoteConninfo(c.Host) + " port=" + strconv.Itoa(port) +
 		" user=" + engine.QuoteConninfo(c.User) + " dbname=" + engine.QuoteConninfo(db) +
-		" connect_timeout=15 application_name=cairn-agent")
+		" connect_timeout=15 application_name=cairn-agent " + engine.NoCleartextPassword)
 	if err != nil {
 		return nil, fmt.Errorf("connection settings for %s:%d: %v", c.Host, port, redact(err, c.Password))
 	}

@@ -307,7 +307,7 @@ func (a *WALArchiver) read(ctx context.Context) error {
 		return err
 	}
 	conninfo := "host=" + engine.QuoteConninfo(a.Conn.Host) + " port=" + engine.QuoteConninfo(strconv.Itoa(a.Conn.Port)) +
-		" user=" + engine.QuoteConninfo(a.Conn.User) + " application_name=" + engine.QuoteConninfo(a.Slot)
+		" user=" + engine.QuoteConninfo(a.Conn.User) + " application_name=" + engine.QuoteConninfo(a.Slot) + engine.ToolsNoCleartext()
 	cmd := exec.CommandContext(ctx, bin, "--directory="+a.Spool, "--dbname="+conninfo, "--no-password",
 		"--no-loop", "--no-sync", "--status-interval=5", "--verbose")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PGPASSWORD=" + a.Conn.Password, "PGCONNECT_TIMEOUT=15", "LANG=C.UTF-8"}
