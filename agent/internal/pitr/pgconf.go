@@ -63,6 +63,11 @@ func replaySettings(ctx context.Context, postgres, dataDir string) (ReplaySettin
 	if s.Major, err = strconv.Atoi(strings.TrimSpace(string(v))); err != nil || s.Major < 9 || s.Major > 99 {
 		return s, fmt.Errorf("the base's PG_VERSION %.20q is not a PostgreSQL major version", v)
 	}
+	// pg_controldata of the server's own bin folder (a postgres on PATH
+	// may be a link into it).
+	if real, err := filepath.EvalSymlinks(postgres); err == nil {
+		postgres = real
+	}
 	tool := filepath.Join(filepath.Dir(postgres), "pg_controldata")
 	if _, err := os.Stat(tool); err != nil {
 		if tool, err = PGTool("pg_controldata"); err != nil {
@@ -167,6 +172,20 @@ func neutralise(dataDir string) error {
 		return err
 	}
 	defer root.Close()
+	// Tablespaces: PostgreSQL turns tablespace_map's lines into links
+	// pg_tblspc/<oid> -> <any path> and replays into them. A base on
+	// stdout (pg_basebackup --pgdata=-) holds the default tablespaces
+	// only: either is a base Cairn did not take.
+	// (pg_basebackup writes an empty one.)
+	if fi, err := root.Lstat("tablespace_map"); err == nil {
+		b, rerr := root.ReadFile("tablespace_map")
+		if !fi.Mode().IsRegular() || rerr != nil || len(bytes.TrimSpace(b)) > 0 {
+			return errors.New("the base holds a tablespace_map naming tablespaces: a Cairn base has none but the default ones (recovery would link and write where it names); restore refused")
+		}
+	}
+	if entries, err := fs.ReadDir(root.FS(), "pg_tblspc"); err == nil && len(entries) > 0 {
+		return fmt.Errorf("the base holds tablespace links (pg_tblspc/%s): a Cairn base has no tablespace but the default ones; restore refused", entries[0].Name())
+	}
 	for _, f := range baseConfigFiles {
 		if err := root.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("removing the base's %s: %w", f, err)

@@ -132,6 +132,23 @@ func TestRecoveryRunsNothingOfTheBasesConfiguration(t *testing.T) {
 	}
 }
 
+// Issue 47, item 5: a tablespace_map (a store writer's) would make the
+// temporary server link pg_tblspc/<oid> to any folder and replay into it:
+// a base holding one is refused before the server starts.
+func TestRecoveryRefusesATablespaceMap(t *testing.T) {
+	p := startPG(t, "wal_level=replica", "max_wal_senders=4")
+	base, file := takeBase(t, p)
+	outside := t.TempDir()
+	st, err := store.NewPVC(t.TempDir())
+	check(t, err)
+	_, err = recoverBase(t, st, "pitr/tblspc", base, file, time.Time{}, true, func(dataDir string) {
+		check(t, os.WriteFile(filepath.Join(dataDir, "tablespace_map"), []byte("16400 "+outside+"\n"), 0o600))
+	})
+	if err == nil || !strings.Contains(err.Error(), "tablespace_map") {
+		t.Errorf("recovering a base with a tablespace_map to %s: %v, want it refused", outside, err)
+	}
+}
+
 // Issue 46: a source that is a logical-replication subscriber (its commits
 // carry a replication origin) with a prepared transaction open at the
 // target, recovered to a time: the temporary server's replay settings come
