@@ -49,41 +49,35 @@ func TestNewerToolsIntoSourceMajor(t *testing.T) {
 // server's version and the range the image supports, and writes nothing:
 // no artifact, no target database.
 func TestUnsupportedServer(t *testing.T) {
-	// Each case runs when its server and the server its image is made for
-	// (imageFor) are both chosen: ci runs the first and the third (the
-	// bookworm image, PostgreSQL 15 and MariaDB 10.11 tools).
+	// Each case runs when its server is chosen and its image is one the
+	// chosen matrix uses (ci: the first and the fourth).
 	cases := []struct {
-		server, imageFor, want string
+		server, image, tools, want string
 	}{
-		{"pg18", "pg15", "it supports PostgreSQL 15 and older"},
-		{"pg18", "pg17", "it supports PostgreSQL 17 and older"},
-		{"mysql9.7", "mariadb10.11", "it supports MariaDB (its 10.11 client tools)"},
-		{"mysql9.7", "mariadb11.8", "it supports MariaDB (its 11.8 client tools)"},
+		{"pg18", "cairn.local/agent:dev", "pg15", "it supports PostgreSQL 15 and older"},
+		{"pg18", "cairn.local/agent:dev-pg17", "pg17", "it supports PostgreSQL 17 and older"},
+		{"pg18", "cairn.local/agent:dev-pg13", "pg13", "it supports PostgreSQL 13 and older"},
+		{"mysql9.7", "cairn.local/agent:dev", "mariadb10.11", "it supports MariaDB (its 10.11 client tools)"},
+		{"mysql9.7", "cairn.local/agent:dev-pg17", "mariadb11.8", "it supports MariaDB (its 11.8 client tools)"},
 	}
 	chosen := servers(t, "")
-	isChosen := func(name string) bool {
-		return slices.ContainsFunc(chosen, func(s testenv.MatrixServer) bool { return s.Name == name })
-	}
 	for _, c := range cases {
-		if !isChosen(c.server) || !isChosen(c.imageFor) {
+		if !slices.ContainsFunc(chosen, func(s testenv.MatrixServer) bool { return s.Name == c.server }) ||
+			!usesImage(chosen, c.image) {
 			continue
 		}
 		s, err := testenv.MatrixServerNamed(c.server)
 		if err != nil {
 			t.Fatal(err)
 		}
-		of, err := testenv.MatrixServerNamed(c.imageFor)
-		if err != nil {
-			t.Fatal(err)
-		}
-		image := of.Agent
-		t.Run(c.server+"-with-"+c.imageFor+"-tools", func(t *testing.T) {
+		image, imageFor := c.image, c.tools
+		t.Run(c.server+"-with-"+imageFor+"-tools", func(t *testing.T) {
 			db := start(t, s)
 			if err := seed(db, "src"); err != nil {
 				t.Fatal(err)
 			}
 			dir := store(t)
-			job := "shop/unsupported-" + strings.ReplaceAll(s.Name+"-"+c.imageFor, ".", "-")
+			job := "shop/unsupported-" + strings.ReplaceAll(s.Name+"-"+imageFor, ".", "-")
 			check := func(r testenv.Run) {
 				t.Helper()
 				if r.Code != contract.ExitUnsupported {
@@ -113,4 +107,9 @@ func TestUnsupportedServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// usesImage: one of the chosen servers is served by image.
+func usesImage(chosen []testenv.MatrixServer, image string) bool {
+	return slices.ContainsFunc(chosen, func(s testenv.MatrixServer) bool { return s.Agent == image || s.PITRAgent == image })
 }
