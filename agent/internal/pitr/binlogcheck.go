@@ -52,11 +52,26 @@ var refusedNext = map[[2]string]string{
 	{"purge", "binary"}: "replication", {"purge", "master"}: "replication",
 }
 
-// refusedObject are CREATE/DROP/ALTER/RENAME objects outside a database.
+// refusedObject are CREATE/DROP/ALTER/RENAME objects outside a database,
+// and events (statements the target server would run later, on its own).
 var refusedObject = map[string]string{
 	"user": "users", "role": "users", "database": "schemas", "schema": "schemas", "server": "the server",
-	"tablespace": "the server", "logfile": "the server",
+	"tablespace": "the server", "logfile": "the server", "event": "scheduled events",
 }
+
+// objectPrefix are the words a CREATE/ALTER/DROP may hold before its
+// object's kind (OR REPLACE, IF NOT EXISTS, DEFINER = …, ALGORITHM = …,
+// SQL SECURITY …).
+var objectPrefix = map[string]bool{
+	"or": true, "replace": true, "if": true, "not": true, "exists": true, "temporary": true, "online": true,
+	"offline": true, "ignore": true, "aggregate": true, "definer": true, "algorithm": true, "sql": true,
+	"security": true, "invoker": true, "undefined": true, "merge": true, "temptable": true, "current_user": true,
+	"nowait": true, "wait": true,
+}
+
+// remoteEngines are storage engines whose tables live on another server
+// or in files outside the database.
+var remoteEngines = map[string]bool{"federated": true, "federatedx": true, "connect": true, "spider": true}
 
 // Statement is one decoded statement: its tokens, and where it was logged.
 type Statement struct {
@@ -145,14 +160,31 @@ func (p StatementPolicy) Check(s Statement) error {
 			switch w {
 			case "create", "drop", "alter", "rename":
 				j := i + 1
-				for j < len(toks) && (toks[j].Word("or") || toks[j].Word("replace") || toks[j].Word("if") || toks[j].Word("not") || toks[j].Word("exists")) {
+				for j < len(toks) && (toks[j].Kind != tokWord || objectPrefix[strings.ToLower(toks[j].Text)]) {
 					j++
 				}
 				if j < len(toks) {
-					if what, ok := refusedObject[strings.ToLower(toks[j].Text)]; ok && toks[j].Kind == tokWord {
+					if what, ok := refusedObject[strings.ToLower(toks[j].Text)]; ok {
 						return refuse(ErrOutsideSource, what)
 					}
 				}
+				// A table on another server or in files elsewhere.
+				for k := i + 1; k < len(toks); k++ {
+					if toks[k].Word("connection") || toks[k].Word("directory") {
+						return refuse(ErrOutsideSource, "storage outside the database ("+strings.ToUpper(toks[k].Text)+")")
+					}
+					if toks[k].Word("engine") {
+						e := k + 1
+						if e < len(toks) && toks[e].Text == "=" {
+							e++
+						}
+						if e < len(toks) && remoteEngines[strings.ToLower(toks[e].Text)] {
+							return refuse(ErrOutsideSource, "storage outside the database (ENGINE="+toks[e].Text+")")
+						}
+					}
+				}
+			case "execute", "prepare":
+				return refuse(ErrOutsideSource, "dynamic SQL (its text is not checked)")
 			case "set":
 				if i+1 < len(toks) && (toks[i+1].Word("password") || toks[i+1].Word("default") && i+2 < len(toks) && toks[i+2].Word("role")) {
 					return refuse(ErrOutsideSource, "users")

@@ -44,6 +44,13 @@ func TestStatementPolicy(t *testing.T) {
 		{"INSTALL SONAME 'evil'", ErrOutsideSource},
 		{"LOAD DATA LOCAL INFILE '/tmp/x' INTO TABLE orders", ErrOutsideSource},
 		{"use `audit`", ErrOutsideSource},
+		{"CREATE DEFINER=`root`@`%` EVENT e ON SCHEDULE EVERY 1 MINUTE DO DELETE FROM orders", ErrOutsideSource},
+		{"CREATE TABLE f (id INT) ENGINE=FEDERATED CONNECTION='mysql://u@h/audit/t'", ErrOutsideSource},
+		{"CREATE TABLE f (id INT) ENGINE = CONNECT", ErrOutsideSource},
+		{"CREATE TABLE f (id INT) DATA DIRECTORY = '/var/lib/mysql/audit'", ErrOutsideSource},
+		{"EXECUTE IMMEDIATE CONCAT('TRUNCATE au', 'dit.t')", ErrOutsideSource},
+		{"CREATE TABLE user_events (id INT)", nil},
+		{"CREATE OR REPLACE ALGORITHM=MERGE DEFINER=`a`@`%` SQL SECURITY INVOKER VIEW v AS SELECT id FROM orders", nil},
 		{"/*!99999 \\! sh -c id */", ErrOutsideSource},
 	} {
 		err := copyChecked(io.Discard, strings.NewReader(head+tc.stmt+"\n/*!*/;\nDELIMITER ;\n"), p.Check)
