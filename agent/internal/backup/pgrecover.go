@@ -69,7 +69,7 @@ func (b *Runner) recoverBase(ctx context.Context, st store.Store, entry catalog.
 func (b *Runner) restoreRecovered(ctx context.Context, rec *pitr.Recovery, entry catalog.Entry, eng engine.Engine) error {
 	conn := rec.Conn(rec.Superuser)
 	conn.Database = entry.WALBase.Database
-	src := &engine.Postgres{Conn: conn, MaintenanceDB: "postgres"}
+	src := &engine.Postgres{Conn: conn, MaintenanceDB: "postgres", Options: pitr.SessionOptions}
 	return engine.Pipe(ctx, src.Dump, eng.Restore, nil)
 }
 

@@ -23,17 +23,23 @@ type Postgres struct {
 	// Select are pg_dump arguments selecting objects (--schema=…,
 	// --table=…, --exclude-table=…); empty: the whole database.
 	Select []string
+	// Options, when set, are the sessions' startup options (PGOPTIONS).
+	Options string
 }
 
 func (p *Postgres) Name() string   { return "postgres" }
 func (p *Postgres) Format() string { return "pg_dump-custom" }
 
 func (p *Postgres) env() []string {
-	return childEnv(
+	env := childEnv(
 		"PGPASSWORD="+p.Password,
 		"PGCONNECT_TIMEOUT=15",
 		"PGAPPNAME=cairn-agent",
 	)
+	if p.Options != "" {
+		env = append(env, "PGOPTIONS="+p.Options)
+	}
+	return env
 }
 
 // connArgs connects a tool to database db. Every coordinate goes into one

@@ -140,6 +140,11 @@ func recoveryConf(tmp, hba, ident, restoreCommand string, s ReplaySettings, targ
 		{"max_locks_per_transaction", strconv.Itoa(s.MaxLocksPerTransaction)},
 		{"max_replication_slots", strconv.Itoa(s.MaxReplicationSlots)},
 	}
+	if s.Major >= 17 {
+		// Login event triggers (17+) of the base would run at our
+		// connections.
+		set = append(set, [2]string{"event_triggers", "off"})
+	}
 	if s.Major >= 18 {
 		set = append(set, [2]string{"max_active_replication_origins", strconv.Itoa(s.MaxReplicationSlots)})
 	}

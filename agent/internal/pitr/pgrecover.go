@@ -21,7 +21,6 @@ import (
 
 	"cairn.dev/agent/internal/crypt"
 	"cairn.dev/agent/internal/engine"
-	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/store"
 )
 
@@ -304,7 +303,7 @@ func (r *Recovery) promoted(ctx context.Context) bool {
 		if role == "" {
 			continue
 		}
-		if c, err = inventory.ConnectPostgres(cctx, r.Conn(role), "postgres"); err == nil {
+		if c, err = r.Connect(cctx, role, "postgres"); err == nil {
 			break
 		}
 	}
@@ -321,9 +320,31 @@ func (r *Recovery) promoted(ctx context.Context) bool {
 	return true
 }
 
-// Conn is the temporary server's address for role.
+// Conn is the temporary server's address for role. A client of the
+// temporary server sends SessionOptions (PGOPTIONS for a tool).
 func (r *Recovery) Conn(role string) engine.Conn {
 	return engine.Conn{Host: r.Tmp, Port: 5432, User: role}
+}
+
+// SessionOptions are the startup options every session on the temporary
+// server is opened with: the base's catalog carries per-role and
+// per-database settings (ALTER ROLE/DATABASE … SET), which PostgreSQL
+// applies at connection — session_preload_libraries among them, a library
+// it loads into the session, which a path relative to the data directory
+// (a file the base brings) would make native code of the base's. A
+// client's startup options take precedence over them.
+const SessionOptions = "-c session_preload_libraries= -c local_preload_libraries="
+
+// Connect opens a session on the temporary server as role, with
+// SessionOptions.
+func (r *Recovery) Connect(ctx context.Context, role, db string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig("host=" + engine.QuoteConninfo(r.Tmp) + " port=5432 user=" + engine.QuoteConninfo(role) +
+		" dbname=" + engine.QuoteConninfo(db) + " connect_timeout=15 application_name=cairn-agent")
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["options"] = SessionOptions
+	return pgx.ConnectConfig(ctx, cfg)
 }
 
 func (r *Recovery) logTail() string {

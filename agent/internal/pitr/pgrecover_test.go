@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"cairn.dev/agent/internal/engine"
-	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/pitr"
 	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/internal/testenv"
@@ -59,7 +59,7 @@ func recoverBase(t *testing.T, st store.Store, dir, baseTar, baseFile string, un
 func recoveredSQL(t *testing.T, rec *pitr.Recovery, db, q string) string {
 	t.Helper()
 	ctx := context.Background()
-	c, err := inventory.ConnectPostgres(ctx, rec.Conn(rec.Superuser), db)
+	c, err := rec.Connect(ctx, rec.Superuser, db)
 	check(t, err)
 	defer c.Close(ctx)
 	var s string
@@ -93,6 +93,9 @@ func TestRecoveryRunsNothingOfTheBasesConfiguration(t *testing.T) {
 	} {
 		p.must(t, "postgres", "ALTER SYSTEM SET "+s)
 	}
+	// Per-role settings live in the catalog, applied at connection: a
+	// library to load into every session of the restore's own role.
+	p.must(t, "postgres", "ALTER ROLE postgres IN DATABASE shop SET session_preload_libraries = 'cairn_no_such_library'")
 	base, file := takeBase(t, p)
 	p.must(t, "postgres", "ALTER SYSTEM RESET ALL")
 
@@ -116,6 +119,16 @@ func TestRecoveryRunsNothingOfTheBasesConfiguration(t *testing.T) {
 	}
 	if got := recoveredSQL(t, rec, "shop", "SELECT string_agg(id::text, ',' ORDER BY id) FROM orders"); got != "1,2" {
 		t.Errorf("recovered rows %q, want 1,2", got)
+	}
+	// pg_dump of the recovered database, as the restore runs it: the
+	// per-role library is not loaded (and is, without the options).
+	conn := rec.Conn(rec.Superuser)
+	conn.Database = "shop"
+	if err := (&engine.Postgres{Conn: conn, Options: pitr.SessionOptions}).Dump(context.Background(), io.Discard); err != nil {
+		t.Errorf("pg_dump of the recovered database: %v", err)
+	}
+	if err := (&engine.Postgres{Conn: conn}).Dump(context.Background(), io.Discard); err == nil || !strings.Contains(err.Error(), "cairn_no_such_library") {
+		t.Errorf("pg_dump without the session options: %v, want the planted per-role library refused (the test would prove nothing)", err)
 	}
 	for _, s := range []string{"recovery_end_command", "archive_command", "archive_cleanup_command", "shared_preload_libraries", "session_preload_libraries", "local_preload_libraries"} {
 		// archive_command shows "(disabled)" with archive_mode off.
