@@ -63,6 +63,17 @@ type Check struct {
 	// Field is the spec field that refers to it, e.g.
 	// "spec.database.credentialsSecretRef".
 	Field string
+	// Uses are where the object sends this credential and the data it
+	// guards, "field=value" (e.g. "spec.database.host=pg.shop.svc"),
+	// sorted: every destination field of the object (kinds.go). They are
+	// part of what is reviewed and signed: an update that changes one is
+	// a new use of every credential the object names, reviewed again and
+	// re-signed, as on create.
+	Uses []string
+	// Because says why an update asks c again, for the refusal: set by
+	// Changed on a check whose reference stays and whose Uses change
+	// (naming the fields that changed), and by Weakening.
+	Because string
 }
 
 // GetSecret is the check that the requester may read Secret ns/name.
@@ -86,24 +97,67 @@ func PatchSecret(ns, name, field string) Check {
 	return Check{Verb: "patch", Resource: "secrets", Namespace: ns, Name: name, Kind: "secret", Field: field}
 }
 
-// key identifies what c asks, without the field.
-func (c Check) key() string {
+// ref identifies what c asks, without the field and the uses.
+func (c Check) ref() string {
 	return c.Verb + " " + c.Group + "/" + c.Resource + " " + c.Namespace + "/" + c.Name
 }
 
+// key identifies what c asks and where it is used, without the field.
+func (c Check) key() string {
+	if len(c.Uses) == 0 {
+		return c.ref()
+	}
+	return c.ref() + " @ " + strings.Join(c.Uses, "; ")
+}
+
 // Changed are the checks of next that old does not ask (by verb, resource,
-// namespace and name): what an update adds.
+// namespace and name) or asks for other uses (another host, endpoint,
+// bucket, ...): what an update adds or redirects. A redirected check's
+// Because names the fields whose values changed.
 func Changed(old, next []Check) []Check {
 	had := map[string]bool{}
+	uses := map[string][]string{}
 	for _, c := range old {
 		had[c.key()] = true
+		uses[c.ref()] = c.Uses
 	}
 	var out []Check
 	for _, c := range next {
-		if !had[c.key()] {
-			out = append(out, c)
+		if had[c.key()] {
+			continue
+		}
+		if before, ok := uses[c.ref()]; ok {
+			c.Because = "this update changes " + strings.Join(changedFields(before, c.Uses), ", ") + ", where it is used"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// changedFields are the fields of the "field=value" lists a and b whose
+// values differ or that only one has, sorted.
+func changedFields(a, b []string) []string {
+	va, vb := map[string]string{}, map[string]string{}
+	for _, u := range a {
+		f, v, _ := strings.Cut(u, "=")
+		va[f] = v
+	}
+	for _, u := range b {
+		f, v, _ := strings.Cut(u, "=")
+		vb[f] = v
+	}
+	var out []string
+	for f, v := range va {
+		if w, ok := vb[f]; !ok || w != v {
+			out = append(out, f)
 		}
 	}
+	for f := range vb {
+		if _, ok := va[f]; !ok {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -139,16 +193,16 @@ func (r *Reviewer) Review(ctx context.Context, user authenticationv1.UserInfo, g
 	var refused []string
 	seen := map[string]bool{}
 	for _, c := range checks {
-		if seen[c.key()] {
+		if seen[c.ref()] {
 			continue
 		}
-		seen[c.key()] = true
+		seen[c.ref()] = true
 		allowed, err := r.allowed(ctx, user, c)
 		if err != nil {
 			return apierrors.NewInternalError(fmt.Errorf("%s: asking whether user %q may %s %s %q in namespace %q: %w", c.Field, user.Username, c.Verb, c.Kind, c.Name, c.Namespace, err))
 		}
 		if !allowed {
-			refused = append(refused, fmt.Sprintf("%s: user %q may not %s %s %q in namespace %q", c.Field, user.Username, c.Verb, c.Kind, c.Name, c.Namespace))
+			refused = append(refused, fmt.Sprintf("%s: user %q may not %s %s %q in namespace %q", c.field(), user.Username, c.Verb, c.Kind, c.Name, c.Namespace))
 		}
 	}
 	if len(refused) == 0 {
@@ -156,6 +210,14 @@ func (r *Reviewer) Review(ctx context.Context, user authenticationv1.UserInfo, g
 	}
 	return apierrors.NewForbidden(gr, name, errors.New(strings.Join(refused, "; ")+
 		" (a Cairn object may only use what its requester may use)"))
+}
+
+// field is c's field for a message, with why it is asked again.
+func (c Check) field() string {
+	if c.Because == "" {
+		return c.Field
+	}
+	return c.Field + " (" + c.Because + ")"
 }
 
 func (r *Reviewer) allowed(ctx context.Context, user authenticationv1.UserInfo, c Check) (bool, error) {
@@ -191,9 +253,12 @@ func NewApprover(key []byte) (*Approver, error) {
 }
 
 // Sign is the annotation value approving checks for an object of kind gk in
-// namespace ns. It depends on the set of (verb, resource, namespace, name)
-// only — not on the object's name (unknown to a defaulting webhook when
-// generateName is used), uid, generation or the fields that name them.
+// namespace ns. It depends on the set of (verb, resource, namespace, name,
+// uses) only — not on the object's name (unknown to a defaulting webhook
+// when generateName is used), uid, generation or the fields that name
+// them. Version v2 signs the uses (where each credential and the data go);
+// a v1 annotation (references only) approves nothing: such an object is
+// approved again by an update through the webhook (NotApproved says how).
 func (a *Approver) Sign(gk schema.GroupKind, ns string, checks []Check) string {
 	keys := make([]string, 0, len(checks))
 	for _, c := range checks {
@@ -202,8 +267,8 @@ func (a *Approver) Sign(gk schema.GroupKind, ns string, checks []Check) string {
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	m := hmac.New(sha256.New, a.key)
-	fmt.Fprintf(m, "cairn approved references v1\n%s\n%s\n%s", gk, ns, strings.Join(keys, "\n"))
-	return "v1." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	fmt.Fprintf(m, "cairn approved references v2\n%s\n%s\n%s", gk, ns, strings.Join(keys, "\n"))
+	return "v2." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // Approved reports whether obj's annotation approves checks.

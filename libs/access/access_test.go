@@ -148,6 +148,25 @@ func TestApprovalIsBoundToTheReferencesTheKindAndTheNamespace(t *testing.T) {
 	if got := access.Changed(checks[:1], checks); len(got) != 1 || got[0].Name != "app" {
 		t.Errorf("Changed: %v", got)
 	}
+
+	// Where a credential is used is signed: the same reference sent to
+	// another host is not approved, and Changed returns it, saying why.
+	used := func(host string) []access.Check {
+		c := access.GetSecret("team-a", "db", "spec.database.credentialsSecretRef")
+		c.Uses = []string{"spec.database.host=" + host, "spec.database.port=5432"}
+		return []access.Check{c}
+	}
+	a.Approve(obj, access.BackupJobKind, used("pg.shop.svc"))
+	if !a.Approved(obj, access.BackupJobKind, used("pg.shop.svc")) || a.Approved(obj, access.BackupJobKind, used("evil.example")) {
+		t.Error("the uses are not bound into the approval")
+	}
+	got := access.Changed(used("pg.shop.svc"), used("evil.example"))
+	if len(got) != 1 || got[0].Because != "this update changes spec.database.host, where it is used" {
+		t.Errorf("Changed of a moved reference: %+v", got)
+	}
+	if got := access.Changed(used("pg.shop.svc"), used("pg.shop.svc")); len(got) != 0 {
+		t.Errorf("Changed of the same uses: %+v", got)
+	}
 }
 
 // TestLoadKeyCreatesOnceAndReuses: the first start creates the key Secret,

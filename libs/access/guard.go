@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -32,23 +33,37 @@ func (g *Guard) Default(obj metav1.Object, gk schema.GroupKind, checks []Check) 
 
 // Admit is the validating webhook's check of obj (of gk, served as gr)
 // whose references are checks. On create (old nil) the request's user must
-// be allowed every check; on update only what the update adds to the old
-// object's references (oldChecks) — those were reviewed when they were set
-// — unless the old object was never approved (created while the webhook
-// was not installed, or before Cairn checked references), in which case
-// every check. Then the annotation must approve checks: a mismatch means a
-// mutating webhook ran after Cairn's and changed a reference.
-func (g *Guard) Admit(ctx context.Context, gr schema.GroupResource, gk schema.GroupKind, obj, old metav1.Object, checks, oldChecks []Check) error {
+// be allowed every check; on update what the update adds to the old
+// object's references (oldChecks) or redirects — a check whose uses
+// (Check.Uses: hosts, endpoints, buckets, recipients, Object Lock, ...)
+// changed is asked again, as on create — and every check of extra (what
+// removing a protection needs, Weakening); unless the old object was never
+// approved (created while the webhook was not installed, or before Cairn
+// checked references or their uses), in which case every check. A
+// label-only or schedule-only update asks nothing. Then the annotation must
+// approve checks: a mismatch means a mutating webhook ran after Cairn's and
+// changed a reference, or — for the kinds the defaulting webhook does not
+// sign on update — that the update removed or changed the approval, which
+// only the webhook writes.
+func (g *Guard) Admit(ctx context.Context, gr schema.GroupResource, gk schema.GroupKind, obj, old metav1.Object, checks, oldChecks []Check, extra ...Check) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("access: no admission request in the context: %w", err))
 	}
 	todo := checks
-	if old != nil && g.Approver.Approved(old, gk, oldChecks) {
-		todo = Changed(oldChecks, checks)
+	oldApproved := old != nil && g.Approver.Approved(old, gk, oldChecks)
+	if oldApproved {
+		todo = append(Changed(oldChecks, checks), extra...)
+	} else if old != nil {
+		todo = append(slices.Clone(checks), extra...)
 	}
 	if err := g.Reviewer.Review(ctx, req.UserInfo, gr, obj.GetName(), todo); err != nil {
 		return err
+	}
+	if oldApproved && old.GetAnnotations()[Annotation] != obj.GetAnnotations()[Annotation] && !g.Approver.Approved(obj, gk, checks) {
+		return apierrors.NewForbidden(gr, obj.GetName(), errors.New("metadata.annotations["+Annotation+
+			"]: an update may not remove or change it: it is written by the operator's admission webhook only "+
+			"(to have an object approved again, annotate it, e.g. kubectl annotate --overwrite ... cairn.dev/approve=1)"))
 	}
 	if !g.Approver.Approved(obj, gk, checks) {
 		return apierrors.NewForbidden(gr, obj.GetName(), errors.New("metadata.annotations["+Annotation+

@@ -70,11 +70,39 @@ func decryption(ns string, d *cairnv1.DecryptionSpec, field string) []Check {
 	return []Check{GetSecret(ns, d.IdentitySecretRef.Name, field+".identitySecretRef")}
 }
 
+// UpdateSecret is the check that the requester may update Secret ns/name:
+// asked for a Secret the operator will hold with a finalizer (libs/hold),
+// which only someone who may change that Secret may ask for (get alone
+// would let anyone who can read another team's Secret pin it Terminating).
+func UpdateSecret(ns, name, field string) Check {
+	return Check{Verb: "update", Resource: "secrets", Namespace: ns, Name: name, Kind: "secret", Field: field}
+}
+
+// heldByBackup are the update checks on the Secrets the backup operator
+// holds for a BackupJob's cleanup (operators/backup protectedSecrets): the
+// S3 credentials of a Delete-policy BackupJob on S3, and the database
+// credentials of a PostgreSQL BackupJob with point-in-time recovery (its
+// archiver's slot is released at deletion).
+func heldByBackup(ns string, db *cairnv1.DatabaseRef, st *cairnv1.StorageSpec, policy backupv1.DeletionPolicy, pitr bool, field, dbField string) []Check {
+	var out []Check
+	if policy == backupv1.DeletionPolicyDelete && st.S3 != nil && st.S3.CredentialsSecretRef.Name != "" {
+		out = append(out, UpdateSecret(ns, st.S3.CredentialsSecretRef.Name, field+".s3.credentialsSecretRef"))
+	}
+	if pitr && db.Engine == cairnv1.PostgresEngine && db.CredentialsSecretRef.Name != "" {
+		out = append(out, UpdateSecret(ns, db.CredentialsSecretRef.Name, dbField+".credentialsSecretRef"))
+	}
+	return out
+}
+
 // BackupJobChecks: get on the database's and the S3 store's credentials,
-// and on the encryption recipients' Secret or ConfigMap.
+// and on the encryption recipients' Secret or ConfigMap; update on the
+// Secrets held for its cleanup (heldByBackup).
 func BackupJobChecks(bj *backupv1.BackupJob) []Check {
 	out := append(database(bj.Namespace, &bj.Spec.Database, "spec.database"), storage(bj.Namespace, &bj.Spec.Storage, "spec.storage")...)
-	return append(out, encryption(bj.Namespace, bj.Spec.Encryption, "spec.encryption")...)
+	out = append(out, encryption(bj.Namespace, bj.Spec.Encryption, "spec.encryption")...)
+	out = append(out, heldByBackup(bj.Namespace, &bj.Spec.Database, &bj.Spec.Storage, bj.Spec.DeletionPolicy, bj.Spec.PointInTime != nil,
+		"spec.storage", "spec.database")...)
+	return with(out, backupJobUses(&bj.Spec))
 }
 
 // RestoreJobChecks: get on the target's credentials; for source.backupJob,
@@ -82,7 +110,13 @@ func BackupJobChecks(bj *backupv1.BackupJob) []Check {
 // store's S3 credentials and, when the catalog key names another
 // namespace, get on that BackupJob (its catalog is read).
 func RestoreJobChecks(rj *restorev1.RestoreJob) []Check {
-	return restoreSpecChecks(rj.Namespace, &rj.Spec, "spec")
+	var u uses
+	u.database(&rj.Spec.Target, "spec.target")
+	if st := rj.Spec.Source.Store; st != nil {
+		u.storage(&st.Storage, "spec.source.store.storage")
+		u.add("spec.source.store.backupJob", st.BackupJob)
+	}
+	return with(restoreSpecChecks(rj.Namespace, &rj.Spec, "spec"), u)
 }
 
 func restoreSpecChecks(ns string, spec *restorev1.RestoreJobSpec, field string) []Check {
@@ -105,7 +139,9 @@ func restoreSpecChecks(ns string, spec *restorev1.RestoreJobSpec, field string) 
 // kubeconfig's identity), the kubeconfig Secret and the transfer store's
 // S3 credentials; patch on the cutover's switchSecret.
 func MigrationJobChecks(mj *migrationv1.MigrationJob) []Check {
-	return migrationSpecChecks(mj.Namespace, &mj.Spec, "spec")
+	var u uses
+	u.migration(&mj.Spec, "spec")
+	return with(migrationSpecChecks(mj.Namespace, &mj.Spec, "spec"), u)
 }
 
 func migrationSpecChecks(ns string, spec *migrationv1.MigrationJobSpec, field string) []Check {
@@ -128,6 +164,11 @@ func migrationSpecChecks(ns string, spec *migrationv1.MigrationJobSpec, field st
 	if s := spec.Cutover.SwitchSecret; s != nil && s.Name != "" {
 		out = append(out, PatchSecret(ns, s.Name, field+".cutover.switchSecret"))
 	}
+	// A Store transfer to another cluster: the kubeconfig Secret is held
+	// for the cleanup there (operators/migration kubeconfigHold).
+	if k := spec.Target.KubeconfigSecretRef; k != nil && k.Name != "" && spec.Transfer.Method == migrationv1.TransferStore {
+		out = append(out, UpdateSecret(ns, k.Name, field+".target.kubeconfigSecretRef"))
+	}
 	return out
 }
 
@@ -140,6 +181,8 @@ func ProtectionPlanChecks(p *platformv1.ProtectionPlan) []Check {
 	out := database(ns, &p.Spec.Database, "spec.database")
 	out = append(out, storage(ns, &p.Spec.Backup.Storage, "spec.backup.storage")...)
 	out = append(out, encryption(ns, p.Spec.Backup.Encryption, "spec.backup.encryption")...)
+	out = append(out, heldByBackup(ns, &p.Spec.Database, &p.Spec.Backup.Storage, p.Spec.DeletionPolicy, p.Spec.Backup.PointInTime != nil,
+		"spec.backup.storage", "spec.database")...)
 	out = append(out, decryption(ns, p.Spec.Verification.Encryption, "spec.verification.encryption")...)
 	if n := p.Spec.Verification.RestoreInto.CredentialsSecretRef.Name; n != "" {
 		out = append(out, GetSecret(ns, n, "spec.verification.restoreInto.credentialsSecretRef"))
@@ -147,5 +190,5 @@ func ProtectionPlanChecks(p *platformv1.ProtectionPlan) []Check {
 	if m := p.Spec.Migration; m != nil {
 		out = append(out, migrationSpecChecks(ns, &m.Template, "spec.migration.template")...)
 	}
-	return out
+	return with(out, planUses(&p.Spec))
 }

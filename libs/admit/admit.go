@@ -7,7 +7,9 @@ package admit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -31,8 +33,13 @@ import (
 //
 // On update (for kinds whose spec may change, Kind.Mutable) it fills defaults
 // and signs again, and never adds the finalizer: one removed by hand (the
-// escape hatch) stays removed. An object being deleted is left alone, and
-// so is a call without an admission request.
+// escape hatch) stays removed. For the other kinds (spec immutable) it signs
+// on update only when the old object was not approved (created while the
+// webhook was not installed: the documented re-approval, which the
+// validating webhook reviews as a create); an approved object's annotation
+// is left as the update sent it, and the validating webhook refuses an
+// update that removed or changed it (access.Guard.Admit). An object being
+// deleted is left alone, and so is a call without an admission request.
 type Defaulter[T client.Object] struct {
 	// Kind is the object's kind: what is signed, the finalizer, the
 	// defaults, the references, and whether updates are served (Mutable).
@@ -54,6 +61,9 @@ func (d *Defaulter[T]) Default(ctx context.Context, obj T) error {
 	case admissionv1.Create:
 	case admissionv1.Update:
 		if !d.Kind.Mutable {
+			if d.Guard != nil && !d.oldApproved(req) {
+				d.Guard.Default(obj, d.Kind.GroupKind, d.Kind.Checks(obj))
+			}
 			return nil
 		}
 	default:
@@ -72,6 +82,18 @@ func (d *Defaulter[T]) Default(ctx context.Context, obj T) error {
 		d.Guard.Default(obj, d.Kind.GroupKind, d.Kind.Checks(obj))
 	}
 	return nil
+}
+
+// oldApproved reports whether the request's old object carries an approval
+// of its references; an old object that does not decode counts as not
+// approved (it is signed again, and the validator reviews every check).
+func (d *Defaulter[T]) oldApproved(req admission.Request) bool {
+	var zero T
+	old, ok := reflect.New(reflect.TypeOf(zero).Elem()).Interface().(T)
+	if !ok || len(req.OldObject.Raw) == 0 || json.Unmarshal(req.OldObject.Raw, old) != nil {
+		return false
+	}
+	return d.Guard.Approver.Approved(old, d.Kind.GroupKind, d.Kind.Checks(old))
 }
 
 // Prepare is the head of a webhook package's Setup: it fails when mgr's

@@ -91,7 +91,7 @@ func TestATenantCannotMakeABackupJobUseASecretTheyCannotRead(t *testing.T) {
 	}
 
 	// An update that adds db-admin is refused; one that keeps pg-backup
-	// (no new reference) is admitted without a review.
+	// and where it is used (a schedule) is admitted without a review.
 	upd := own.DeepCopy()
 	upd.Spec.Database.CredentialsSecretRef.Name = "db-admin"
 	err := alice.Update(ctx, upd)
@@ -105,7 +105,18 @@ func TestATenantCannotMakeABackupJobUseASecretTheyCannotRead(t *testing.T) {
 		t.Fatalf("update keeping the references: %v", err)
 	}
 	if n := h.guard.Reviewer.Reviews() - before; n != 0 {
-		t.Fatalf("an update that adds no reference sent %d SubjectAccessReviews, want 0", n)
+		t.Fatalf("an update that adds no reference and sends nothing elsewhere sent %d SubjectAccessReviews, want 0", n)
+	}
+	// One that keeps pg-backup but sends it to another host is a new use
+	// of it: reviewed again (issue 47), admitted for alice, who may get it.
+	before = h.guard.Reviewer.Reviews()
+	moved := keep.DeepCopy()
+	moved.Spec.Database.Host = "pg2.shop.svc"
+	if err := alice.Update(ctx, moved); err != nil {
+		t.Fatalf("update moving the database: %v", err)
+	}
+	if n := h.guard.Reviewer.Reviews() - before; n == 0 {
+		t.Fatal("an update moving spec.database.host sent no SubjectAccessReview")
 	}
 
 	// A forged approval is overwritten by the defaulting webhook: the

@@ -29,7 +29,11 @@ import (
 //
 // Then it checks the requester (libs/access): on create they must be allowed
 // to get every Secret the BackupJob names; on update, the Secrets the update
-// adds. Refused: "spec.database.credentialsSecretRef: user "alice" may not
+// adds, and every one of them again when the update changes where a
+// credential or the data goes (database host, port, name; S3 endpoint,
+// bucket, prefix, region, insecure; claim; recipients; Object Lock);
+// removing encryption also needs the recipients' Secret or ConfigMap, and
+// is warned about, as is removing or shortening Object Lock. Refused: "spec.database.credentialsSecretRef: user "alice" may not
 // get secret "db-admin" in namespace "team-a"".
 type Validator struct {
 	// Guard reviews the requester's rights; nil skips it (unit tests).
@@ -53,23 +57,24 @@ func (v *Validator) ValidateCreate(ctx context.Context, bj *backupv1.BackupJob) 
 	if err := invalid(bj, errs); err != nil {
 		return warnings(nil, bj), err
 	}
-	return warnings(nil, bj), v.admit(ctx, nil, bj)
+	_, err := v.admit(ctx, nil, bj)
+	return warnings(nil, bj), err
 }
 
-// admit checks the requester's rights on bj's references (old nil on create).
-func (v *Validator) admit(ctx context.Context, old, bj *backupv1.BackupJob) error {
+// admit checks the requester's rights on bj's references (old nil on
+// create); on update, those whose uses the update changes (a new host,
+// endpoint, bucket, recipients, Object Lock, ...) and what removing
+// encryption or weakening Object Lock needs, with its warnings.
+func (v *Validator) admit(ctx context.Context, old, bj *backupv1.BackupJob) (admission.Warnings, error) {
 	if v.Guard == nil {
-		return nil
-	}
-	var oldChecks []access.Check
-	if old != nil {
-		oldChecks = access.BackupJobChecks(old)
+		return nil, nil
 	}
 	gr := backupv1.GroupVersion.WithResource("backupjobs").GroupResource()
 	if old == nil {
-		return v.Guard.Admit(ctx, gr, access.BackupJobKind, bj, nil, access.BackupJobChecks(bj), nil)
+		return nil, v.Guard.Admit(ctx, gr, access.BackupJobKind, bj, nil, access.BackupJobChecks(bj), nil)
 	}
-	return v.Guard.Admit(ctx, gr, access.BackupJobKind, bj, old, access.BackupJobChecks(bj), oldChecks)
+	weak := access.BackupJobWeakening(old, bj)
+	return weak.Warnings, v.Guard.Admit(ctx, gr, access.BackupJobKind, bj, old, access.BackupJobChecks(bj), access.BackupJobChecks(old), weak.Checks...)
 }
 
 // ValidateUpdate implements admission.Validator.
@@ -78,7 +83,9 @@ func (v *Validator) ValidateUpdate(ctx context.Context, oldBJ, newBJ *backupv1.B
 		return nil, nil
 	}
 	w := warnings(oldBJ, newBJ)
-	if err := v.admit(ctx, oldBJ, newBJ); err != nil {
+	aw, err := v.admit(ctx, oldBJ, newBJ)
+	w = append(w, aw...)
+	if err != nil {
 		return w, err
 	}
 	errs := legacyRetention(oldBJ, newBJ, ValidateSpec(&newBJ.Spec, field.NewPath("spec")))

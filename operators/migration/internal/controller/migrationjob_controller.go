@@ -98,6 +98,10 @@ type state struct {
 	// outcome is what the steps found of the migration as a whole
 	// (decide); summarize makes the conditions of it.
 	outcome *outcome
+	// notApproved is the ReferencesNotApproved stall of a started
+	// MigrationJob whose approval is gone: only safety work runs
+	// (safetyOnly).
+	notApproved error
 }
 
 // SetupWithManager registers the controller with mgr.

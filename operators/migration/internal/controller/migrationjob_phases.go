@@ -42,13 +42,23 @@ func validate(p *pass) (field.ErrorList, string) {
 
 // check verifies the webhook's approval and the image, and, before
 // anything runs, the local objects the spec refers to.
+//
+// A MigrationJob that started (past Pending) was approved when it did, and
+// its spec cannot change since (the CRD's rules): if its approval is gone
+// (removed while the webhook was not installed), nothing new starts, but
+// the safety work does not wait — an abort runs, a Continuous migration's
+// replication watchdog keeps checking the slot (and aborts over the
+// limit), the finalizer's cleanup runs (advance, safetyOnly).
 func (r *MigrationJobReconciler) check(ctx context.Context, p *pass) error {
 	mj := p.Obj
 	// Only references the admission webhook approved (libs/access), only
 	// an allow-listed image: checked again here for objects that did not
 	// pass the webhook.
 	if err := reconcile.Approved(&r.Base, access.MigrationJob, mj); err != nil {
-		return err
+		if mj.Status.Phase == migrationv1.PhasePending || mj.Status.Phase == "" {
+			return err
+		}
+		p.State.notApproved = err
 	}
 	if img := p.Defaulted.Spec.Image; img != "" && !r.AllowedImages.Allowed(img) {
 		return reconcile.Stalled(cairnv1.ImageNotAllowedReason, "%s", r.AllowedImages.NotAllowed("spec.image", img))
@@ -109,6 +119,13 @@ func (r *MigrationJobReconciler) advance(ctx context.Context, p *pass) error {
 		if mj.Status.Abort != nil {
 			return r.abort(ctx, p)
 		}
+		if p.State.notApproved != nil {
+			err := r.safetyOnly(ctx, p)
+			if errors.Is(err, errAborting) {
+				continue // the abort step runs, then the migration fails
+			}
+			return err
+		}
 		handle, ok := r.phases()[mj.Status.Phase]
 		if !ok {
 			return reconcile.Done() // Succeeded, Failed
@@ -126,6 +143,27 @@ func (r *MigrationJobReconciler) advance(ctx context.Context, p *pass) error {
 		ctrl.LoggerFrom(ctx).Info("phase", "from", before, "to", mj.Status.Phase, "mode", spec.Mode)
 	}
 	return nil
+}
+
+// safetyOnly is a pass of a started MigrationJob whose approval is gone:
+// a Continuous migration waiting for its cutover keeps its replication
+// watchdog (which aborts over spec.replication.maxRetainedWAL), and is
+// looked at again at the next check; anything else stalls with
+// ReferencesNotApproved. Nothing new starts.
+func (r *MigrationJobReconciler) safetyOnly(ctx context.Context, p *pass) error {
+	mj, spec := p.Obj, &p.Defaulted.Spec
+	var stalled *reconcile.StalledError
+	if !errors.As(p.State.notApproved, &stalled) {
+		return p.State.notApproved
+	}
+	if mj.Status.Phase != migrationv1.PhaseReadyForCutover || spec.Mode != migrationv1.ModeContinuous {
+		return p.State.notApproved
+	}
+	if err := r.checkReplication(ctx, p); err != nil || mj.Finished() {
+		return err
+	}
+	return reconcile.Waiting(r.ReplicationInterval, stalled.Reason, "%s; meanwhile only the replication watchdog runs "+
+		"(it stops replication and fails the migration above spec.replication.maxRetainedWAL), and an abort or a deletion proceeds", stalled.Message)
 }
 
 // begin records the migration's start.

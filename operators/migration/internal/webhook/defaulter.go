@@ -7,8 +7,9 @@ import (
 )
 
 // NewDefaulter is the MigrationJob mutating webhook (libs/admit.Defaulter),
-// called on create: the API's defaults (migrationv1.MigrationJobSpec.SetDefaults
-// — what the API server has applied already, so an install without webhooks
+// called on create (and on update, only to sign an object never
+// approved): the API's defaults (migrationv1.MigrationJobSpec.SetDefaults —
+// what the API server has applied already, so an install without webhooks
 // gets the same), migrationv1.CleanupFinalizer, the references signed for
 // the Validator to check and the controller to verify. guard nil signs
 // nothing (unit tests).

@@ -63,8 +63,11 @@ func (v *Validator) ValidateCreate(ctx context.Context, mj *migrationv1.Migratio
 }
 
 // ValidateUpdate implements admission.Validator: only spec.cutover.approved
-// may change (and only from false to true makes a difference).
-func (*Validator) ValidateUpdate(_ context.Context, old, cur *migrationv1.MigrationJob) (admission.Warnings, error) {
+// may change (and only from false to true makes a difference), and the
+// approval annotation only as the defaulting webhook writes it: an update
+// removing or changing it is refused (libs/access Guard.Admit); one that
+// approves an object never approved is reviewed as a create.
+func (v *Validator) ValidateUpdate(ctx context.Context, old, cur *migrationv1.MigrationJob) (admission.Warnings, error) {
 	if !cur.DeletionTimestamp.IsZero() {
 		return nil, nil
 	}
@@ -73,6 +76,12 @@ func (*Validator) ValidateUpdate(_ context.Context, old, cur *migrationv1.Migrat
 	c.SetDefaults()
 	if errs := migspec.ValidateUpdate(o, c, field.NewPath("spec")); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(migrationv1.GroupVersion.WithKind("MigrationJob").GroupKind(), cur.Name, errs)
+	}
+	if v.Guard != nil {
+		gr := migrationv1.GroupVersion.WithResource("migrationjobs").GroupResource()
+		if err := v.Guard.Admit(ctx, gr, access.MigrationJobKind, cur, old, access.MigrationJobChecks(cur), access.MigrationJobChecks(old)); err != nil {
+			return nil, err
+		}
 	}
 	if old.Spec.Cutover.Approved && !cur.Spec.Cutover.Approved && cur.Status.Phase != migrationv1.PhaseReadyForCutover {
 		return admission.Warnings{"spec.cutover.approved set back to false: a cutover that started is not undone"}, nil

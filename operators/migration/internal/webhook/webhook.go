@@ -5,8 +5,12 @@
 // Both are called on create and update: the spec is immutable except
 // spec.cutover.approved, which a human sets to approve a Manual cutover, so
 // an update is checked for what it changes (the CRD's CEL rules say the
-// same). Deletion is never refused, and the finalizer is added on create
-// only, so a MigrationJob stays deletable while the operator is down.
+// same). The approval annotation (libs/access) cannot be removed or
+// changed by an update; the defaulting webhook signs on update only an
+// object that was never approved. Deletion is never refused, and the
+// finalizer is added on create only, so a MigrationJob stays deletable
+// while the operator is down (the platform's matchConditions skip the
+// webhooks for metadata-only updates but annotation changes).
 package webhook
 
 import (
@@ -18,7 +22,7 @@ import (
 	"cairn.dev/libs/admit"
 )
 
-// +kubebuilder:webhook:path=/mutate-migration-cairn-dev-v1-migrationjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=migration.cairn.dev,resources=migrationjobs,verbs=create,versions=v1,name=mmigrationjob.cairn.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-migration-cairn-dev-v1-migrationjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=migration.cairn.dev,resources=migrationjobs,verbs=create;update,versions=v1,name=mmigrationjob.cairn.dev,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-migration-cairn-dev-v1-migrationjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=migration.cairn.dev,resources=migrationjobs,verbs=create;update,versions=v1,name=vmigrationjob.cairn.dev,admissionReviewVersions=v1
 
 // The validating webhook asks the API server whether the requester may use

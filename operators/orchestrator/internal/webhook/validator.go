@@ -59,7 +59,7 @@ func (v *Validator) ValidateCreate(ctx context.Context, plan *platformv1.Protect
 	if err != nil {
 		return w, err
 	}
-	if err := v.admit(ctx, nil, plan); err != nil {
+	if _, err := v.admit(ctx, nil, plan); err != nil {
 		return nil, err
 	}
 	mw, err := v.checkMigration(ctx, plan)
@@ -68,16 +68,22 @@ func (v *Validator) ValidateCreate(ctx context.Context, plan *platformv1.Protect
 
 // admit checks the requester's rights on what the plan refers to — its
 // children will use them with the child operators' identities (libs/access):
-// every reference on create, the references an update adds.
-func (v *Validator) admit(ctx context.Context, old, plan *platformv1.ProtectionPlan) error {
+// every reference on create; on update, the references it adds, and every
+// one again when it changes where a credential or the data goes (the
+// database, the store, recipients, Object Lock, the scratch database
+// spec.verification.restoreInto, the migration template's servers), plus
+// what removing encryption needs (the verification identity), warned.
+func (v *Validator) admit(ctx context.Context, old, plan *platformv1.ProtectionPlan) (admission.Warnings, error) {
 	if v.Guard == nil {
-		return nil
+		return nil, nil
 	}
 	gr := platformv1.GroupVersion.WithResource("protectionplans").GroupResource()
 	if old == nil {
-		return v.Guard.Admit(ctx, gr, access.ProtectionPlanKind, plan, nil, access.ProtectionPlanChecks(plan), nil)
+		return nil, v.Guard.Admit(ctx, gr, access.ProtectionPlanKind, plan, nil, access.ProtectionPlanChecks(plan), nil)
 	}
-	return v.Guard.Admit(ctx, gr, access.ProtectionPlanKind, plan, old, access.ProtectionPlanChecks(plan), access.ProtectionPlanChecks(old))
+	weak := access.ProtectionPlanWeakening(old, plan)
+	return weak.Warnings, v.Guard.Admit(ctx, gr, access.ProtectionPlanKind, plan, old,
+		access.ProtectionPlanChecks(plan), access.ProtectionPlanChecks(old), weak.Checks...)
 }
 
 // ValidateUpdate implements admission.Validator. A plan being deleted is
@@ -90,8 +96,10 @@ func (v *Validator) ValidateUpdate(ctx context.Context, old, plan *platformv1.Pr
 	if err != nil {
 		return w, err
 	}
-	if err := v.admit(ctx, old, plan); err != nil {
-		return nil, err
+	aw, err := v.admit(ctx, old, plan)
+	w = append(w, aw...)
+	if err != nil {
+		return w, err
 	}
 	mw, err := v.checkMigration(ctx, plan)
 	return append(w, mw...), err

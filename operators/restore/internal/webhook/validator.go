@@ -74,10 +74,16 @@ func (v *Validator) ValidateCreate(ctx context.Context, rj *restorev1.RestoreJob
 	return w, nil
 }
 
-// ValidateUpdate implements admission.Validator. The webhook is not
-// registered for updates (the CRD keeps the spec immutable); it allows all.
-func (*Validator) ValidateUpdate(context.Context, *restorev1.RestoreJob, *restorev1.RestoreJob) (admission.Warnings, error) {
-	return nil, nil
+// ValidateUpdate implements admission.Validator. The CRD keeps the spec
+// immutable; an update may not remove or change the approval annotation,
+// and one approving an object never approved is reviewed as a create
+// (libs/access Guard.Admit). An object being deleted is not checked.
+func (v *Validator) ValidateUpdate(ctx context.Context, old, rj *restorev1.RestoreJob) (admission.Warnings, error) {
+	if v.Guard == nil || !rj.DeletionTimestamp.IsZero() {
+		return nil, nil
+	}
+	gr := restorev1.GroupVersion.WithResource("restorejobs").GroupResource()
+	return nil, v.Guard.Admit(ctx, gr, access.RestoreJobKind, rj, old, access.RestoreJobChecks(rj), access.RestoreJobChecks(old))
 }
 
 // ValidateDelete implements admission.Validator; deletion is never refused.

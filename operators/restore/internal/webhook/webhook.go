@@ -2,10 +2,14 @@
 // RestoreJob: defaulting (Defaulter) and validation (Validator). Setup
 // registers both with a manager's webhook server.
 //
-// Both are called on create only. The spec is immutable (a CEL rule in the
-// CRD), so an update can change no field they look at; and with no webhook
-// on update, a RestoreJob stays deletable and its finalizer removable while
-// the operator is down.
+// Both are called on create and update. The spec is immutable (a CEL rule
+// in the CRD), so an update can change no field they look at but the
+// approval annotation (libs/access): an update may not remove or change it
+// (refused); the defaulting webhook signs on update only an object that was
+// never approved (reviewed as a create). The platform's matchConditions
+// skip both for metadata-only updates other than annotation changes, so a
+// RestoreJob stays deletable and its finalizer removable while the
+// operator is down.
 package webhook
 
 import (
@@ -18,8 +22,8 @@ import (
 	"cairn.dev/libs/admit"
 )
 
-// +kubebuilder:webhook:path=/mutate-restore-cairn-dev-v1-restorejob,mutating=true,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create,versions=v1,name=mrestorejob.cairn.dev,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-restore-cairn-dev-v1-restorejob,mutating=false,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create,versions=v1,name=vrestorejob.cairn.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-restore-cairn-dev-v1-restorejob,mutating=true,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create;update,versions=v1,name=mrestorejob.cairn.dev,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-restore-cairn-dev-v1-restorejob,mutating=false,failurePolicy=fail,sideEffects=None,groups=restore.cairn.dev,resources=restorejobs,verbs=create;update,versions=v1,name=vrestorejob.cairn.dev,admissionReviewVersions=v1
 
 // The validating webhook asks the API server whether the requester may use
 // what the object refers to (libs/access).
