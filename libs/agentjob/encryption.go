@@ -60,8 +60,10 @@ func (e *Encryption) env() []corev1.EnvVar {
 }
 
 // EncryptionReferences are the objects e needs before a run can start in
-// namespace: the recipients' Secret (with its key) or ConfigMap, the
-// identity's Secret (with its key). field is the spec path of the
+// namespace: the recipients' Secret or ConfigMap, whose key must hold age
+// public keys, the identity's Secret, whose key must hold age private keys
+// (checked by references.Checker: a bad key stalls the object, reason
+// InvalidKeys, before any Job). field is the spec path of the
 // encryption (e.g. "spec.encryption").
 func EncryptionReferences(namespace string, e *Encryption, field string) []references.Ref {
 	if e == nil {
@@ -72,14 +74,14 @@ func EncryptionReferences(namespace string, e *Encryption, field string) []refer
 	case r == nil:
 	case r.SecretKeyRef != nil:
 		refs = append(refs, references.Ref{Kind: references.Secret, Namespace: namespace, Name: r.SecretKeyRef.Name,
-			Keys: []string{r.SecretKeyRef.Key}, Field: field + ".recipients.secretKeyRef"})
+			Keys: []string{r.SecretKeyRef.Key}, Field: field + ".recipients.secretKeyRef", Content: references.AgeRecipients})
 	case r.ConfigMapKeyRef != nil:
 		refs = append(refs, references.Ref{Kind: references.ConfigMap, Namespace: namespace, Name: r.ConfigMapKeyRef.Name,
-			Field: field + ".recipients.configMapKeyRef"})
+			Keys: []string{r.ConfigMapKeyRef.Key}, Field: field + ".recipients.configMapKeyRef", Content: references.AgeRecipients})
 	}
 	if id := e.Identity; id != nil {
 		refs = append(refs, references.Ref{Kind: references.Secret, Namespace: namespace, Name: id.Name,
-			Keys: []string{id.Key}, Field: field + ".identitySecretRef"})
+			Keys: []string{id.Key}, Field: field + ".identitySecretRef", Content: references.AgeIdentities})
 	}
 	return refs
 }

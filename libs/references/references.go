@@ -59,7 +59,24 @@ type Ref struct {
 	// Field is the spec field that refers to it, for the message
 	// (e.g. "spec.database.credentialsSecretRef").
 	Field string
+	// Content, when set, is what the value of Keys[0] (of a Secret or a
+	// ConfigMap) must be: AgeRecipients or AgeIdentities. It is read live
+	// and checked (libs/agekeys); only the verdict is remembered, per
+	// resourceVersion, never the value.
+	Content string
 }
+
+// Contents a Ref can require.
+const (
+	// AgeRecipients: age X25519 public keys, one per line.
+	AgeRecipients = "age recipients"
+	// AgeIdentities: age X25519 private keys, one per line.
+	AgeIdentities = "age identities"
+)
+
+// InvalidKeysReason is the Stalled reason of a reference whose value is not
+// what Content requires (e.g. a recipient that is not an age public key).
+const InvalidKeysReason = "InvalidKeys"
 
 // Reference is ref as libs/ownership indexes it.
 func (ref Ref) Reference() ownership.Reference {
@@ -103,8 +120,14 @@ type Checker struct {
 	// Live reads a Secret's data past the cache (the manager's APIReader).
 	Live client.Reader
 
-	mu   sync.Mutex
-	keys map[types.UID]secretKeys
+	mu       sync.Mutex
+	keys     map[types.UID]secretKeys
+	verdicts map[verdictKey]*Problem
+}
+
+type verdictKey struct {
+	uid                           types.UID
+	resourceVersion, key, content string
 }
 
 type secretKeys struct {
@@ -138,6 +161,9 @@ func (c *Checker) check(ctx context.Context, ref Ref) (*Problem, error) {
 				"%s %s/%s (%s) not found; nothing runs until it exists", ref.Kind, ref.Namespace, ref.Name, ref.Field)}, nil
 		}
 		return nil, fmt.Errorf("reading %s %s: %w", ref.Kind, key, err)
+	}
+	if ref.Content != "" && len(ref.Keys) > 0 {
+		return c.content(ctx, ref, m)
 	}
 	if ref.Kind != Secret || len(ref.Keys) == 0 {
 		return nil, nil
@@ -200,5 +226,10 @@ func (c *Checker) secretKeys(ctx context.Context, key client.ObjectKey, m *metav
 func (c *Checker) Forget(uid types.UID) {
 	c.mu.Lock()
 	delete(c.keys, uid)
+	for k := range c.verdicts {
+		if k.uid == uid {
+			delete(c.verdicts, k)
+		}
+	}
 	c.mu.Unlock()
 }

@@ -13,8 +13,12 @@ import (
 	cairnv1 "cairn.dev/apis/meta/v1"
 	restorev1 "cairn.dev/apis/restore/v1"
 	"cairn.dev/libs/conditions"
+	"cairn.dev/libs/references"
 	"cairn.dev/libs/testing/testenv"
 )
+
+// identity is an age X25519 private key (age-keygen; a test key only).
+const identity = "AGE-SECRET-KEY-1F778UWWZNAX9A67H9U8QLH0ST9505VFN544W548Y5YMTWXEZGJHSSR5RTN"
 
 // An encrypted restore's Job gets the identity by reference, waits for the
 // identity Secret and its key, and a restore the agent refused for its key
@@ -47,7 +51,21 @@ func TestEncryptedRestore(t *testing.T) {
 				g.Expect(c.Message).To(ContainSubstring("spec.encryption.identitySecretRef"))
 			}).WithTimeout(timeout).Should(Succeed())
 			g.Expect(jobs(g, ns)).NotTo(ContainElement(HaveField("ObjectMeta.Name", rj.JobName())))
-			g.Expect(env.Secret(ctx, ns, secret, "identity")).To(Succeed())
+			// Not an age identity (issue 47 item 13): stalled before any
+			// Job, naming the line and the field, never the value.
+			bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret},
+				StringData: map[string]string{"identity": "# dr key\n" + identity + "\nage1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n"}}
+			g.Expect(env.Client.Create(ctx, bad)).To(Succeed())
+			g.Eventually(func(g Gomega) {
+				c := conditions.Get(current(g, rj), cairnv1.StalledCondition)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Reason).To(Equal(references.InvalidKeysReason))
+				g.Expect(c.Message).To(And(ContainSubstring("spec.encryption.identitySecretRef"),
+					ContainSubstring("line 3 (key 2) is not an age X25519 private key"), Not(ContainSubstring(identity[16:]))))
+			}).WithTimeout(timeout).Should(Succeed())
+			g.Expect(jobs(g, ns)).NotTo(ContainElement(HaveField("ObjectMeta.Name", rj.JobName())))
+			bad.StringData = map[string]string{"identity": identity + "\n"}
+			g.Expect(env.Client.Update(ctx, bad)).To(Succeed())
 			job := waitForJob(t, rj)
 			var id *corev1.EnvVar
 			for i, e := range job.Spec.Template.Spec.Containers[0].Env {
