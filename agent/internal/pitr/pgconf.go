@@ -107,7 +107,7 @@ func replaySettings(ctx context.Context, postgres, dataDir string) (ReplaySettin
 	// pg_logical/replorigin_checkpoint: a magic, one 16-byte record per
 	// origin, a CRC.
 	if fi, err := os.Lstat(filepath.Join(dataDir, "pg_logical", "replorigin_checkpoint")); err == nil && fi.Mode().IsRegular() {
-		s.MaxReplicationSlots = max(s.MaxReplicationSlots, 2*int((fi.Size()-8)/16)+16)
+		s.MaxReplicationSlots = max(s.MaxReplicationSlots, 2*int(min((fi.Size()-8)/16, 2048))+16)
 	}
 	return s, nil
 }
