@@ -304,6 +304,7 @@ func (sp *splitter) next() (raw []byte, st Statement, err error) {
 				return buf.Bytes(), st, rerr
 			}
 		}
+		wasLineStart := lineStart
 		lineStart = false
 		// The delimiter, outside quotes and comments.
 		if c == sp.delim[0] {
@@ -386,7 +387,10 @@ func (sp *splitter) next() (raw []byte, st Statement, err error) {
 			toks = append(toks, Token{Kind: kind, Text: text})
 		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$' || c >= 0x80:
 			word.WriteByte(c)
-		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+		case c == ' ' || c == '\t':
+			flush()
+			lineStart = wasLineStart // the client finds a command after leading blanks
+		case c == '\r' || c == '\n':
 			flush()
 			lineStart = c == '\n'
 		default:

@@ -69,6 +69,13 @@ func TestStatementPolicy(t *testing.T) {
 	if err := copyChecked(io.Discard, strings.NewReader(nbe), p.Check); !errors.Is(err, ErrOutsideSource) {
 		t.Errorf("a TRUNCATE after a string ending in a backslash under NO_BACKSLASH_ESCAPES: %v", err)
 	}
+	// A DELIMITER line other than the decoder's (after blanks too) is a
+	// client command.
+	for _, d := range []string{"DELIMITER ;;\n", "  delimiter $$\n"} {
+		if err := copyChecked(io.Discard, strings.NewReader(head+d), p.Check); !errors.Is(err, ErrOutsideSource) {
+			t.Errorf("%q in the decoded log: %v, want it refused", d, err)
+		}
+	}
 	// A source GTID line is dropped, the rest sent as decoded.
 	var out strings.Builder
 	in := head + "/*M!100001 SET @@session.gtid_seq_no=7*//*!*/;\nINSERT INTO orders VALUES (1)\n/*!*/;\n"
