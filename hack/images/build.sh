@@ -49,46 +49,10 @@ command -v "$DOCKER" >/dev/null || die "$DOCKER not found: install Docker Engine
 
 start=$SECONDS
 
-# 1. Base image.
-if "$DOCKER" image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-  log "base $BASE_IMAGE: present ($("$DOCKER" image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec)), debootstrap skipped"
-else
-  if ! command -v debootstrap >/dev/null; then
-    [ "$(id -u)" -eq 0 ] || die "debootstrap not found and not root: apt-get install debootstrap"
-    log "installing debootstrap (apt)"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y --no-install-recommends debootstrap >/dev/null 2>&1 \
-      || { apt-get update >/dev/null && apt-get install -y --no-install-recommends debootstrap >/dev/null; }
-  fi
-  [ "$(id -u)" -eq 0 ] || die "debootstrap needs root"
-  rootfs="$(mktemp -d /tmp/cairn-rootfs-XXXXXX)"
-  trap 'rm -rf "$rootfs"' EXIT
-  log "base $BASE_IMAGE: debootstrap --variant=minbase $DEBIAN_SUITE from $DEBIAN_MIRROR (a few minutes)"
-  t0=$SECONDS
-  debootstrap --variant=minbase "$DEBIAN_SUITE" "$rootfs" "$DEBIAN_MIRROR" >"$rootfs.log" 2>&1 \
-    || { tail -20 "$rootfs.log" >&2; die "debootstrap failed (log: $rootfs.log)"; }
-  rm -f "$rootfs.log"
-  # Security updates too, as a Debian image has them; then drop what an image
-  # does not need (package lists, caches, docs, man pages).
-  security="${DEBIAN_MIRROR%/debian}/debian-security"
-  printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n' \
-    "$DEBIAN_MIRROR" "$DEBIAN_SUITE" "$DEBIAN_MIRROR" "$DEBIAN_SUITE" "$security" "$DEBIAN_SUITE" >"$rootfs/etc/apt/sources.list"
-  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
-    "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/log/*.log \
-    "$rootfs"/var/log/apt/* "$rootfs"/tmp/* "$rootfs"/root/.cache
-  # Like Debian's images: no recommends, no docs from later installs.
-  printf 'APT::Install-Recommends "false";\nAPT::Install-Suggests "false";\n' >"$rootfs/etc/apt/apt.conf.d/90cairn-norecommends"
-  printf 'path-exclude /usr/share/doc/*\npath-exclude /usr/share/man/*\npath-exclude /usr/share/info/*\npath-include /usr/share/doc/*/copyright\n' \
-    >"$rootfs/etc/dpkg/dpkg.cfg.d/90cairn-nodoc"
-  log "debootstrap took $((SECONDS - t0))s; importing"
-  tar --numeric-owner -C "$rootfs" -c . | "$DOCKER" import \
-    --change 'CMD ["/bin/bash"]' \
-    --change "LABEL org.opencontainers.image.description=\"Debian $DEBIAN_SUITE minbase, made by debootstrap for local images\"" \
-    - "$BASE_IMAGE" >/dev/null
-  rm -rf "$rootfs"
-  trap - EXIT
-  log "base $BASE_IMAGE: built ($("$DOCKER" image inspect -f '{{.Size}}' "$BASE_IMAGE" | numfmt --to=iec))"
-fi
+# 1. Base image (hack/images/lib.sh, shared with servers.sh and agents.sh).
+# shellcheck source=lib.sh
+. "$ROOT/hack/images/lib.sh"
+debian_base "$BASE_IMAGE" "$DEBIAN_SUITE" "$DEBIAN_MIRROR"
 
 # 2. The binaries, in one go build: the agent with the flags of `make
 # build-agent` (its version stamped), the operators static and stripped the
