@@ -66,6 +66,11 @@ func (v *Validator) ValidateCreate(ctx context.Context, rj *restorev1.RestoreJob
 		if err := v.Guard.Admit(ctx, gr, access.RestoreJobKind, rj, nil, access.RestoreJobChecks(rj), nil); err != nil {
 			return w, err
 		}
+		sw, err := v.admitStore(ctx, gr, rj)
+		w = append(w, sw...)
+		if err != nil {
+			return w, err
+		}
 	}
 	if st := rj.Spec.Source.Store; st != nil && st.Storage.S3 != nil &&
 		(st.Storage.S3.Insecure || strings.HasPrefix(st.Storage.S3.Endpoint, "http://")) {
