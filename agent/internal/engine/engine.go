@@ -368,7 +368,9 @@ func ToolVersion(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	cmd.Env = childEnv() // nothing of the agent's secrets, as every tool
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("%s --version: %w", name, err)
 	}

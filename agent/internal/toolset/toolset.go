@@ -3,6 +3,7 @@ package toolset
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -86,7 +87,10 @@ var versionRE = regexp.MustCompile(`(\d+)\.(\d+)`)
 func version(ctx context.Context, path string) (Tool, bool) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--version").Output()
+	cmd := exec.CommandContext(ctx, path, "--version")
+	// Nothing of the agent's environment (its secrets), as every tool.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8"}
+	out, err := cmd.Output()
 	if err != nil {
 		return Tool{}, false
 	}
