@@ -32,12 +32,12 @@ db-clean: ## Remove every container the agent's tests started (label dev.cairn.t
 	ids=$$(docker ps -aq --filter label=dev.cairn.test); [ -z "$$ids" ] || docker rm -f -v $$ids
 
 .PHONY: matrix-images-ci
-matrix-images-ci: ## Build only what the default (ci) version matrix needs: the PostgreSQL 13 and 18, MariaDB 11.8 and MySQL 9.7 server images and the dev-pg13, dev-pg18 agent images (each skipped/cached when present).
-	hack/images/servers.sh $(MATRIX_CI_SERVERS)
-	hack/images/agents.sh $(MATRIX_CI_AGENTS)
+matrix-images-ci: ## Build only what the default (ci) version matrix needs: the PostgreSQL 13 and 18, MariaDB 11.8 and MySQL 9.7 server images and the dev-pg13, dev-pg18 agent images, side by side where they share no base (hack/images/matrix-ci.sh; each skipped/cached when present).
+	hack/images/matrix-ci.sh
 
-# The agent's tests run the version matrix (CAIRN_DB_MATRIX, default ci):
-# its images are built first. (They also need `make images`' agent:dev,
-# which .ci/run builds before `make test`; a missing image fails the test
-# with the target that builds it.)
-test-agent: matrix-images-ci
+# The agent's tests run the version matrix (CAIRN_DB_MATRIX, default ci)
+# with agent runs as containers of the agent images: `make images`'
+# agent:dev and the ci matrix's images are built first, so `make test` (and
+# `make test-agent`) set up everything on a fresh machine; each is cached
+# when present (`make images` rebuilds only the binaries' layer).
+test-agent: images matrix-images-ci
