@@ -274,6 +274,7 @@ func (r *Recovery) start(ctx context.Context, postgres string, args []string) er
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	r.srvDone = done
+	var ready time.Time
 	for {
 		select {
 		case err := <-done:
@@ -285,14 +286,44 @@ func (r *Recovery) start(ctx context.Context, postgres string, args []string) er
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
-		if r.promoted(ctx) {
+		ok, err := r.promoted(ctx)
+		if ok {
 			return nil
+		}
+		// Out of recovery and accepting connections (the postmaster says
+		// so), yet no session of ours works: the base's roles cannot log
+		// in (dropped, NOLOGIN). Said, not waited on until the deadline.
+		if !r.postmasterReady() {
+			continue
+		}
+		if ready.IsZero() {
+			ready = time.Now()
+		}
+		if time.Since(ready) > PromoteGrace {
+			r.Stop()
+			return fmt.Errorf("the temporary PostgreSQL server accepts connections, but none as the base's role %q or postgres for %s: %v", r.User, PromoteGrace, err)
 		}
 	}
 }
 
-// promoted: the server accepts connections and is out of recovery.
-func (r *Recovery) promoted(ctx context.Context) bool {
+// PromoteGrace is how long the temporary server may accept connections
+// while none of the agent's succeeds, before the recovery is given up.
+var PromoteGrace = time.Minute
+
+// postmasterReady: the data directory's postmaster.pid says "ready" (its
+// eighth line, PostgreSQL 10+): the server accepts connections.
+func (r *Recovery) postmasterReady() bool {
+	b, err := os.ReadFile(filepath.Join(r.DataDir, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(string(b), "\n")
+	return len(lines) > 7 && strings.TrimSpace(lines[7]) == "ready"
+}
+
+// promoted: the server accepts connections and is out of recovery; else
+// why not.
+func (r *Recovery) promoted(ctx context.Context) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// The base's own role, else the usual bootstrap superuser's name (the
@@ -308,16 +339,16 @@ func (r *Recovery) promoted(ctx context.Context) bool {
 		}
 	}
 	if c == nil {
-		return false
+		return false, err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
 	var inRecovery bool
 	var su string
 	if err := c.QueryRow(cctx, "SELECT pg_is_in_recovery(), (SELECT rolname FROM pg_roles WHERE oid = 10)").Scan(&inRecovery, &su); err != nil || inRecovery {
-		return false
+		return false, err
 	}
 	r.Superuser = su
-	return true
+	return true, nil
 }
 
 // Conn is the temporary server's address for role. A client of the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cairn.dev/agent/internal/engine"
+	"cairn.dev/agent/internal/inventory"
 	"cairn.dev/agent/internal/pitr"
 	"cairn.dev/agent/internal/store"
 	"cairn.dev/agent/internal/testenv"
@@ -318,4 +319,44 @@ func craftedTar(t *testing.T, entries []tarEntry) string {
 	}
 	check(t, tw.Close())
 	return b.String()
+}
+
+// A base whose roles cannot log in (the bootstrap superuser renamed, the
+// base's role gone): the temporary server accepts connections but none of
+// the agent's; the recovery says so after pitr.PromoteGrace instead of
+// waiting for the Job's deadline.
+func TestRecoveryGivesUpWhenNoRoleCanLogIn(t *testing.T) {
+	p := startPG(t, "wal_level=replica", "max_wal_senders=4")
+	p.must(t, "postgres", "CREATE ROLE cairn_admin SUPERUSER LOGIN REPLICATION PASSWORD 'admin pw'")
+	admin := engine.Conn{Host: "127.0.0.1", Port: p.port, User: "cairn_admin", Password: "admin pw"}
+	c, err := inventory.ConnectPostgres(context.Background(), admin, "postgres")
+	check(t, err)
+	_, err = c.Exec(context.Background(), "ALTER ROLE postgres RENAME TO cairn_renamed")
+	c.Close(context.Background())
+	check(t, err)
+	f := filepath.Join(t.TempDir(), "base.tar")
+	out, err := os.Create(f)
+	check(t, err)
+	b := &engine.PostgresBase{Conn: admin}
+	check(t, b.Dump(context.Background(), out))
+	check(t, out.Close())
+
+	defer func(g time.Duration) { pitr.PromoteGrace = g }(pitr.PromoteGrace)
+	pitr.PromoteGrace = 2 * time.Second
+	rec, err := pitr.PrepareRecovery(context.Background(), nil, "", "", time.Time{}, true, nil, nil)
+	check(t, err)
+	t.Cleanup(rec.Close)
+	in, err := os.Open(f)
+	check(t, err)
+	defer in.Close()
+	check(t, rec.Unpack(context.Background(), in))
+	rec.User = "cairn_gone"
+	self, err := os.Executable()
+	check(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err = rec.Start(ctx, self)
+	if err == nil || !strings.Contains(err.Error(), "accepts connections, but none") {
+		t.Errorf("recovering a base whose roles cannot log in: %v, want it given up after the grace (not the 2-minute deadline)", err)
+	}
 }
