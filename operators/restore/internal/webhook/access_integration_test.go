@@ -104,3 +104,67 @@ func TestARestoreFromABackupJobNeedsItsStore(t *testing.T) {
 		t.Errorf("a label: %v", err)
 	}
 }
+
+// TestARestoreJobNeverApprovedIsApprovedByAnUpdate (issue 47 item 3: the
+// documented re-approval works for every kind): a RestoreJob created while
+// the webhooks were not installed carries no approval; an update through
+// them (kubectl annotate … cairn.dev/approve=1) is reviewed as a create —
+// refused for a user who may not get the target's Secret — and signs it
+// for one who may.
+func TestARestoreJobNeverApprovedIsApprovedByAnUpdate(t *testing.T) {
+	opts, err := testenv.ForOperator(manager.Operator{Name: "restore",
+		AddToScheme: []func(*runtime.Scheme) error{restorev1.AddToScheme, backupv1.AddToScheme}}, "restore", "backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.StartForTest(t, opts)
+	mgr := env.ServeWebhooks(t, "cairn-restore-approval-key", Setup)
+	guard := access.For(mgr)
+	ctx := t.Context()
+	ns, err := env.Namespace(ctx, "reapprove")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rj := &restorev1.RestoreJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "old"}, Spec: restorev1.RestoreJobSpec{
+		Source: restorev1.RestoreSource{Store: &restorev1.StoreSource{Storage: cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}},
+			BackupJob: ns + "/orders-db", Artifact: "orders-db/20260102T030405Z.pgdump.zst"}},
+		Target: cairnv1.DatabaseRef{Engine: cairnv1.PostgresEngine, Host: "scratch.shop.svc", Database: "orders",
+			CredentialsSecretRef: cairnv1.LocalObjectReference{Name: "admin-db"}}}}
+	hooks := testenv.TakeWebhooks(t, env.Client)
+	if err := env.Client.Create(ctx, rj); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hooks {
+		if err := env.Client.Create(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := rj.Annotations[access.Annotation]; ok {
+		t.Fatalf("created without the webhooks, yet approved: %v", rj.Annotations)
+	}
+	cfg, err := env.Tenant(ctx, ns, "eve", rbacv1.PolicyRule{APIGroups: []string{restorev1.GroupVersion.Group}, Resources: []string{"restorejobs"},
+		Verbs: []string{"get", "update", "patch"}}, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
+		ResourceNames: []string{"backups"}, Verbs: []string{"get"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eve, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve := []byte(`{"metadata":{"annotations":{"cairn.dev/approve":"1"}}}`)
+	want := fmt.Sprintf(`spec.target.credentialsSecretRef: user "eve" may not get secret "admin-db" in namespace %q`, ns)
+	testenv.Poll(t, 30*time.Second, "eve's re-approval refused", func() error {
+		err := eve.Patch(ctx, rj.DeepCopy(), client.RawPatch(types.MergePatchType, approve))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("got %v, want refused with %q", err, want)
+		}
+		return nil
+	})
+	if err := env.Client.Patch(ctx, rj, client.RawPatch(types.MergePatchType, approve)); err != nil {
+		t.Fatalf("the admin's re-approval: %v", err)
+	}
+	if !guard.Approver.Approved(rj, access.RestoreJobKind, access.RestoreJobChecks(rj)) {
+		t.Fatalf("not approved after the admin's update: %v", rj.Annotations)
+	}
+}
