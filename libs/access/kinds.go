@@ -78,15 +78,22 @@ func UpdateSecret(ns, name, field string) Check {
 	return Check{Verb: "update", Resource: "secrets", Namespace: ns, Name: name, Kind: "secret", Field: field}
 }
 
-// heldByBackup are the update checks on the Secrets the backup operator
-// holds for a BackupJob's cleanup (operators/backup protectedSecrets): the
-// S3 credentials of a Delete-policy BackupJob on S3, and the database
-// credentials of a PostgreSQL BackupJob with point-in-time recovery (its
-// archiver's slot is released at deletion).
+// heldByBackup are the update checks on the Secrets and the claim the
+// backup operator holds for a BackupJob's cleanup (operators/backup
+// protectedSecrets, protectedClaim): the S3 credentials or the claim of a
+// Delete-policy BackupJob, and the database credentials of a PostgreSQL
+// BackupJob with point-in-time recovery (its archiver's slot is released
+// at deletion).
 func heldByBackup(ns string, db *cairnv1.DatabaseRef, st *cairnv1.StorageSpec, policy backupv1.DeletionPolicy, pitr bool, field, dbField string) []Check {
 	var out []Check
 	if policy == backupv1.DeletionPolicyDelete && st.S3 != nil && st.S3.CredentialsSecretRef.Name != "" {
 		out = append(out, UpdateSecret(ns, st.S3.CredentialsSecretRef.Name, field+".s3.credentialsSecretRef"))
+	}
+	if policy == backupv1.DeletionPolicyDelete && st.PVC != nil && st.PVC.ClaimName != "" {
+		// The claim is held too, and its volume borrowed for the delete
+		// (operators/backup protectedClaim).
+		out = append(out, Check{Verb: "update", Resource: "persistentvolumeclaims", Namespace: ns, Name: st.PVC.ClaimName,
+			Kind: "persistentvolumeclaim", Field: field + ".pvc.claimName"})
 	}
 	if pitr && db.Engine == cairnv1.PostgresEngine && db.CredentialsSecretRef.Name != "" {
 		out = append(out, UpdateSecret(ns, db.CredentialsSecretRef.Name, dbField+".credentialsSecretRef"))

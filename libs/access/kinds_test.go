@@ -91,4 +91,8 @@ func TestHeldSecretsNeedUpdate(t *testing.T) {
 	if !update("s3") || !update("db") {
 		t.Fatalf("held Secrets without update: %+v", BackupJobChecks(bj))
 	}
+	bj.Spec.Storage = cairnv1.StorageSpec{PVC: &cairnv1.PVCStorage{ClaimName: "backups"}}
+	if !update("backups") {
+		t.Fatalf("held claim without update: %+v", BackupJobChecks(bj))
+	}
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // TestHoldingASecretNeedsTheRightToUpdateIt (issue 47 item 11): the
-// operator holds a Delete-policy BackupJob's S3 credentials with a
+// operator holds a Delete-policy BackupJob's S3 credentials or claim with a
 // finalizer (and a point-in-time PostgreSQL BackupJob's database
 // credentials); a user who may only get that Secret cannot make it do so —
 // they could pin another team's Secret Terminating. With update on it,
@@ -57,5 +57,21 @@ func TestHoldingASecretNeedsTheRightToUpdateIt(t *testing.T) {
 	}
 	testenv.Poll(t, 30*time.Second, "alice's Delete BackupJob with update on s3-team admitted", func() error {
 		return alice.Create(ctx, onS3("delete", backupv1.DeletionPolicyDelete))
+	})
+
+	// A PVC store's claim is held too (and its volume borrowed for the
+	// delete): the same with update on the claim.
+	onPVC := h.postgres("delete-pvc")
+	onPVC.Spec.DeletionPolicy = backupv1.DeletionPolicyDelete
+	wantPVC := fmt.Sprintf(`spec.storage.pvc.claimName: user "alice" may not update persistentvolumeclaim "backups" in namespace %q`, h.ns)
+	if err := alice.Create(ctx, onPVC.DeepCopy()); err == nil || !strings.Contains(err.Error(), wantPVC) {
+		t.Fatalf("alice's Delete BackupJob on claim backups: %v; want refused with %q", err, wantPVC)
+	}
+	if _, err := h.env.Tenant(ctx, h.ns, "alice", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
+		ResourceNames: []string{"backups"}, Verbs: []string{"update"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Poll(t, 30*time.Second, "alice's Delete BackupJob with update on the claim admitted", func() error {
+		return alice.Create(ctx, onPVC.DeepCopy())
 	})
 }
