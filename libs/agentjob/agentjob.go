@@ -167,8 +167,10 @@ func JobSpec(s Spec) batchv1.JobSpec {
 // order, the first match applies):
 //
 //   - FailJob when the agent container exits with a code retrying cannot
-//     fix: an invalid configuration (contract.ExitUsage, 2) or a corrupted
-//     artifact (contract.ExitCorrupted, 3). The Job fails at once, with reason
+//     fix: an invalid configuration (contract.ExitUsage, 2), a corrupted
+//     artifact (contract.ExitCorrupted, 3), or a database server no tool of
+//     the image can serve (contract.ExitUnsupported, 4: failure code
+//     UnsupportedServerVersion). The Job fails at once, with reason
 //     PodFailurePolicy, instead of using up its backoffLimit on runs that
 //     would fail the same way.
 //   - Ignore a pod that failed because it was disrupted (condition
@@ -185,7 +187,7 @@ func PodFailurePolicy() *batchv1.PodFailurePolicy {
 			OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
 				ContainerName: ptr.To(ContainerName),
 				Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
-				Values:        []int32{contract.ExitUsage, contract.ExitCorrupted}, // ascending, as the API requires
+				Values:        []int32{contract.ExitUsage, contract.ExitCorrupted, contract.ExitUnsupported}, // ascending, as the API requires
 			},
 		},
 		{

@@ -2,6 +2,7 @@ package agentjob
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,8 +155,8 @@ func TestJobOutcome(t *testing.T) {
 // Every agent Job fails at once when the agent exits with a code retrying
 // cannot fix, and does not count disrupted pods against its backoffLimit.
 func TestPodFailurePolicy(t *testing.T) {
-	if contract.ExitUsage != 2 || contract.ExitCorrupted != 3 {
-		t.Fatalf("the agent's exit codes changed: usage %d, corrupted %d", contract.ExitUsage, contract.ExitCorrupted)
+	if contract.ExitUsage != 2 || contract.ExitCorrupted != 3 || contract.ExitUnsupported != 4 {
+		t.Fatalf("the agent's exit codes changed: usage %d, corrupted %d, unsupported %d", contract.ExitUsage, contract.ExitCorrupted, contract.ExitUnsupported)
 	}
 	js := JobSpec(spec(s3))
 	p := js.PodFailurePolicy
@@ -166,8 +167,8 @@ func TestPodFailurePolicy(t *testing.T) {
 	if fail.Action != batchv1.PodFailurePolicyActionFailJob || fail.OnExitCodes == nil ||
 		ptr.Deref(fail.OnExitCodes.ContainerName, "") != js.Template.Spec.Containers[0].Name ||
 		fail.OnExitCodes.Operator != batchv1.PodFailurePolicyOnExitCodesOpIn ||
-		len(fail.OnExitCodes.Values) != 2 || fail.OnExitCodes.Values[0] != 2 || fail.OnExitCodes.Values[1] != 3 {
-		t.Errorf("rule 0 %+v: want FailJob on exit codes In [2 3] of the agent container", fail)
+		!slices.Equal(fail.OnExitCodes.Values, []int32{2, 3, 4}) {
+		t.Errorf("rule 0 %+v: want FailJob on exit codes In [2 3 4] of the agent container", fail)
 	}
 	if ignore.Action != batchv1.PodFailurePolicyActionIgnore || len(ignore.OnPodConditions) != 1 ||
 		ignore.OnPodConditions[0].Type != corev1.DisruptionTarget || ignore.OnPodConditions[0].Status != corev1.ConditionTrue {

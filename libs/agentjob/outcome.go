@@ -12,8 +12,8 @@ import (
 )
 
 // ReasonPodFailurePolicy is the reason of the Failed condition of a Job that
-// its PodFailurePolicy failed: the agent exited with contract.ExitUsage or
-// contract.ExitCorrupted, and its remaining retries were not used.
+// its PodFailurePolicy failed: the agent exited with contract.ExitUsage,
+// contract.ExitCorrupted or contract.ExitUnsupported, and its remaining retries were not used.
 const ReasonPodFailurePolicy = batchv1.JobReasonPodFailurePolicy
 
 // Outcome of a Job.
