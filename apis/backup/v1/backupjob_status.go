@@ -94,6 +94,40 @@ type BackupJobStatus struct {
 	// (spec.pointInTime).
 	// +optional
 	PointInTime *PointInTimeStatus `json:"pointInTime,omitempty"`
+
+	// Server is the database server the last run that reported one found
+	// (the agent's result: engine and version), e.g. postgres 17.12.
+	// +optional
+	Server *cairnv1.ServerInfo `json:"server,omitempty"`
+
+	// UnsupportedServer is set when a run failed because no tool of its
+	// agent image can serve the database server (agent failure code
+	// UnsupportedServerVersion). While the spec (generation) and the
+	// operator's agent image are those recorded here, the BackupJob is
+	// Stalled with reason UnsupportedServerVersion and its CronJob
+	// suspended: no run starts. A change of either, or a new run-now
+	// request, clears it and runs again.
+	// +optional
+	UnsupportedServer *UnsupportedServerStatus `json:"unsupportedServer,omitempty"`
+}
+
+// UnsupportedServerStatus is a run's report that its agent image cannot
+// serve the database server.
+type UnsupportedServerStatus struct {
+	// Image is the agent image of that run.
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// Generation is the BackupJob's metadata.generation when the run was
+	// recorded.
+	Generation int64 `json:"generation"`
+	// Run is the name of the run's Job.
+	// +optional
+	Run string `json:"run,omitempty"`
+	// Message is the agent's reason: the server's version and the range
+	// the image supports.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
 }
 
 // CatalogListing is one listing of the store's catalog.

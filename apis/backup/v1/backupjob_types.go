@@ -305,6 +305,8 @@ type BackupJobSpec struct {
 // +kubebuilder:printcolumn:name="TimeZone",type=string,JSONPath=`.spec.timeZone`
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackupTime`
 // +kubebuilder:printcolumn:name="Next",type=string,JSONPath=`.status.nextScheduleTime`
+// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.engine`,priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.server.version`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BackupJob struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -49,4 +49,11 @@ const (
 	// ImageNotAllowedReason: spec.image is not in the operator's allow-list
 	// (--allowed-agent-images). Nothing runs.
 	ImageNotAllowedReason = "ImageNotAllowed"
+	// UnsupportedServerVersionReason: the agent found the database server
+	// to be an engine or version no tool of its image can serve (exit code
+	// 4, failure code UnsupportedServerVersion); the message names the
+	// server's version and the range the image supports. Running the same
+	// image again cannot succeed: nothing runs until the spec or the
+	// operator's agent image changes.
+	UnsupportedServerVersionReason = "UnsupportedServerVersion"
 )

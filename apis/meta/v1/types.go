@@ -184,6 +184,17 @@ type KeySelector struct {
 	Key string `json:"key"`
 }
 
+// ServerInfo is a database server as the agent found it at the start of a
+// run (its result's server field).
+type ServerInfo struct {
+	// Engine is postgres, mysql (Oracle MySQL) or mariadb.
+	// +kubebuilder:validation:MaxLength=32
+	Engine string `json:"engine"`
+	// Version is the server's version, e.g. 18.6, 9.7.4, 11.8.9.
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version"`
+}
+
 // AgentRun records one agent Job an object runs (libs/agentjob.Run): its
 // name, stored before the Job is created, so a restarted operator finds
 // that Job and never creates a second one; when it started (set when the

@@ -312,6 +312,11 @@ type RestoreJobStatus struct {
 	// store (spec.recordVerification, every check passed).
 	// +optional
 	Verified bool `json:"verified,omitempty"`
+
+	// Server is the target database server as the restore's agent found
+	// it (its result: engine and version).
+	// +optional
+	Server *cairnv1.ServerInfo `json:"server,omitempty"`
 }
 
 // Check is one check run in the restored database: either a SQL query with
@@ -369,6 +374,8 @@ type CheckResult struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.source`
 // +kubebuilder:printcolumn:name="Artifact",type=string,JSONPath=`.status.artifact.path`
+// +kubebuilder:printcolumn:name="Server",type=string,JSONPath=`.status.server.engine`,priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.server.version`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 55",message="metadata.name: at most 55 characters (the restore Job is named <name>-restore, at most 63)"
 type RestoreJob struct {

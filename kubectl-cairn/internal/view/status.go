@@ -55,7 +55,10 @@ type Row struct {
 	Schedule string `json:"schedule,omitempty"`
 	TimeZone string `json:"timeZone,omitempty"`
 	// Artifact is the newest successful backup's artifact (wide).
-	Artifact string   `json:"artifact,omitempty"`
+	Artifact string `json:"artifact,omitempty"`
+	// Server is the database server the newest run reported, engine and
+	// version, e.g. "postgres 17.12" (status.server; wide).
+	Server   string   `json:"server,omitempty"`
 	Severity Severity `json:"-"`
 	Level    string   `json:"attentionLevel"`
 	// Attention says what needs doing, most urgent first; empty when fine.
@@ -117,8 +120,17 @@ func backupRow(bj *backupv1.BackupJob, now time.Time) Row {
 	if st.LastArtifact != nil {
 		r.Artifact = st.LastArtifact.Path
 	}
+	r.Server = server(st.Server)
 	r.Severity, r.Attention = backupAttention(bj, now)
 	return r
+}
+
+// server prints a recorded server ("postgres 17.12"), "" for none.
+func server(s *cairnv1.ServerInfo) string {
+	if s == nil {
+		return ""
+	}
+	return s.Engine + " " + s.Version
 }
 
 // backupAttention says what is wrong with a BackupJob, if anything.
@@ -154,6 +166,7 @@ func planRow(p *platformv1.ProtectionPlan, bj *backupv1.BackupJob, now time.Time
 	}
 	if bj != nil {
 		r.NextRun = t(bj.Status.NextScheduleTime)
+		r.Server = server(bj.Status.Server)
 	}
 	r.RPO = objective(p.Spec.Objectives.RPO.Duration, r.LastSuccess == nil, r.LastSuccess != nil && now.Sub(*r.LastSuccess) <= p.Spec.Objectives.RPO.Duration)
 	if rto := p.Spec.Objectives.RTO; rto != nil {

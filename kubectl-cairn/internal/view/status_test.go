@@ -35,7 +35,13 @@ func objects() view.Objects {
 		Spec: backupv1.BackupJobSpec{Schedule: "0 2 * * *", TimeZone: "Asia/Shanghai"},
 		Status: backupv1.BackupJobStatus{Phase: backupv1.PhaseSucceeded, LastResult: backupv1.RunSucceeded,
 			LastSuccessfulTime: at(-5 * time.Hour), NextScheduleTime: at(15 * time.Hour),
-			LastArtifact: &cairnv1.Artifact{Path: "cairn/shop/orders-db/shop_orders_20261204T220000.000Z.pgdump.zst", Size: 1 << 20, Checksum: "sha256:ab"}}}
+			LastArtifact: &cairnv1.Artifact{Path: "cairn/shop/orders-db/shop_orders_20261204T220000.000Z.pgdump.zst", Size: 1 << 20, Checksum: "sha256:ab"},
+			Server:       &cairnv1.ServerInfo{Engine: "postgres", Version: "15.20"}}}
+	unsupported := backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders18-db"},
+		Spec: backupv1.BackupJobSpec{Schedule: "0 4 * * *", TimeZone: "UTC"},
+		Status: backupv1.BackupJobStatus{Phase: backupv1.PhaseFailed, LastResult: backupv1.RunFailed, ConsecutiveFailures: 1,
+			Conditions: []metav1.Condition{cond(cairnv1.StalledCondition, metav1.ConditionTrue, cairnv1.UnsupportedServerVersionReason,
+				"backup run orders18-db-1: backup failed: unsupported server version: PostgreSQL 18.6 cannot be served by this agent image's tools (it supports PostgreSQL 15 and older)")}}}
 	failing := backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "carts-db"},
 		Spec: backupv1.BackupJobSpec{Schedule: "*/30 * * * *", TimeZone: "UTC"},
 		Status: backupv1.BackupJobStatus{Phase: backupv1.PhaseFailed, LastResult: backupv1.RunFailed, ConsecutiveFailures: 3,
@@ -44,7 +50,8 @@ func objects() view.Objects {
 		Spec:   backupv1.BackupJobSpec{Schedule: "@daily", TimeZone: "Europe/Berlin"},
 		Status: backupv1.BackupJobStatus{Phase: backupv1.PhaseScheduled, NextScheduleTime: at(2 * time.Hour)}}
 	planBJ := backupv1.BackupJob{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Labels: map[string]string{platformv1.PlanLabel: "orders"}},
-		Status: backupv1.BackupJobStatus{Phase: backupv1.PhaseSucceeded, LastResult: backupv1.RunSucceeded, LastSuccessfulTime: at(-30 * time.Minute), NextScheduleTime: at(30 * time.Minute)}}
+		Status: backupv1.BackupJobStatus{Phase: backupv1.PhaseSucceeded, LastResult: backupv1.RunSucceeded, LastSuccessfulTime: at(-30 * time.Minute), NextScheduleTime: at(30 * time.Minute),
+			Server: &cairnv1.ServerInfo{Engine: "postgres", Version: "17.12"}}}
 	rto := metav1.Duration{Duration: time.Hour}
 	protected := platformv1.ProtectionPlan{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},
 		Spec: platformv1.ProtectionPlanSpec{TimeZone: "Asia/Shanghai", Backup: platformv1.BackupTemplate{Schedule: "0 * * * *"},
@@ -73,7 +80,7 @@ func objects() view.Objects {
 		Spec:   migrationv1.MigrationJobSpec{Cutover: migrationv1.CutoverSpec{Mode: migrationv1.CutoverAuto}},
 		Status: migrationv1.MigrationJobStatus{Phase: migrationv1.PhaseSucceeded, CompletionTime: at(-48 * time.Hour)}}
 	return view.Objects{
-		BackupJobs:    []backupv1.BackupJob{healthy, failing, fresh, planBJ},
+		BackupJobs:    []backupv1.BackupJob{healthy, failing, fresh, planBJ, unsupported},
 		Plans:         []platformv1.ProtectionPlan{protected, atRisk},
 		MigrationJobs: []migrationv1.MigrationJob{waiting, done},
 	}
@@ -126,6 +133,7 @@ func TestStatusOrdersByAttention(t *testing.T) {
 	want := []string{
 		"critical ProtectionPlan billing/invoices",
 		"critical BackupJob shop/carts-db",
+		"critical BackupJob shop/orders18-db",
 		"action MigrationJob shop/orders-to-v16",
 		"warning BackupJob billing/ledger",
 		"ok BackupJob shop/orders-db",

@@ -40,7 +40,7 @@ func dash(s string) string {
 }
 
 // Table writes rows as kubectl writes tables; wide adds the schedule, time
-// zone and newest artifact.
+// zone, database server (engine and version) and newest artifact.
 func Table(w io.Writer, rows []Row, now time.Time, allNamespaces, wide bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	cols := []string{"KIND", "NAME", "PHASE", "LAST SUCCESS", "NEXT RUN", "RECOVERY POINT", "RPO", "RTO", "OBJECTIVES"}
@@ -48,7 +48,7 @@ func Table(w io.Writer, rows []Row, now time.Time, allNamespaces, wide bool) err
 		cols = append([]string{"NAMESPACE"}, cols...)
 	}
 	if wide {
-		cols = append(cols, "SCHEDULE", "TIMEZONE", "ARTIFACT")
+		cols = append(cols, "SCHEDULE", "TIMEZONE", "SERVER", "ARTIFACT")
 	}
 	cols = append(cols, "ATTENTION")
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
@@ -66,7 +66,7 @@ func Table(w io.Writer, rows []Row, now time.Time, allNamespaces, wide bool) err
 			vals = append([]string{r.Namespace}, vals...)
 		}
 		if wide {
-			vals = append(vals, dash(r.Schedule), dash(r.TimeZone), dash(r.Artifact))
+			vals = append(vals, dash(r.Schedule), dash(r.TimeZone), dash(r.Server), dash(r.Artifact))
 		}
 		att := "-"
 		if r.Attention != "" {

@@ -44,10 +44,11 @@ func cronJobMeta() *metav1.PartialObjectMetadata {
 // ensureCronJob is the step that keeps the one CronJob: created when
 // missing, left alone when its metadata shows it unchanged, drift reverted.
 // A CronJob of the same name that another controller owns stalls the
-// BackupJob: it is never adopted or changed.
+// BackupJob: it is never adopted or changed. It is suspended while a run's
+// unsupported server holds (status.unsupportedServer, checkUnsupported).
 func (r *BackupJobReconciler) ensureCronJob(ctx context.Context, p *pass) error {
 	bj := p.Obj
-	op, err := r.applyCronJob(ctx, bj, bj.Spec.Suspend)
+	op, err := r.applyCronJob(ctx, bj, bj.Spec.Suspend || bj.Status.UnsupportedServer != nil)
 	var nc *ownership.NotControlledError
 	if errors.As(err, &nc) {
 		bj.Status.Phase = backupv1.PhasePending

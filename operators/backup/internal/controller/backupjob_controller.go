@@ -89,7 +89,7 @@ func (r *BackupJobReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	r.archivers = &ownership.Applier{Client: r.Client, APIReader: r.APIReader, Scheme: r.Scheme}
 	s.Finalizer.RetryInterval = 15 * time.Second
 	s.Steps = []reconcile.Step[*backupv1.BackupJob, state]{{Name: "validate", Run: r.validate}, {Name: "references", Run: r.checkReferences},
-		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns}, {Name: "archiver", Run: r.ensureArchiver},
+		{Name: "protect-credentials", Run: r.protectCredentials}, {Name: "unsupported-server", Run: r.checkUnsupported}, {Name: "cronjob", Run: r.ensureCronJob}, {Name: "runs", Run: r.observeRuns}, {Name: "archiver", Run: r.ensureArchiver},
 		{Name: "archive-check", Run: r.checkArchive},
 		{Name: "run-now", Run: r.runNow}, {Name: "catalog", Run: r.listCatalog}}
 	s.Summarize, s.Cleanup, s.Deleting, s.Transition, s.Observe = r.summarize, r.cleanup, deleting, r.transition, observe

@@ -79,8 +79,9 @@ func desiredCronJob(bj *backupv1.BackupJob, image string) *batchv1.CronJob {
 			SuccessfulJobsHistoryLimit: ptr.To(historyLimit),
 			FailedJobsHistoryLimit:     ptr.To(historyLimit),
 			JobTemplate: batchv1.JobTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(bj.Name, runScheduled)},
-				Spec:       agentjob.JobSpec(spec),
+				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(bj.Name, runScheduled),
+					Annotations: map[string]string{AgentImageAnnotation: image}},
+				Spec: agentjob.JobSpec(spec),
 			},
 		},
 	}
@@ -99,7 +100,7 @@ func runNowJob(bj *backupv1.BackupJob, image, id string) *batchv1.Job {
 			Namespace:   bj.Namespace,
 			Name:        name,
 			Labels:      labels,
-			Annotations: map[string]string{backupv1.RunNowAnnotation: id},
+			Annotations: map[string]string{backupv1.RunNowAnnotation: id, AgentImageAnnotation: image},
 		},
 		Spec: agentjob.JobSpec(spec),
 	}

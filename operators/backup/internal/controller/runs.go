@@ -18,6 +18,7 @@ import (
 
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
+	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/ownership"
 )
@@ -127,7 +128,13 @@ func (r *BackupJobReconciler) observeRuns(ctx context.Context, p *pass) error {
 			break
 		}
 	}
-	return r.pruneRunNowJobs(ctx, bj, runs)
+	if err := r.pruneRunNowJobs(ctx, bj, runs); err != nil {
+		return err
+	}
+	if r.clearStaleUnsupported(bj); bj.Status.UnsupportedServer != nil {
+		return r.stallUnsupported(ctx, bj)
+	}
+	return nil
 }
 
 // listRuns returns the Jobs that are runs of bj: labelled with its name and
@@ -223,6 +230,10 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 		return obs.RequeueAfter, nil
 	}
 	res, failure := obs.Result, obs.FailureReason()
+	r.recordUnsupported(bj, job, obs.Failure)
+	if res != nil && res.Server != nil {
+		bj.Status.Server = &cairnv1.ServerInfo{Engine: res.Server.Engine, Version: res.Server.Version}
+	}
 	if o.Succeeded && res == nil {
 		log.Info("run succeeded without an agent result in its pods; recording it without an artifact")
 	}

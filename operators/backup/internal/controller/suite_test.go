@@ -193,13 +193,23 @@ func finishRun(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, 
 // finishRunAt is finishRun with the Job finished at end.
 func finishRunAt(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, msg string, end metav1.Time) *batchv1.Job {
 	t.Helper()
+	return finishRunWith(t, bj, name, succeed, msg, end, nil)
+}
+
+// finishRunWith is finishRunAt with mutate applied to the Job before it is
+// created (nil: none).
+func finishRunWith(t *testing.T, bj *backupv1.BackupJob, name string, succeed bool, msg string, end metav1.Time, mutate func(*batchv1.Job)) *batchv1.Job {
+	t.Helper()
 	ctx := context.Background()
 	g := NewWithT(t)
 	cj := cronJob(g, client.ObjectKeyFromObject(bj))
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: name, Labels: cj.Spec.JobTemplate.Labels,
+		ObjectMeta: metav1.ObjectMeta{Namespace: bj.Namespace, Name: name, Labels: cj.Spec.JobTemplate.Labels, Annotations: cj.Spec.JobTemplate.Annotations,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
 		Spec: cj.Spec.JobTemplate.Spec,
+	}
+	if mutate != nil {
+		mutate(job)
 	}
 	g.Expect(env.Client.Create(ctx, job)).To(Succeed())
 	code := int32(0)

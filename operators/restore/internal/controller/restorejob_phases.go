@@ -221,6 +221,9 @@ func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
 			rj.Status.RecoveryPoint = &metav1.Time{Time: res.RecoveryPoint.UTC()}
 		}
 		recordChecks(rj, res)
+		if res.Server != nil {
+			rj.Status.Server = &cairnv1.ServerInfo{Engine: res.Server.Engine, Version: res.Server.Version}
+		}
 	}
 	return nil
 }
@@ -338,7 +341,8 @@ func (r *RestoreJobReconciler) wait(_ *pass, reason, format string, args ...any)
 // failedReason is the Stalled reason of a failed restore: the agent's
 // failure code when the operator knows it (an encrypted artifact restored
 // without a matching identity: the target was not touched, and the
-// message names the recipients the artifact needs), else Failed. Decided
+// message names the recipients the artifact needs; a target server the
+// agent image cannot serve), else Failed. Decided
 // on the code, never on the message's words.
 func failedReason(f *contract.FailedError) string {
 	if f != nil {
@@ -351,6 +355,11 @@ func failedReason(f *contract.FailedError) string {
 			return restorev1.RestoreJobOutsideWindowReason
 		case contract.CodeArchiveGap:
 			return restorev1.RestoreJobArchiveGapReason
+		case contract.CodeUnsupportedServer:
+			// No tool of the agent image can serve the target server
+			// (exit code 4, not retried); the message names its version
+			// and the range the image supports. Nothing was written.
+			return cairnv1.UnsupportedServerVersionReason
 		}
 	}
 	return cairnv1.FailedReason
