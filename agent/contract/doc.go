@@ -19,5 +19,7 @@
 //
 // A failed command reports a Failure: {"error":"backup: …"}, with a code
 // when the operator acts on the kind of failure:
-// {"error":"replication-status: …","code":"RetainedWALOverLimit"}.
+// {"error":"replication-status: …","code":"RetainedWALOverLimit"}; a
+// refused server is named:
+// {"error":"backup failed: unsupported server version: …","code":"UnsupportedServerVersion","server":{"engine":"postgres","version":"18.6"}}.
 package contract

@@ -194,6 +194,10 @@ type Failure struct {
 	// kind (Code…); empty otherwise. Operators decide on the code, never on
 	// the reason's words.
 	Code string `json:"code,omitempty"`
+	// Server is the database server the command found before it failed,
+	// when it reports it (CodeUnsupportedServer: the server no tool of the
+	// image can serve); absent otherwise.
+	Server *ServerInfo `json:"server,omitempty"`
 }
 
 // Failure codes.
@@ -284,7 +288,11 @@ type Summary struct {
 
 // FailedError is returned by Parse, ParseMigration and ParseCatalog for a
 // Failure message: its reason and code.
-type FailedError struct{ Reason, Code string }
+type FailedError struct {
+	Reason, Code string
+	// Server is the failure's server, when it reported one.
+	Server *ServerInfo
+}
 
 func (e *FailedError) Error() string { return "agent failed: " + e.Reason }
 
@@ -301,16 +309,20 @@ func Marshal(v any) ([]byte, error) {
 // JSON line that fits in MaxMessageBytes, shortening the reason if needed.
 // Newlines in the reason are replaced by spaces so the message stays one
 // line.
-func FailureLine(reason, code string) []byte {
+func FailureLine(reason, code string) []byte { return FailureLineServer(reason, code, nil) }
+
+// FailureLineServer is FailureLine with the server the command found
+// (nil: none).
+func FailureLineServer(reason, code string, server *ServerInfo) []byte {
 	reason = strings.Join(strings.Fields(reason), " ")
-	b, _ := Marshal(Failure{Error: reason, Code: code})
+	b, _ := Marshal(Failure{Error: reason, Code: code, Server: server})
 	for len(b) > MaxMessageBytes {
 		// JSON escaping makes a rune at least one byte, so cutting the excess
 		// (plus room for the ellipsis) in runes always shrinks the line.
 		r := []rune(reason)
 		cut := min(len(b)-MaxMessageBytes+4, len(r))
 		reason = string(r[:len(r)-cut]) + "…"
-		b, _ = Marshal(Failure{Error: reason, Code: code})
+		b, _ = Marshal(Failure{Error: reason, Code: code, Server: server})
 	}
 	return b
 }
@@ -353,7 +365,7 @@ func parseFailure(message string) error {
 	if err := json.Unmarshal([]byte(message), &f); err != nil {
 		return fmt.Errorf("malformed failure message: %w", err)
 	}
-	return &FailedError{Reason: f.Error, Code: f.Code}
+	return &FailedError{Reason: f.Error, Code: f.Code, Server: f.Server}
 }
 
 // PointInTimeWindow is what an archive can recover (docs/pitr.md).

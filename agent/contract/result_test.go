@@ -156,3 +156,23 @@ func TestMarshalResultChecksFit(t *testing.T) {
 		t.Error("MarshalResult changed its argument's checks")
 	}
 }
+
+// A failure that names the server (UnsupportedServerVersion) carries it to
+// the operator, which records it in status.server; older failures parse
+// without one.
+func TestFailureLineServer(t *testing.T) {
+	b := FailureLineServer("backup failed: unsupported server version: PostgreSQL 18.6 …", CodeUnsupportedServer,
+		&ServerInfo{Engine: EnginePostgres, Version: "18.6"})
+	if !strings.Contains(string(b), `"server":{"engine":"postgres","version":"18.6"}`) {
+		t.Fatalf("line %s has no server", b)
+	}
+	_, err := Parse(string(b))
+	var f *FailedError
+	if !errors.As(err, &f) || f.Code != CodeUnsupportedServer || f.Server == nil || *f.Server != (ServerInfo{Engine: "postgres", Version: "18.6"}) {
+		t.Fatalf("Parse = %#v", err)
+	}
+	_, err = Parse(string(FailureLine("boom", "")))
+	if !errors.As(err, &f) || f.Server != nil {
+		t.Fatalf("Parse(no server) = %#v", err)
+	}
+}

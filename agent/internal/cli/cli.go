@@ -157,7 +157,11 @@ func fail(o Options, cfg *config.Config, cmd string, err error, log *slog.Logger
 	}
 	reason = strings.Join(strings.Fields(reason), " ")
 	fmt.Fprintf(o.Stderr, "agent: %s\n", reason)
-	writeTerminationLog(cfg, contract.FailureLine(reason, contract.FailureCode(err)), log)
+	var server *contract.ServerInfo
+	if ue := (*toolset.UnsupportedError)(nil); errors.As(err, &ue) {
+		server = ue.Server.Info() // the operator records it (status.server)
+	}
+	writeTerminationLog(cfg, contract.FailureLineServer(reason, contract.FailureCode(err), server), log)
 	return exitCode(err)
 }
 

@@ -18,6 +18,7 @@ import (
 	"cairn.dev/agent/internal/config"
 	"cairn.dev/agent/internal/naming"
 	"cairn.dev/agent/internal/pipeline"
+	"cairn.dev/agent/internal/toolset"
 )
 
 func run(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
@@ -217,5 +218,31 @@ func TestExitCode(t *testing.T) {
 		if got := exitCode(tt.err); got != tt.want {
 			t.Errorf("exitCode(%v) = %d, want %d", tt.err, got, tt.want)
 		}
+	}
+}
+
+// A server no tool of the image can serve (as backup's and restore's tool
+// choice report it): exit 4, failure code UnsupportedServerVersion, and
+// the server in the failure line (the
+// operator records it in status.server and chooses by it).
+func TestUnsupportedServerReport(t *testing.T) {
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	cfg := &config.Config{TerminationLog: termLog, TerminationLogSet: true}
+	uerr := fmt.Errorf("choosing tools: %w", &contract.CodedError{Code: contract.CodeUnsupportedServer, Err: &toolset.UnsupportedError{
+		Server:    toolset.Server{Engine: "postgres", Version: "18.6", Major: 18, Minor: 6},
+		Supported: "PostgreSQL 15 and older", Need: "use an agent image with PostgreSQL 18 (or newer) tools"}})
+	var errb strings.Builder
+	if code := fail(Options{Stderr: &errb}, cfg, "backup", uerr, nil); code != contract.ExitUnsupported {
+		t.Fatalf("exit %d, want %d", code, contract.ExitUnsupported)
+	}
+	msg, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, perr := contract.Parse(string(msg))
+	f, ok := perr.(*contract.FailedError)
+	if !ok || f.Code != contract.CodeUnsupportedServer || f.Server == nil || *f.Server != (contract.ServerInfo{Engine: "postgres", Version: "18.6"}) ||
+		!strings.Contains(f.Reason, "PostgreSQL 18.6") {
+		t.Fatalf("termination message %q: %#v", msg, perr)
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
-	cairnv1 "cairn.dev/apis/meta/v1"
 	"cairn.dev/libs/agentjob"
 	"cairn.dev/libs/ownership"
 )
@@ -231,8 +230,8 @@ func (r *BackupJobReconciler) recordRun(ctx context.Context, bj *backupv1.Backup
 	}
 	res, failure := obs.Result, obs.FailureReason()
 	r.recordUnsupported(bj, job, obs.Failure)
-	if res != nil && res.Server != nil {
-		bj.Status.Server = &cairnv1.ServerInfo{Engine: res.Server.Engine, Version: res.Server.Version}
+	if srv := runServer(res, obs.Failure); srv != nil {
+		bj.Status.Server = srv
 	}
 	if o.Succeeded && res == nil {
 		log.Info("run succeeded without an agent result in its pods; recording it without an artifact")

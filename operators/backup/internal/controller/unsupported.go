@@ -90,3 +90,18 @@ func (r *BackupJobReconciler) stallUnsupported(ctx context.Context, bj *backupv1
 		"backup run %s: %s; no run starts (the CronJob is suspended) until the spec or the operator's agent image (%s) changes, or a new run-now request",
 		u.Run, u.Message, u.Image)
 }
+
+// runServer is the database server a finished run reported: in its result,
+// or in its failure (an unsupported server); nil when it reported none.
+func runServer(res *contract.Result, f *contract.FailedError) *cairnv1.ServerInfo {
+	var s *contract.ServerInfo
+	switch {
+	case res != nil && res.Server != nil:
+		s = res.Server
+	case f != nil && f.Server != nil:
+		s = f.Server
+	default:
+		return nil
+	}
+	return &cairnv1.ServerInfo{Engine: s.Engine, Version: s.Version}
+}

@@ -18,7 +18,7 @@ import (
 
 // unsupportedFailure is the agent's termination message when its image has
 // no tool that can serve the server (exit code 4).
-const unsupportedFailure = `{"error":"backup failed: unsupported server version: PostgreSQL 18.6 cannot be served by this agent image's tools (it supports PostgreSQL 15 and older); use an agent image with PostgreSQL 18 (or newer) tools","code":"UnsupportedServerVersion"}`
+const unsupportedFailure = `{"error":"backup failed: unsupported server version: PostgreSQL 18.6 cannot be served by this agent image's tools (it supports PostgreSQL 15 and older); use an agent image with PostgreSQL 18 (or newer) tools","code":"UnsupportedServerVersion","server":{"engine":"postgres","version":"18.6"}}`
 
 func resultWithServer(artifact, engine, version string) string {
 	return fmt.Sprintf(`{"artifact":%q,"size":2048,"checksum":"sha256:%064x","start":"2026-12-01T18:00:00Z","end":"2026-12-01T18:01:00Z","durationSeconds":60,"engine":"postgres","server":{"engine":%q,"version":%q}}`,
@@ -29,7 +29,7 @@ func resultWithServer(artifact, engine, version string) string {
 // stalls the BackupJob (Stalled=True, Ready=False, reason
 // UnsupportedServerVersion, the agent's message) and suspends its CronJob:
 // no scheduled run retries it. A spec change runs again. The server a run
-// reported is recorded in status.server.
+// reported (in its result, or in the refusal) is recorded in status.server.
 func TestUnsupportedServerStallsUntilTheSpecChanges(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
@@ -61,7 +61,7 @@ func TestUnsupportedServerStallsUntilTheSpecChanges(t *testing.T) {
 		g.Expect(got.Status.UnsupportedServer.Generation).To(Equal(got.Generation))
 		g.Expect(*cronJob(g, key).Spec.Suspend).To(BeTrue(), "the schedule starts no run that must fail the same way")
 	}).WithTimeout(30 * time.Second).Should(Succeed())
-	g.Expect(got.Status.Server.Version).To(Equal("15.20"), "a failed run keeps the last server reported")
+	g.Expect(got.Status.Server).To(Equal(&cairnv1.ServerInfo{Engine: "postgres", Version: "18.6"}), "the refused run's server")
 
 	// Another reconcile (an unrelated annotation) keeps it stalled.
 	update(t, key, func(bj *backupv1.BackupJob) { bj.Annotations = map[string]string{"unrelated": "1"} })

@@ -215,6 +215,9 @@ func (r *RestoreJobReconciler) run(ctx context.Context, p *pass) error {
 			}
 		}
 	}
+	if f := obs.Failure; f != nil && f.Server != nil {
+		rj.Status.Server = &cairnv1.ServerInfo{Engine: f.Server.Engine, Version: f.Server.Version}
+	}
 	if res := obs.Result; res != nil {
 		rj.Status.Artifact = agentjob.Artifact(res)
 		if !res.RecoveryPoint.IsZero() {

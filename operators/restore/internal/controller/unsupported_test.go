@@ -34,7 +34,7 @@ func TestUnsupportedTargetServer(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, rj)).To(Succeed())
 	job := waitForJob(t, rj)
 	reason := "restore failed: unsupported server version: PostgreSQL 18.6 cannot be served by this agent image's tools (it supports PostgreSQL 15 and older); use an agent image with PostgreSQL 18 (or newer) tools"
-	testenv.AgentPod(t, env.Client, job, 1, contract.ExitUnsupported, string(contract.FailureLine(reason, contract.CodeUnsupportedServer)))
+	testenv.AgentPod(t, env.Client, job, 1, contract.ExitUnsupported, string(contract.FailureLineServer(reason, contract.CodeUnsupportedServer, &contract.ServerInfo{Engine: "postgres", Version: "18.6"})))
 	testenv.UpdateJobStatus(t, env.Client, job, func(s *batchv1.JobStatus) {
 		now := metav1.Now()
 		s.Failed, s.Active = 1, 0
@@ -54,6 +54,7 @@ func TestUnsupportedTargetServer(t *testing.T) {
 	g.Expect(ready).NotTo(BeNil())
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.Reason).To(Equal(cairnv1.UnsupportedServerVersionReason))
+	g.Expect(got.Status.Server).To(Equal(&cairnv1.ServerInfo{Engine: "postgres", Version: "18.6"}), "the refused target's server")
 	g.Consistently(func(g Gomega) { g.Expect(jobs(g, ns)).To(HaveLen(1)) }).WithTimeout(2 * time.Second).Should(Succeed())
 
 	ok := restoreJob(ns, "into-pg15", fromBackupJob("orders-db", ""))
