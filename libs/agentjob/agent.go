@@ -13,6 +13,10 @@ import (
 type Agent struct {
 	// AgentImage runs in every agent pod (the operator's --agent-image).
 	AgentImage string
+	// Images are the images per database server (--agent-images), for
+	// operators that choose the image by the server a run found; the
+	// zero value: AgentImage for every server.
+	Images Images
 	// ResultGrace is how long a finished Job waits for its pod's result to
 	// reach the cache before it is recorded without one (Run.Grace); zero
 	// is ResultGrace.

@@ -79,7 +79,7 @@ func (r *BackupJobReconciler) suspendCronJob(ctx context.Context, bj *backupv1.B
 }
 
 func (r *BackupJobReconciler) applyCronJob(ctx context.Context, bj *backupv1.BackupJob, suspend bool) (ownership.Op, error) {
-	desired := desiredCronJob(bj, r.AgentImage)
+	desired := desiredCronJob(bj, r.imageFor(bj))
 	desired.Spec.Suspend = &suspend
 	return r.cronJobs.Ensure(ctx, bj, desired)
 }

@@ -50,7 +50,7 @@ func (r *BackupJobReconciler) ensureArchiver(ctx context.Context, p *pass) error
 		bj.Status.PointInTime = nil
 		return r.removeArchiver(ctx, bj)
 	}
-	desired := desiredArchiver(bj, r.AgentImage)
+	desired := desiredArchiver(bj, r.imageFor(bj))
 	op, err := reconcile.EnsureChild(ctx, p, r.archivers, desired)
 	if stalled := (*reconcile.StalledError)(nil); errors.As(err, &stalled) {
 		conditions.Set(bj, backupv1.PointInTimeReadyCondition, metav1.ConditionFalse, cairnv1.NotControlledReason, err.Error())

@@ -63,7 +63,7 @@ func (r *BackupJobReconciler) runNow(ctx context.Context, p *pass) error {
 	if id == "" || id == bj.Status.LastRunNowRequest || bj.Spec.Suspend || p.State.active {
 		return nil
 	}
-	job := runNowJob(bj, r.AgentImage, id)
+	job := runNowJob(bj, r.imageFor(bj), id)
 	run := ownRun(r, bj, job, contract.Parse)
 	if _, err := run.Observe(ctx); err != nil {
 		return fmt.Errorf("run-now Job %s: %w", job.Name, err)
@@ -128,6 +128,9 @@ func (r *BackupJobReconciler) observeRuns(ctx context.Context, p *pass) error {
 		}
 	}
 	if err := r.pruneRunNowJobs(ctx, bj, runs); err != nil {
+		return err
+	}
+	if err := r.rerunWithServingImage(ctx, p); err != nil {
 		return err
 	}
 	if r.clearStaleUnsupported(bj); bj.Status.UnsupportedServer != nil {

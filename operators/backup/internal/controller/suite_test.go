@@ -49,6 +49,10 @@ var (
 
 const agentImage = "example.test/cairn/agent:test"
 
+// mysqlAgentImage is the test operator's --agent-images entry for Oracle
+// MySQL servers (no PostgreSQL major is mapped: those run agentImage).
+const mysqlAgentImage = "example.test/cairn/agent:test-mysql"
+
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
@@ -120,7 +124,8 @@ func startOperator(ctx context.Context) error {
 	op := operator.New("test")
 	op.Setup = func(ctx context.Context, mgr ctrl.Manager, o *manager.Options) error {
 		r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), time.Hour),
-			Agent: agentjob.Agent{AgentImage: agentImage, ResultGrace: 3 * time.Second}, OperatorNamespace: o.LeaderElectionNamespace}
+			Agent: agentjob.Agent{AgentImage: agentImage, ResultGrace: 3 * time.Second,
+				Images: agentjob.Images{MySQL: mysqlAgentImage}}, OperatorNamespace: o.LeaderElectionNamespace}
 		r.Clock = testClock{}
 		return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
 	}

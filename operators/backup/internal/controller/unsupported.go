@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"cairn.dev/agent/contract"
 	backupv1 "cairn.dev/apis/backup/v1"
@@ -64,15 +66,16 @@ func (r *BackupJobReconciler) checkUnsupported(_ context.Context, p *pass) error
 }
 
 // clearStaleUnsupported clears bj's recorded unsupported server when it no
-// longer holds: the spec changed since (generation), the operator's agent
-// image is not the run's, or a run-now request is pending.
+// longer holds: the spec changed since (generation), the image the
+// operator would run now (imageFor) is not the run's, or a run-now request
+// is pending.
 func (r *BackupJobReconciler) clearStaleUnsupported(bj *backupv1.BackupJob) {
 	u := bj.Status.UnsupportedServer
 	if u == nil {
 		return
 	}
 	runNow := bj.Annotations[backupv1.RunNowAnnotation]
-	if u.Generation != bj.Generation || u.Image != r.AgentImage || (runNow != "" && runNow != bj.Status.LastRunNowRequest) {
+	if u.Generation != bj.Generation || u.Image != r.imageFor(bj) || (runNow != "" && runNow != bj.Status.LastRunNowRequest) {
 		bj.Status.UnsupportedServer = nil
 	}
 }
@@ -104,4 +107,41 @@ func runServer(res *contract.Result, f *contract.FailedError) *cairnv1.ServerInf
 		return nil
 	}
 	return &cairnv1.ServerInfo{Engine: s.Engine, Version: s.Version}
+}
+
+// imageFor is the agent image of bj's backup runs: the one --agent-images
+// maps bj's server (status.server) to, else --agent-image.
+func (r *BackupJobReconciler) imageFor(bj *backupv1.BackupJob) string {
+	return r.Images.For(bj.Status.Server, r.AgentImage)
+}
+
+// rerunWithServingImage: a run refused its server (just recorded) on an
+// image other than the one the operator now chooses for that server (an
+// --agent-images entry serves it) runs again at once with that image, as a
+// Job named after the refused run (so it starts once), and the CronJob
+// takes the image: the BackupJob does not stall. Nothing when the choice
+// is the refused image (then it stalls).
+func (r *BackupJobReconciler) rerunWithServingImage(ctx context.Context, p *pass) error {
+	bj := p.Obj
+	u := bj.Status.UnsupportedServer
+	if u == nil || u.Generation != bj.Generation || p.State.active {
+		return nil
+	}
+	img := r.imageFor(bj)
+	if img == u.Image {
+		return nil
+	}
+	if _, err := r.applyCronJob(ctx, bj, bj.Spec.Suspend); err != nil {
+		return fmt.Errorf("ensuring the CronJob: %w", err)
+	}
+	if !bj.Spec.Suspend {
+		job := runNowJob(bj, img, "rerun-"+u.Run)
+		if _, err := ownRun(r, bj, job, contract.Parse).Observe(ctx); err != nil {
+			return fmt.Errorf("rerun Job %s: %w", job.Name, err)
+		}
+		p.State.active = true
+		ctrl.LoggerFrom(ctx).Info("rerunning with the image that serves the server", "Job", job.Name, "image", img, "refused", u.Run)
+	}
+	bj.Status.UnsupportedServer = nil
+	return nil
 }

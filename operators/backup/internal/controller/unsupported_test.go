@@ -84,8 +84,8 @@ func TestUnsupportedServerStallsUntilTheSpecChanges(t *testing.T) {
 }
 
 // A run that failed for the same reason but on another agent image than
-// the operator's (the operator was since given a newer one) does not stall:
-// the next run uses the new image.
+// the one the operator now chooses (it was since given a newer one) does
+// not stall: it is rerun at once with the current image.
 func TestUnsupportedServerOnAnOldImageDoesNotStall(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
@@ -97,10 +97,13 @@ func TestUnsupportedServerOnAnOldImageDoesNotStall(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		got := get(g, key)
 		g.Expect(got.Status.LastRunName).To(Equal("orders18b-1001"))
-		g.Expect(got.Status.Phase).To(Equal(backupv1.PhaseFailed))
+		g.Expect(got.Status.Phase).To(Equal(backupv1.PhaseRunning))
 		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, cairnv1.StalledCondition)).To(BeFalse())
 		g.Expect(got.Status.UnsupportedServer).To(BeNil())
 		g.Expect(*cronJob(g, key).Spec.Suspend).To(BeFalse())
+		jobs := runNowJobs(g, ns)
+		g.Expect(jobs).To(HaveLen(1))
+		g.Expect(jobs[0].Spec.Template.Spec.Containers[0].Image).To(Equal(agentImage))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
@@ -111,4 +114,49 @@ func finishRunImage(t *testing.T, bj *backupv1.BackupJob, name, image, msg strin
 		j.Spec.Template.Spec.Containers[0].Image = image
 		j.Annotations = map[string]string{controller.AgentImageAnnotation: image}
 	})
+}
+
+// With --agent-images mapping the refused server to another image, the
+// refusal is not a stall: the run is rerun at once with that image (a Job
+// named after the refused run) and the CronJob takes it. A refusal by the
+// chosen image itself stalls.
+func TestUnsupportedServerRerunsWithTheImageThatServesIt(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	b := backupJob(ns, "shop97")
+	b.Spec.Database.Engine = cairnv1.MySQLEngine
+	bj := create(t, b)
+	key := client.ObjectKeyFromObject(bj)
+	converged(t, key, backupv1.PhaseScheduled)
+	g.Expect(cronJob(g, key).Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image).To(Equal(agentImage), "server unknown: --agent-image")
+
+	refused := `{"error":"backup failed: unsupported server version: MySQL 9.7.4 cannot be served by this agent image's tools (it supports MariaDB servers only)","code":"UnsupportedServerVersion","server":{"engine":"mysql","version":"9.7.4"}}`
+	finishRun(t, bj, "shop97-1001", false, refused)
+	g.Eventually(func(g Gomega) {
+		jobs := runNowJobs(g, ns)
+		g.Expect(jobs).To(HaveLen(1))
+		g.Expect(jobs[0].Spec.Template.Spec.Containers[0].Image).To(Equal(mysqlAgentImage))
+		g.Expect(jobs[0].Annotations[controller.AgentImageAnnotation]).To(Equal(mysqlAgentImage))
+		got := get(g, key)
+		g.Expect(got.Status.Server).To(Equal(&cairnv1.ServerInfo{Engine: "mysql", Version: "9.7.4"}))
+		g.Expect(got.Status.UnsupportedServer).To(BeNil())
+		g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, cairnv1.StalledCondition)).To(BeFalse())
+		cj := cronJob(g, key)
+		g.Expect(cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image).To(Equal(mysqlAgentImage))
+		g.Expect(cj.Spec.JobTemplate.Annotations[controller.AgentImageAnnotation]).To(Equal(mysqlAgentImage))
+		g.Expect(*cj.Spec.Suspend).To(BeFalse())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// The mapped image refuses it too: nothing else serves it, it stalls.
+	finishRun(t, bj, "shop97-1002", false, refused)
+	g.Eventually(func(g Gomega) {
+		got := get(g, key)
+		stalled := meta.FindStatusCondition(got.Status.Conditions, cairnv1.StalledCondition)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Reason).To(Equal(cairnv1.UnsupportedServerVersionReason))
+		g.Expect(got.Status.UnsupportedServer).NotTo(BeNil())
+		g.Expect(got.Status.UnsupportedServer.Image).To(Equal(mysqlAgentImage))
+		g.Expect(*cronJob(g, key).Spec.Suspend).To(BeTrue())
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Expect(runNowJobs(g, ns)).To(HaveLen(1), "one rerun only")
 }

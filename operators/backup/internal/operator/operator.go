@@ -5,6 +5,8 @@ package operator
 
 import (
 	"context"
+	"flag"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,6 +30,7 @@ const DefaultAgentImage = "ghcr.io/cairn-dev/agent:latest"
 
 // New returns the backup operator at version.
 func New(version string) manager.Operator {
+	var images string
 	return manager.Operator{
 		Name: "backup", Version: version, AgentImage: DefaultAgentImage, CleanupDeadline: access.BackupJob.CleanupDeadline,
 		Access: true, Trusted: []string{access.OrchestratorServiceAccount},
@@ -39,7 +42,18 @@ func New(version string) manager.Operator {
 			// a pod: those deletes cannot run).
 			r := &controller.BackupJobReconciler{Base: reconcile.NewBase(mgr, o.EventSource(), o.CleanupDeadline),
 				Agent: agentjob.Agent{AgentImage: o.AgentImage}, OperatorNamespace: o.OperatorNamespace()}
+			im, err := agentjob.ParseImages(images)
+			if err != nil {
+				return err
+			}
+			r.Images = im
 			return r.SetupWithManager(ctx, mgr, o.ControllerOptions())
+		},
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&images, "agent-images", "", "Agent images per database server, e.g. "+
+				"postgres:13=IMG,postgres:17=IMG,postgres:18=IMG,mysql=IMG,mariadb=IMG: a BackupJob whose server "+
+				"(status.server) one of them serves runs it (PostgreSQL: the smallest major at least the server's); "+
+				"--agent-image otherwise.")
 		},
 		Webhooks: webhook.Setup,
 	}
