@@ -299,6 +299,7 @@ func (p *provider) runInit(ctx context.Context, st *podState, i int, ic prepared
 			p.logf("pod runner: pod %s/%s: init container %s exited %d: the pod failed", st.pod.Namespace, st.pod.Name, ic.name, term.ExitCode)
 			p.publish(st)
 			if st.deleted {
+				p.removeWhenReported(st.pod, gracePeriod(st.pod))
 				p.forget(st)
 			}
 			p.mu.Unlock()
@@ -361,6 +362,7 @@ func (p *provider) finish(st *podState, exit func(string) (exitStatus, string, b
 	setCondition(st.pod, corev1.PodReady, corev1.ConditionFalse, "PodCompleted", now)
 	p.publish(st)
 	if st.deleted {
+		p.removeWhenReported(st.pod, gracePeriod(st.pod))
 		p.forget(st)
 	}
 }
