@@ -89,7 +89,15 @@ func (a *Agent) Run(extraEnv []string, args ...string) Run {
 	if ps := cmd.ProcessState; ps != nil {
 		r.CPU = ps.UserTime() + ps.SystemTime()
 	}
-	r.Stdout, r.Stderr = out.String(), errb.String()
+	r.ended(err, out.String(), errb.String(), termLog)
+	os.Remove(termLog)
+	return r
+}
+
+// ended records how a finished agent process (or container) ended: its
+// output, exit code, termination log and peak RSS.
+func (r *Run) ended(err error, stdout, stderr, termLog string) {
+	r.Stdout, r.Stderr = stdout, stderr
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
@@ -102,9 +110,7 @@ func (a *Agent) Run(extraEnv []string, args ...string) Run {
 	if b, err := os.ReadFile(termLog); err == nil {
 		r.TermLog = string(b)
 	}
-	os.Remove(termLog)
 	r.PeakRSSKiB = parsePeakRSS(r.Stderr)
-	return r
 }
 
 func parsePeakRSS(logs string) int64 {

@@ -3,9 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -69,20 +67,7 @@ func (a *AgentImage) Run(env []string, args ...string) Run {
 	start := time.Now()
 	err := cmd.Run()
 	r.Elapsed = time.Since(start)
-	r.Stdout, r.Stderr = out.String(), errb.String()
-	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-		r.Code = 0
-	case errors.As(err, &exitErr):
-		r.Code = exitErr.ExitCode()
-	default:
-		r.Stderr += "\n" + err.Error()
-	}
-	if b, err := os.ReadFile(tl); err == nil {
-		r.TermLog = string(b)
-	}
-	r.PeakRSSKiB = parsePeakRSS(r.Stderr)
+	r.ended(err, out.String(), errb.String(), tl)
 	return r
 }
 
